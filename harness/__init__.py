@@ -1,0 +1,1 @@
+"""stable-harness: a Hydra-configured PyTorch training harness built for stable runs."""
