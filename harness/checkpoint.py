@@ -1,0 +1,91 @@
+"""Atomic checkpoints that hold all training state, and finding the one to resume from.
+
+Layout of RUN_DIR/checkpoints/:
+  step_00000200.pt   the last `keep_last` step checkpoints
+  best.pt            the checkpoint with the lowest validation loss so far
+A file is written to a temporary name in the same directory, flushed and fsynced, then
+renamed over the target, so a crash at any instant leaves every existing checkpoint valid.
+"""
+from __future__ import annotations
+
+import os
+import random
+import re
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+CKPT_DIR = "checkpoints"
+STEP_PATTERN = re.compile(r"step_(\d{8})\.pt$")
+
+
+def atomic_torch_save(obj: Any, path: Path) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            torch.save(obj, f)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    dir_fd = os.open(path.parent, os.O_RDONLY)
+    try:
+        os.fsync(dir_fd)  # make the rename itself durable
+    finally:
+        os.close(dir_fd)
+
+
+def rng_state() -> dict[str, Any]:
+    state = {"python": random.getstate(), "numpy": np.random.get_state(), "torch": torch.get_rng_state()}
+    if torch.cuda.is_available():
+        state["cuda"] = torch.cuda.get_rng_state_all()
+    return state
+
+
+def set_rng_state(state: dict[str, Any]) -> None:
+    random.setstate(state["python"])
+    np.random.set_state(state["numpy"])
+    torch.set_rng_state(state["torch"])
+    if "cuda" in state and torch.cuda.is_available():
+        torch.cuda.set_rng_state_all(state["cuda"])
+
+
+def step_checkpoints(run_dir: Path) -> list[Path]:
+    """Step checkpoints of a run, newest first."""
+    found = [p for p in (run_dir / CKPT_DIR).glob("step_*.pt") if STEP_PATTERN.search(p.name)]
+    return sorted(found, key=lambda p: int(STEP_PATTERN.search(p.name).group(1)), reverse=True)
+
+
+def save_step_checkpoint(state: dict[str, Any], run_dir: Path, step: int, keep_last: int) -> Path:
+    path = run_dir / CKPT_DIR / f"step_{step:08d}.pt"
+    atomic_torch_save(state, path)
+    for old in step_checkpoints(run_dir)[max(keep_last, 1):]:
+        old.unlink(missing_ok=True)
+    return path
+
+
+def save_best_checkpoint(state: dict[str, Any], run_dir: Path) -> Path:
+    path = run_dir / CKPT_DIR / "best.pt"
+    atomic_torch_save(state, path)
+    return path
+
+
+def load_checkpoint(path: Path) -> dict[str, Any]:
+    # weights_only=False: the state holds RNG tuples and numpy arrays, and these files are our own.
+    return torch.load(path, map_location="cpu", weights_only=False)
+
+
+def latest_valid_checkpoint(run_dir: Path) -> tuple[Path, dict[str, Any]] | None:
+    """Newest step checkpoint that loads; a truncated or corrupt file is passed over."""
+    for path in step_checkpoints(run_dir):
+        try:
+            return path, load_checkpoint(path)
+        except Exception:  # noqa: BLE001 - any unreadable file means "try the previous one"
+            continue
+    return None

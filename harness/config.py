@@ -1,0 +1,98 @@
+"""Validate the whole composed config before any work: a bad value fails in milliseconds,
+with one line naming the key, the value and what is allowed."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import torch
+from omegaconf import DictConfig, OmegaConf
+from omegaconf.errors import OmegaConfBaseException
+
+from harness.clipping import validate_clip
+from harness.data import validate_data_config
+from harness.errors import ConfigError
+from harness.loss import validate_loss_config
+from harness.models import validate_model_config
+from harness.models.init import validate_init_config
+from harness.optim import validate_optim_config
+from harness.precision import validate_precision_config
+from harness.schedule import validate_schedule_config
+from harness.tracking import validate_logger_config
+
+TRAINER_COUNTS = ("max_steps", "log_every", "eval_every", "eval_batches", "ckpt_every", "keep_last")
+
+
+def _positive_int(key: str, value: object) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ConfigError(key, value, "an integer >= 1")
+
+
+def resolve_device(name: str) -> torch.device:
+    if name == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    try:
+        device = torch.device(name)
+    except (RuntimeError, TypeError):
+        raise ConfigError("device", name, "auto, cpu, cuda, cuda:N or mps") from None
+    if device.type == "cuda" and not torch.cuda.is_available():
+        raise ConfigError("device", name, "auto or cpu: this machine has no CUDA device")
+    if device.type == "cuda" and device.index is not None and device.index >= torch.cuda.device_count():
+        raise ConfigError("device", name, f"cuda:0..cuda:{torch.cuda.device_count() - 1}")
+    if device.type == "mps" and not torch.backends.mps.is_available():
+        raise ConfigError("device", name, "auto or cpu: MPS is not available here")
+    if device.type not in ("cpu", "cuda", "mps"):
+        raise ConfigError("device", name, "auto, cpu, cuda, cuda:N or mps")
+    return device
+
+
+def data_task(cfg: DictConfig) -> str:
+    return cfg.data.get("task", "classification") if cfg.data.get("name") == "synthetic" else "lm"
+
+
+def validate_resume(resume: object) -> None:
+    if resume in (None, "auto"):
+        return
+    path = Path(str(resume))
+    if not (path.is_file() or (path / "checkpoints").is_dir()):
+        raise ConfigError("resume", resume, "null, auto, a run directory holding checkpoints/, or a checkpoint .pt file")
+
+
+def validate_config(cfg: DictConfig, world_size: int = 1) -> torch.device:
+    """Check every key; return the device to train on."""
+    try:
+        OmegaConf.to_container(cfg, resolve=True, throw_on_missing=True)
+    except OmegaConfBaseException as err:
+        key = getattr(err, "full_key", "") or "config"
+        raise ConfigError(key, "???", "a value: this key is required (set it on the command line)") from None
+    for key in TRAINER_COUNTS:
+        _positive_int(f"trainer.{key}", cfg.trainer[key])
+    if cfg.trainer.stop_after is not None:
+        _positive_int("trainer.stop_after", cfg.trainer.stop_after)
+    _positive_int("batch_size", cfg.batch_size)
+    _positive_int("accum", cfg.accum)
+    if cfg.batch_size % (cfg.accum * world_size):
+        raise ConfigError("batch_size", cfg.batch_size,
+                          f"a multiple of accum x world size = {cfg.accum} x {world_size}")
+    if not isinstance(cfg.seed, int):
+        raise ConfigError("seed", cfg.seed, "an integer")
+    if not isinstance(cfg.compile, bool):
+        raise ConfigError("compile", cfg.compile, "true or false")
+    validate_clip(cfg.clip, cfg.clip_mode)
+    device = resolve_device(str(cfg.device))
+    validate_precision_config(cfg.precision, device)
+    validate_schedule_config(cfg.schedule, cfg.trainer.max_steps)
+    validate_optim_config(cfg.optim)
+    validate_data_config(cfg.data)
+    validate_model_config(cfg.model, data_task(cfg))
+    validate_init_config(cfg.init)
+    validate_loss_config(cfg.loss)
+    validate_logger_config(cfg.logger)
+    validate_resume(cfg.resume)
+    objectives = cfg.objective if OmegaConf.is_list(cfg.objective) else [cfg.objective]
+    for name in objectives:
+        if name not in SUMMARY_OBJECTIVES:
+            raise ConfigError("objective", name, f"one of {list(SUMMARY_OBJECTIVES)}")
+    return device
+
+
+SUMMARY_OBJECTIVES = ("best_val_loss", "final_val_loss", "final_train_loss", "wall_time_s", "best_val_accuracy")

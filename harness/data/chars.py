@@ -1,0 +1,102 @@
+"""Character-level corpora: the Python standard library's sources (offline default) or any text file."""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import sysconfig
+import tempfile
+from pathlib import Path
+
+import numpy as np
+from omegaconf import DictConfig
+
+from harness.data.base import DataMeta, TokenWindows
+from harness.errors import ConfigError
+
+EXCLUDED_DIRS = {"test", "tests", "idle_test", "site-packages", "__pycache__"}
+
+
+def stdlib_root() -> Path:
+    return Path(sysconfig.get_paths()["stdlib"])
+
+
+def stdlib_files() -> list[Path]:
+    """The stdlib's own .py files in a fixed order, test suites left out (they are mostly fixtures)."""
+    found = []
+    for folder, subdirs, files in os.walk(stdlib_root()):
+        subdirs[:] = [d for d in subdirs if d not in EXCLUDED_DIRS]  # prune: never walk site-packages
+        found.extend(Path(folder) / f for f in files if f.endswith(".py"))
+    return sorted(found)
+
+
+def encode_chars(text: str) -> tuple[np.ndarray, list[str]]:
+    """Map each character to its rank among the distinct characters (sorted by code point)."""
+    codes = np.frombuffer(text.encode("utf-32-le"), dtype=np.uint32)
+    vocab, ids = np.unique(codes, return_inverse=True)
+    if len(vocab) > np.iinfo(np.uint16).max:
+        raise ValueError(f"{len(vocab)} distinct characters do not fit uint16 ids")
+    return ids.astype(np.uint16), [chr(c) for c in vocab]
+
+
+def split(ids: np.ndarray, val_fraction: float) -> tuple[np.ndarray, np.ndarray]:
+    """The tail is validation: contiguous, so no window straddles both sides."""
+    n_val = int(len(ids) * val_fraction)
+    return ids[: len(ids) - n_val], ids[len(ids) - n_val :]
+
+
+def cache_root(cfg: DictConfig) -> Path:
+    explicit = cfg.get("cache_dir") or os.environ.get("HARNESS_CACHE_DIR")
+    return Path(explicit or Path.home() / ".cache" / "stable-harness").expanduser()
+
+
+def _stdlib_corpus(cache_dir: Path) -> tuple[np.ndarray, list[str]]:
+    """Encode the stdlib once per Python install; later runs memory-map the cached ids."""
+    files = stdlib_files()
+    fingerprint = hashlib.sha256(
+        "\n".join(f"{p}:{p.stat().st_size}" for p in files).encode()
+    ).hexdigest()[:16]
+    target = cache_dir / f"stdlib-{fingerprint}"
+    if not (target / "meta.json").exists():
+        text = "".join(p.read_text(encoding="utf-8", errors="replace") for p in files)
+        ids, vocab = encode_chars(text)
+        cache_dir.mkdir(parents=True, exist_ok=True)
+        staging = Path(tempfile.mkdtemp(dir=cache_dir, prefix=".stdlib-"))
+        ids.tofile(staging / "ids.bin")
+        (staging / "meta.json").write_text(json.dumps({"vocab": vocab, "files": len(files)}))
+        try:
+            os.replace(staging, target)  # atomic: concurrent builders never see a half-written cache
+        except OSError:  # another process won the race; its copy is identical
+            for f in staging.iterdir():
+                f.unlink()
+            staging.rmdir()
+    vocab = json.loads((target / "meta.json").read_text())["vocab"]
+    return np.memmap(target / "ids.bin", dtype=np.uint16, mode="r"), vocab
+
+
+def _char_data(ids: np.ndarray, vocab: list[str], cfg: DictConfig):
+    train, val = split(ids, float(cfg.val_fraction))
+    meta = DataMeta(task="lm", vocab_size=len(vocab), block_size=int(cfg.block_size))
+    return TokenWindows(train, meta.block_size), TokenWindows(val, meta.block_size), meta
+
+
+def build_stdlib(cfg: DictConfig):
+    ids, vocab = _stdlib_corpus(cache_root(cfg))
+    return _char_data(ids, vocab, cfg)
+
+
+def validate_stdlib(cfg: DictConfig) -> None:
+    if not (stdlib_root() / "os.py").is_file():
+        raise ConfigError("data", "stdlib", "a Python install with its standard-library sources")
+
+
+def build_text(cfg: DictConfig):
+    ids, vocab = encode_chars(Path(cfg.path).read_text(encoding="utf-8", errors="replace"))
+    return _char_data(ids, vocab, cfg)
+
+
+def validate_text(cfg: DictConfig) -> None:
+    path = cfg.get("path")
+    if not path or not Path(path).is_file():
+        raise ConfigError("data.path", path, "an existing text file")
+

@@ -1,0 +1,67 @@
+"""Which samples each optimizer update sees: a reshuffled pass per epoch, resumable from two integers.
+
+The global batch of an update is fixed by (seed, epoch, offset) alone; it is then cut into
+ranks and accumulation micro-batches. So accum=4 x 16 sees exactly the samples of accum=1 x 64,
+and 2 ranks x 32 those of 1 process x 64 (the same contract as DistributedSampler + set_epoch).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+
+@dataclass
+class MicroBatch:
+    indices: torch.Tensor
+    weight: float  # share of this rank's samples in the update: the loss is scaled by it
+
+
+class BatchStream:
+    def __init__(self, num_samples: int, batch_size: int, seed: int, world_size: int = 1) -> None:
+        if num_samples < world_size:
+            raise ValueError(f"{num_samples} samples cannot feed {world_size} ranks")
+        self.num_samples, self.batch_size = num_samples, batch_size
+        self.seed, self.world_size = seed, world_size
+        self.epoch, self.offset = 0, 0
+        self._perm: torch.Tensor | None = None
+        self._perm_epoch = -1
+
+    def _permutation(self) -> torch.Tensor:
+        if self._perm_epoch != self.epoch:
+            g = torch.Generator().manual_seed(self.seed * 1_000_003 + self.epoch)
+            self._perm, self._perm_epoch = torch.randperm(self.num_samples, generator=g), self.epoch
+        return self._perm
+
+    def next_batch(self) -> torch.Tensor:
+        """Global indices of the next update; the epoch's tail gives one smaller batch."""
+        remaining = self.num_samples - self.offset
+        take = min(self.batch_size, remaining)
+        take -= take % self.world_size  # every rank gets the same count
+        if take == 0:
+            self.epoch, self.offset = self.epoch + 1, 0
+            return self.next_batch()
+        batch = self._permutation()[self.offset : self.offset + take]
+        self.offset += take
+        if self.offset + self.world_size > self.num_samples:
+            self.epoch, self.offset = self.epoch + 1, 0
+        return batch
+
+    def state_dict(self) -> dict[str, int]:
+        return {"epoch": self.epoch, "offset": self.offset}
+
+    def load_state_dict(self, state: dict[str, int]) -> None:
+        self.epoch, self.offset = int(state["epoch"]), int(state["offset"])
+
+
+def split_for_rank(batch: torch.Tensor, rank: int, world_size: int, accum: int) -> list[MicroBatch]:
+    """This rank's contiguous share of the global batch, cut into at most `accum` micro-batches."""
+    share = batch.tensor_split(world_size)[rank]
+    chunks = [c for c in share.tensor_split(accum) if len(c)]
+    return [MicroBatch(c, len(c) / len(share)) for c in chunks]
+
+
+def eval_indices(num_samples: int, count: int) -> torch.Tensor:
+    """A fixed sample of the validation set, identical at every eval and for every run seed."""
+    g = torch.Generator().manual_seed(0)
+    return torch.randperm(num_samples, generator=g)[: min(count, num_samples)]

@@ -1,0 +1,67 @@
+"""Process-group facts for torchrun launches; a single process is world size 1, rank 0."""
+from __future__ import annotations
+
+import contextlib
+import os
+from dataclasses import dataclass
+
+import torch
+import torch.distributed as dist
+from torch import nn
+
+
+@dataclass(frozen=True)
+class DistInfo:
+    rank: int = 0
+    local_rank: int = 0
+    world_size: int = 1
+
+    @property
+    def is_main(self) -> bool:
+        return self.rank == 0
+
+    @property
+    def enabled(self) -> bool:
+        return self.world_size > 1
+
+
+def dist_info_from_env() -> DistInfo:
+    """torchrun sets RANK / LOCAL_RANK / WORLD_SIZE for every process it starts."""
+    return DistInfo(
+        rank=int(os.environ.get("RANK", 0)),
+        local_rank=int(os.environ.get("LOCAL_RANK", 0)),
+        world_size=int(os.environ.get("WORLD_SIZE", 1)),
+    )
+
+
+def init_process_group(info: DistInfo, device: torch.device) -> None:
+    if info.enabled and not dist.is_initialized():
+        dist.init_process_group(backend="nccl" if device.type == "cuda" else "gloo")
+
+
+def destroy_process_group() -> None:
+    if dist.is_initialized():
+        dist.destroy_process_group()
+
+
+def all_reduce_mean(t: torch.Tensor, info: DistInfo) -> torch.Tensor:
+    if info.enabled:
+        t = t.clone()
+        dist.all_reduce(t, op=dist.ReduceOp.SUM)
+        t /= info.world_size
+    return t
+
+
+def all_reduce_min(t: torch.Tensor, info: DistInfo) -> torch.Tensor:
+    """For agreement flags: any rank's 0 (bad) makes it 0 (bad) on all ranks."""
+    if info.enabled:
+        t = t.clone()
+        dist.all_reduce(t, op=dist.ReduceOp.MIN)
+    return t
+
+
+def gradient_sync(model: nn.Module, sync: bool) -> contextlib.AbstractContextManager:
+    """DDP all-reduces gradients in backward; skip that on all but the last micro-batch."""
+    if sync or not isinstance(model, nn.parallel.DistributedDataParallel):
+        return contextlib.nullcontext()
+    return model.no_sync()

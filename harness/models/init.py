@@ -1,0 +1,44 @@
+"""The `init` config group: re-initialise a built model's weights by a named scheme."""
+from __future__ import annotations
+
+import math
+
+from omegaconf import DictConfig
+from torch import nn
+
+from harness.errors import ConfigError
+
+SCHEMES = ("default", "xavier", "kaiming", "normal", "scaled_residual")
+
+
+def validate_init_config(cfg: DictConfig) -> None:
+    if cfg.get("name") not in SCHEMES:
+        raise ConfigError("init.name", cfg.get("name"), f"one of {list(SCHEMES)}")
+    if not float(cfg.get("std", 0.02)) > 0:
+        raise ConfigError("init.std", cfg.std, "a number > 0")
+
+
+def apply_init(model: nn.Module, cfg: DictConfig) -> None:
+    """`default` keeps the model's own init; the others overwrite every Linear and Embedding.
+
+    Embeddings always get normal(std): Glorot/He formulas assume a matmul fan-in that a lookup
+    table does not have. Biases start at zero. A weight tied to an embedding stays an embedding.
+    """
+    if cfg.name == "default":
+        return
+    std = float(cfg.std)
+    depth_scale = math.sqrt(2 * getattr(model, "n_layer", 1))
+    embeddings = {id(m.weight) for m in model.modules() if isinstance(m, nn.Embedding)}
+    for module in model.modules():
+        if isinstance(module, nn.Embedding):
+            nn.init.normal_(module.weight, std=std)
+        elif isinstance(module, nn.Linear) and id(module.weight) not in embeddings:
+            if cfg.name == "xavier":
+                nn.init.xavier_uniform_(module.weight)
+            elif cfg.name == "kaiming":
+                nn.init.kaiming_normal_(module.weight, nonlinearity="relu")
+            else:
+                residual = cfg.name == "scaled_residual" and getattr(module, "is_residual_projection", False)
+                nn.init.normal_(module.weight, std=std / depth_scale if residual else std)
+            if module.bias is not None:
+                nn.init.zeros_(module.bias)

@@ -1,0 +1,162 @@
+"""Build every component from the validated config, resume if asked, train, write summary.json."""
+from __future__ import annotations
+
+import json
+import logging
+import math
+import os
+import random
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from omegaconf import DictConfig, OmegaConf
+
+from harness.checkpoint import latest_valid_checkpoint, load_checkpoint
+from harness.config import validate_config
+from harness.data import build_data
+from harness.distributed import DistInfo, destroy_process_group, dist_info_from_env, init_process_group
+from harness.errors import ConfigError
+from harness.models import build_model
+from harness.models.init import apply_init
+from harness.optim import build_optimizer
+from harness.precision import build_precision
+from harness.schedule import build_scheduler
+from harness.tracking import Tracker, finite_or_none
+from harness.trainer import Trainer
+from harness.trial import TrialReporter
+
+log = logging.getLogger("harness")
+
+
+def seed_everything(seed: int) -> None:
+    random.seed(seed)
+    np.random.seed(seed)
+    torch.manual_seed(seed)
+
+
+def hydra_run_dir() -> Path:
+    from hydra.core.hydra_config import HydraConfig
+
+    return Path(HydraConfig.get().runtime.output_dir)
+
+
+def find_resume_checkpoint(resume: str | None, run_dir: Path) -> tuple[Path, dict[str, Any]] | None:
+    """`auto`: this run dir's newest valid checkpoint, or a fresh start when there is none."""
+    if resume is None:
+        return None
+    if resume == "auto":
+        return latest_valid_checkpoint(run_dir)
+    path = Path(resume)
+    if path.is_file():
+        try:
+            return path, load_checkpoint(path)
+        except Exception as err:  # noqa: BLE001 - any unreadable file is the same user error
+            raise ConfigError("resume", resume, f"a readable checkpoint file ({type(err).__name__})") from None
+    found = latest_valid_checkpoint(path)
+    if found is None:
+        raise ConfigError("resume", resume, "a run directory with at least one valid checkpoint in checkpoints/")
+    return found
+
+
+def write_json_atomic(obj: dict[str, Any], path: Path) -> None:
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
+    with os.fdopen(fd, "w") as f:
+        json.dump(obj, f, indent=2)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+
+
+def summarize(trainer: Trainer, status: str, wall_time: float, cfg: DictConfig) -> dict[str, Any]:
+    s = trainer.state
+    summary = {
+        "status": status,
+        "reason": s.events[-1]["message"] if status != "completed" and s.events else None,
+        "steps": s.step,
+        "max_steps": int(cfg.trainer.max_steps),
+        "best_val_loss": finite_or_none(s.best_val_loss),
+        "final_val_loss": finite_or_none(s.last_val_loss),
+        "final_train_loss": finite_or_none(s.last_train_loss),
+        "best_val_accuracy": s.best_val_accuracy,
+        "wall_time_s": round(wall_time, 3),
+        "skipped_steps": s.skipped_steps,
+        "overflow_steps": trainer.total_overflow_steps(),
+        "events": s.events,
+    }
+    names = list(cfg.objective) if OmegaConf.is_list(cfg.objective) else [cfg.objective]
+    values = [summary[name] for name in names]
+    summary["objective"] = values if len(values) > 1 else values[0]
+    return summary
+
+
+def run(cfg: DictConfig, run_dir: Path | None = None) -> Any:
+    """Train one run; returns the objective (a float, a list for multi-objective, or NaN)."""
+    dist = dist_info_from_env()
+    device = validate_config(cfg, dist.world_size)
+    run_dir = Path(run_dir) if run_dir is not None else hydra_run_dir()
+    resume_from = find_resume_checkpoint(cfg.resume, run_dir)
+    if dist.enabled and device.type == "cuda":
+        device = torch.device("cuda", dist.local_rank)
+    init_process_group(dist, device)
+    try:
+        return _train(cfg, run_dir, device, dist, resume_from)
+    finally:
+        destroy_process_group()
+
+
+def _build_trainer(cfg: DictConfig, run_dir: Path, device: torch.device,
+                   resume_from: tuple[Path, dict[str, Any]] | None, dist: DistInfo = DistInfo()) -> Trainer:
+    """Every component from its config group, wired into a Trainer (resumed when asked)."""
+    run_dir.mkdir(parents=True, exist_ok=True)
+    seed_everything(cfg.seed)
+    train_set, val_set, meta = build_data(cfg.data)
+    raw_model = build_model(cfg.model, meta)
+    apply_init(raw_model, cfg.init)
+    raw_model.to(device)
+    optimizer = build_optimizer(cfg.optim, raw_model)
+    scheduler = build_scheduler(cfg.schedule, optimizer, cfg.trainer.max_steps)
+    precision = build_precision(cfg.precision, device)
+    model = raw_model
+    if dist.enabled:
+        model = torch.nn.parallel.DistributedDataParallel(
+            raw_model, device_ids=[device.index] if device.type == "cuda" else None)
+    if cfg.compile:
+        model = torch.compile(model)
+    resume_step = resume_from[1]["step"] if resume_from else 0
+    tracker = Tracker(run_dir, cfg.logger.name, cfg.trainer.max_steps, resume_step) if dist.is_main else None
+    trainer = Trainer(cfg, model=model, raw_model=raw_model, optimizer=optimizer, scheduler=scheduler,
+                      precision=precision, train_set=train_set, val_set=val_set, meta=meta, device=device,
+                      dist=dist, run_dir=run_dir, tracker=tracker, reporter=TrialReporter.from_env())
+    if resume_from:
+        trainer.load_state_dict(resume_from[1])
+        log.info("resumed from %s at step %d", resume_from[0], resume_step)
+    elif cfg.resume == "auto":
+        log.info("resume=auto: no checkpoint in %s, starting fresh", run_dir)
+    n_params = sum(p.numel() for p in raw_model.parameters())
+    log.info("model %s: %.2fM parameters; data %s (%s); device %s; precision %s",
+             type(raw_model).__name__, n_params / 1e6, cfg.data.name, meta.task, device, cfg.precision.name)
+    return trainer
+
+
+def _train(cfg: DictConfig, run_dir: Path, device: torch.device, dist: DistInfo,
+           resume_from: tuple[Path, dict[str, Any]] | None) -> Any:
+    started = time.perf_counter()
+    trainer = _build_trainer(cfg, run_dir, device, resume_from, dist)
+    try:
+        status = trainer.fit()
+    finally:
+        if trainer.tracker:
+            trainer.tracker.close()
+    summary = summarize(trainer, status, time.perf_counter() - started, cfg)
+    if dist.is_main:
+        write_json_atomic(summary, run_dir / "summary.json")
+        log.info("%s after %d steps: best val loss %s -> %s", status, summary["steps"],
+                 summary["best_val_loss"], run_dir / "summary.json")
+    objective = summary["objective"]
+    if isinstance(objective, list):
+        return [math.nan if v is None else v for v in objective]
+    return math.nan if objective is None else objective

@@ -1,0 +1,85 @@
+"""The `schedule` config group: the LR multiplier as a pure function of the optimizer step.
+
+Wrapped in LambdaLR, so the scheduler's checkpoint state is a single step count, and it is
+stepped once per optimizer update (never per micro-batch). Steps run 0..max_steps-1: warmup
+ends at base LR exactly at step `warmup`, and decaying schedules reach their floor at the
+last step, max_steps-1.
+"""
+from __future__ import annotations
+
+import math
+from functools import partial
+
+from omegaconf import DictConfig
+from torch.optim import Optimizer
+from torch.optim.lr_scheduler import LambdaLR
+
+from harness.errors import ConfigError
+
+NAMES = ("constant", "linear", "cosine", "poly", "inverse_sqrt", "wsd")
+DECAY_SHAPES = ("linear", "cosine", "sqrt")
+
+
+def warmup_steps(cfg: DictConfig, max_steps: int) -> int:
+    """`warmup` is a step count (int) or a fraction of the run (float in (0, 1))."""
+    w = cfg.get("warmup", 0)
+    return int(round(w * max_steps)) if isinstance(w, float) and 0 < w < 1 else int(w)
+
+
+def validate_schedule_config(cfg: DictConfig, max_steps: int) -> None:
+    if cfg.get("name") not in NAMES:
+        raise ConfigError("schedule.name", cfg.get("name"), f"one of {list(NAMES)}")
+    w = cfg.get("warmup", 0)
+    if isinstance(w, bool) or not isinstance(w, (int, float)) or w < 0 or (isinstance(w, float) and w >= 1):
+        raise ConfigError("schedule.warmup", w, "an integer >= 0 (steps) or a float in (0, 1) (fraction of max_steps)")
+    if warmup_steps(cfg, max_steps) >= max_steps:
+        raise ConfigError("schedule.warmup", w, f"fewer steps than trainer.max_steps={max_steps}")
+    if not 0.0 <= float(cfg.get("min_lr_ratio", 0.0)) <= 1.0:
+        raise ConfigError("schedule.min_lr_ratio", cfg.min_lr_ratio, "a number in [0, 1]")
+    if float(cfg.get("power", 1.0)) <= 0:
+        raise ConfigError("schedule.power", cfg.power, "a number > 0")
+    if not 0.0 < float(cfg.get("decay_fraction", 0.5)) <= 1.0:
+        raise ConfigError("schedule.decay_fraction", cfg.decay_fraction, "a number in (0, 1]")
+    if cfg.get("decay_shape", "linear") not in DECAY_SHAPES:
+        raise ConfigError("schedule.decay_shape", cfg.decay_shape, f"one of {list(DECAY_SHAPES)}")
+
+
+def _decay(progress: float, shape: str, power: float = 1.0) -> float:
+    """1 at progress 0, 0 at progress 1."""
+    if shape == "cosine":
+        return 0.5 * (1.0 + math.cos(math.pi * progress))
+    if shape == "sqrt":
+        return 1.0 - math.sqrt(progress)
+    return (1.0 - progress) ** power
+
+
+def lr_factor(step: int, *, name: str, warmup: int, max_steps: int, min_lr_ratio: float = 0.0,
+              power: float = 1.0, decay_fraction: float = 0.2, decay_shape: str = "linear") -> float:
+    """Multiplier of the base LR at optimizer step `step` (0-based)."""
+    if step < warmup:
+        return (step + 1) / (warmup + 1)  # never exactly 0, so the first update moves
+    if name == "constant":
+        return 1.0
+    if name == "inverse_sqrt":
+        return math.sqrt(max(warmup, 1) / max(step, 1))
+    last = max_steps - 1
+    decay_start = max(warmup, last - int(round(decay_fraction * max_steps))) if name == "wsd" else warmup
+    if step <= decay_start:
+        return 1.0
+    progress = min(1.0, (step - decay_start) / max(1, last - decay_start))
+    shape = {"linear": "linear", "poly": "linear", "cosine": "cosine"}.get(name, decay_shape)
+    return min_lr_ratio + (1.0 - min_lr_ratio) * _decay(progress, shape, power if name == "poly" else 1.0)
+
+
+def build_scheduler(cfg: DictConfig, optimizer: Optimizer, max_steps: int) -> LambdaLR:
+    factor = partial(
+        lr_factor,
+        name=cfg.name,
+        warmup=warmup_steps(cfg, max_steps),
+        max_steps=max_steps,
+        min_lr_ratio=float(cfg.get("min_lr_ratio", 0.0)),
+        power=float(cfg.get("power", 1.0)),
+        decay_fraction=float(cfg.get("decay_fraction", 0.2)),
+        decay_shape=cfg.get("decay_shape", "linear"),
+    )
+    return LambdaLR(optimizer, factor)

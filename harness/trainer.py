@@ -1,0 +1,320 @@
+"""The training loop: one optimizer update per `train_step`, everything else hangs off `fit`.
+
+Host syncs are deliberate: metrics stay on the device and are read once every `log_every`
+steps; with the guard on, one flag per update (is this update finite?) is read so a bad
+update can be skipped before it touches the parameters or the optimizer state.
+"""
+from __future__ import annotations
+
+import logging
+import math
+import signal
+import threading
+import time
+from dataclasses import asdict, dataclass, field
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+import torch
+from omegaconf import DictConfig, OmegaConf
+from torch import nn
+
+from harness.checkpoint import rng_state, save_best_checkpoint, save_step_checkpoint, set_rng_state
+from harness.clipping import clip_gradients, global_grad_norm
+from harness.data import DataMeta, Dataset
+from harness.data.sampler import BatchStream, eval_indices, split_for_rank
+from harness.distributed import DistInfo, all_reduce_mean, all_reduce_min, gradient_sync
+from harness.loss import compute_loss
+from harness.precision import Precision
+from harness.tracking import Tracker
+
+log = logging.getLogger("harness")
+
+
+@dataclass
+class TrainState:
+    """Counters that must survive a resume."""
+
+    step: int = 0  # optimizer updates done
+    best_val_loss: float = math.inf
+    best_val_accuracy: float | None = None
+    last_val_loss: float | None = None
+    last_train_loss: float | None = None
+    skipped_steps: int = 0  # updates skipped for NaN/Inf loss or gradients
+    overflow_steps: int = 0  # fp16 updates skipped by the loss scaler
+    events: list[dict[str, Any]] = field(default_factory=list)
+
+
+class StopRequest:
+    """Set by SIGTERM/SIGUSR1 (preemption): save at the next step boundary and exit cleanly."""
+
+    def __init__(self) -> None:
+        self.signal_name: str | None = None
+
+    def install(self) -> None:
+        if threading.current_thread() is threading.main_thread():
+            for sig in (signal.SIGTERM, signal.SIGUSR1):
+                signal.signal(sig, self._handle)
+
+    def _handle(self, signum: int, _frame: Any) -> None:
+        self.signal_name = signal.Signals(signum).name
+
+
+class Trainer:
+    def __init__(
+        self,
+        cfg: DictConfig,
+        *,
+        model: nn.Module,
+        raw_model: nn.Module,
+        optimizer: torch.optim.Optimizer,
+        scheduler: torch.optim.lr_scheduler.LRScheduler,
+        precision: Precision,
+        train_set: Dataset,
+        val_set: Dataset,
+        meta: DataMeta,
+        device: torch.device,
+        dist: DistInfo,
+        run_dir: Path,
+        tracker: Tracker | None,
+        reporter: Any = None,
+    ) -> None:
+        self.cfg, self.model, self.raw_model = cfg, model, raw_model
+        self.optimizer, self.scheduler, self.precision = optimizer, scheduler, precision
+        self.scaler = precision.scaler
+        self.train_set, self.val_set, self.meta = train_set, val_set, meta
+        self.device, self.dist, self.run_dir = device, dist, run_dir
+        self.tracker, self.reporter = tracker, reporter
+        self.params = [p for p in raw_model.parameters() if p.requires_grad]
+        self.clip = float(cfg.clip) if cfg.clip else 0.0
+        self.loss_fn = partial(compute_loss, task=meta.task, label_smoothing=float(cfg.loss.label_smoothing),
+                               z_loss=float(cfg.loss.z_loss))
+        self.eval_loss_fn = partial(compute_loss, task=meta.task)
+        self.micro_batch = cfg.batch_size // (cfg.accum * dist.world_size)
+        self.stream = BatchStream(len(train_set), cfg.batch_size, cfg.seed, dist.world_size)
+        self.state = TrainState()
+        self.stop_request = StopRequest()
+        # on-device accumulators between log steps: loss sum, clipped updates, updates
+        self._window = torch.zeros(3, device=device)
+        self._overflows = torch.zeros((), device=device)
+        self._last_norms = (torch.zeros((), device=device), torch.zeros((), device=device))
+        self._lr_used = 0.0
+        self._last_log_time = time.perf_counter()
+        self._steps_since_log = 0
+
+    # ------------------------------------------------------------------ the step
+    def train_step(self) -> None:
+        """One optimizer update over `accum` micro-batches (order matters; see README)."""
+        micro_batches = split_for_rank(self.stream.next_batch(), self.dist.rank, self.dist.world_size, self.cfg.accum)
+        loss = torch.zeros((), device=self.device)
+        for k, mb in enumerate(micro_batches):
+            x, y = (t.to(self.device, non_blocking=True) for t in self.train_set.get(mb.indices))
+            # Under DDP, gradients are all-reduced only after the last micro-batch's backward.
+            with gradient_sync(self.model, sync=k == len(micro_batches) - 1):
+                with self.precision.autocast():
+                    micro_loss = self.loss_fn(self.model(x), y)
+                # weight = this micro-batch's share of the samples, so the sum is the batch mean
+                self.scaler.scale(micro_loss * mb.weight).backward()
+            loss += micro_loss.detach() * mb.weight
+
+        self.scaler.unscale_(self.optimizer)  # fp16: clipping and norms must see true gradients
+        pre_norm = global_grad_norm(self.params)
+        apply = self._update_is_finite(loss, pre_norm)
+        post_norm = pre_norm
+        if self.clip and apply:
+            clip_gradients(self.params, self.cfg.clip_mode, self.clip, pre_norm)
+            post_norm = self._post_clip_norm(pre_norm)
+        self._lr_used = self.optimizer.param_groups[0]["lr"]
+        if apply:
+            self.scaler.step(self.optimizer)  # fp16: the scaler also skips on overflow by itself
+        self._update_loss_scale(count_overflow=apply)
+        self.scheduler.step()  # counts optimizer updates, skipped ones included
+        self.optimizer.zero_grad(set_to_none=True)
+
+        clipped = (post_norm < pre_norm).float()
+        self._window += torch.stack([loss, clipped, torch.ones((), device=self.device)])
+        self._last_norms = (pre_norm, post_norm)
+
+    def _update_is_finite(self, loss: torch.Tensor, grad_norm: torch.Tensor) -> bool:
+        """The guard's one host read per update; all ranks agree so none of them deadlocks."""
+        if not self.cfg.guard.skip_nonfinite:
+            return True
+        finite = (torch.isfinite(loss) & torch.isfinite(grad_norm)).float()
+        if bool(all_reduce_min(finite, self.dist).item()):
+            return True
+        if self.precision.scaling:  # the loss scale was too high: expected, the scaler backs off
+            self.state.overflow_steps += 1
+        else:
+            self.state.skipped_steps += 1
+            self._event("skip_nonfinite", f"step {self.state.step + 1}: non-finite loss or gradients, update skipped")
+        return False
+
+    def _update_loss_scale(self, count_overflow: bool) -> None:
+        """fp16: back off after an overflow, grow after a quiet stretch. Overflows the guard did
+        not already catch are counted on the device by watching the scale shrink."""
+        if not self.precision.scaling:
+            return
+        before = self.scaler._get_scale_async().clone()
+        self.scaler.update()
+        if count_overflow:
+            self._overflows += (self.scaler._get_scale_async() < before).float()
+
+    def _post_clip_norm(self, pre_norm: torch.Tensor) -> torch.Tensor:
+        if self.cfg.clip_mode == "norm":  # the closed form of what clip_grads_with_norm_ did
+            return pre_norm * torch.clamp(self.clip / (pre_norm + 1e-6), max=1.0)
+        return global_grad_norm(self.params)
+
+    # ------------------------------------------------------------------ the loop
+    def fit(self) -> str:
+        """Train until max_steps (or a stop); returns the run's status."""
+        self.stop_request.install()
+        t = self.cfg.trainer
+        start_step = self.state.step
+        self._last_log_time = time.perf_counter()
+        while self.state.step < t.max_steps:
+            self.train_step()
+            self.state.step += 1
+            self._steps_since_log += 1
+            step, last = self.state.step, self.state.step == t.max_steps
+            if step % t.log_every == 0 or last:
+                if not self._log_train():
+                    self.save_checkpoint()
+                    return "diverged"
+            if step % t.eval_every == 0 or last:
+                self._evaluate_and_track()
+                if self._should_prune():
+                    self.save_checkpoint()
+                    return "pruned"
+            stop = self.stop_request.signal_name or (t.stop_after and step - start_step >= t.stop_after)
+            if step % t.ckpt_every == 0 or last or stop:
+                self.save_checkpoint()
+            if self.stop_request.signal_name:
+                self._event("preempted", f"{self.stop_request.signal_name} at step {step}: checkpoint saved, stopping")
+                return "preempted"
+            if stop:
+                return "stopped"
+        return "completed"
+
+    def _log_train(self) -> bool:
+        """Read the window off the device (the log step's sync); False when the loss went non-finite."""
+        pre, post = self._last_norms
+        values = torch.cat([self._window, torch.stack([pre, post, self._overflows])])
+        values = all_reduce_mean(values, self.dist).tolist()
+        loss_sum, clipped, steps, pre_norm, post_norm, overflows = values
+        self._window.zero_()
+        now = time.perf_counter()
+        elapsed, n = now - self._last_log_time, max(self._steps_since_log, 1)
+        self._last_log_time, self._steps_since_log = now, 0
+        train_loss = loss_sum / max(steps, 1)
+        self.state.last_train_loss = train_loss
+        samples_per_s = n * self.cfg.batch_size / max(elapsed, 1e-9)
+        scalars = {
+            "train/loss": train_loss,
+            "train/lr": self._lr_used,
+            "grad/norm_preclip": pre_norm,
+            "grad/norm_postclip": post_norm,
+            "grad/clip_rate": clipped / max(steps, 1),
+            "train/skipped_steps": float(self.state.skipped_steps),
+            "perf/step_time_ms": 1000 * elapsed / n,
+        }
+        if self.meta.task == "lm":
+            scalars["perf/tokens_per_s"] = samples_per_s * self.meta.block_size
+        else:
+            scalars["perf/samples_per_s"] = samples_per_s
+        if self.precision.scaling:
+            scalars["train/loss_scale"] = float(self.scaler.get_scale())
+            scalars["train/overflow_steps"] = float(self.state.overflow_steps + int(overflows))
+        if self.tracker:
+            self.tracker.log(self.state.step, scalars)
+        if not math.isfinite(train_loss):
+            self._event("diverged", f"step {self.state.step}: training loss is {train_loss}; stopping")
+            return False
+        return True
+
+    # ------------------------------------------------------------------ eval
+    @torch.no_grad()
+    def evaluate(self) -> dict[str, float]:
+        """Mean loss (and accuracy for classification) over the same fixed validation samples every time."""
+        self.model.eval()
+        count = self.cfg.trainer.eval_batches * self.micro_batch * self.dist.world_size
+        indices = eval_indices(len(self.val_set), count).tensor_split(self.dist.world_size)[self.dist.rank]
+        totals = torch.zeros(3, device=self.device)  # loss * n, correct, n
+        for chunk in indices.split(self.micro_batch):
+            x, y = (t.to(self.device) for t in self.val_set.get(chunk))
+            with self.precision.autocast():
+                out = self.model(x)
+            n = torch.tensor(float(len(chunk)), device=self.device)
+            correct = (out.argmax(-1) == y).float().sum() if self.meta.task == "classification" else n * 0
+            totals += torch.stack([self.eval_loss_fn(out, y) * n, correct, n])
+        self.model.train()
+        loss_n, correct, n = all_reduce_mean(totals, self.dist).tolist()
+        result = {"val/loss": loss_n / n}
+        if self.meta.task == "classification":
+            result["val/accuracy"] = correct / n
+        return result
+
+    def _evaluate_and_track(self) -> None:
+        result = self.evaluate()
+        val = result["val/loss"]
+        self.state.last_val_loss = val
+        if self.tracker:
+            self.tracker.log(self.state.step, result, kind="eval")
+        if "val/accuracy" in result:
+            self.state.best_val_accuracy = max(result["val/accuracy"], self.state.best_val_accuracy or 0.0)
+        if math.isfinite(val) and val < self.state.best_val_loss:
+            self.state.best_val_loss = val
+            if self.dist.is_main:
+                save_best_checkpoint(self.state_dict(), self.run_dir)
+
+    def _should_prune(self) -> bool:
+        if self.reporter is None or self.state.last_val_loss is None:
+            return False
+        self.reporter.report(self.state.last_val_loss, self.state.step)
+        flag = torch.tensor(0.0 if self.reporter.should_prune() else 1.0, device=self.device)
+        if all_reduce_min(flag, self.dist).item() == 0.0:
+            self._event("pruned", f"step {self.state.step}: the sweep's pruner stopped this trial")
+            return True
+        return False
+
+    def _event(self, kind: str, message: str) -> None:
+        self.state.events.append({"step": self.state.step, "kind": kind, "message": message})
+        if self.tracker:
+            self.tracker.text(f"events/{kind}", message, self.state.step)
+        else:
+            log.warning(message)
+
+    # ------------------------------------------------------------------ state
+    def state_dict(self) -> dict[str, Any]:
+        return {
+            "step": self.state.step,
+            "model": self.raw_model.state_dict(),
+            "optimizer": self.optimizer.state_dict(),
+            "scheduler": self.scheduler.state_dict(),
+            "scaler": self.scaler.state_dict(),
+            "rng": rng_state(),
+            "data": self.stream.state_dict(),
+            "trainer": asdict(self.state),
+            "window": {"sums": self._window.cpu(), "overflows": self._overflows.cpu(),
+                       "steps_since_log": self._steps_since_log},
+            "config": OmegaConf.to_container(self.cfg, resolve=True),
+        }
+
+    def load_state_dict(self, ckpt: dict[str, Any]) -> None:
+        self.raw_model.load_state_dict(ckpt["model"])
+        self.optimizer.load_state_dict(ckpt["optimizer"])
+        self.scheduler.load_state_dict(ckpt["scheduler"])
+        self.scaler.load_state_dict(ckpt["scaler"])
+        self.stream.load_state_dict(ckpt["data"])
+        self.state = TrainState(**ckpt["trainer"])
+        self._window.copy_(ckpt["window"]["sums"])
+        self._overflows.copy_(ckpt["window"]["overflows"])
+        self._steps_since_log = ckpt["window"]["steps_since_log"]
+        set_rng_state(ckpt["rng"])
+
+    def save_checkpoint(self) -> None:
+        if self.dist.is_main:
+            save_step_checkpoint(self.state_dict(), self.run_dir, self.state.step, self.cfg.trainer.keep_last)
+
+    def total_overflow_steps(self) -> int:
+        return self.state.overflow_steps + int(self._overflows.item())

@@ -1,0 +1,46 @@
+"""Tests compose the real conf/ the way a user's command line does, then shrink it."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+from hydra import compose, initialize_config_dir
+from omegaconf import DictConfig, open_dict
+
+ROOT = Path(__file__).resolve().parent.parent
+CONF = ROOT / "conf"
+
+# A GPT small enough that a smoke run takes about a second on two cores.
+TINY_GPT = ["model.n_layer=2", "model.n_embd=32", "model.n_head=2", "model.block_size=32"]
+
+
+def compose_cfg(overrides: list[str]) -> DictConfig:
+    with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
+        return compose(config_name="train", overrides=overrides)
+
+
+def train(overrides: list[str], run_dir: Path):
+    """Run training in-process on the composed config; returns (objective, summary)."""
+    from harness.run import run
+
+    torch.set_num_threads(1)  # tests compare bits; also keeps parallel test workers off each other
+    objective = run(compose_cfg(overrides), run_dir=run_dir)
+    return objective, json.loads((run_dir / "summary.json").read_text())
+
+
+def run_cli(args: list[str], cwd: Path = ROOT, timeout: float = 300, env: dict | None = None):
+    """`python train.py ARGS` as a user types it."""
+    return subprocess.run([sys.executable, str(ROOT / "train.py"), *args], cwd=cwd, capture_output=True,
+                          text=True, timeout=timeout, env={**os.environ, **(env or {})})
+
+
+@pytest.fixture(autouse=True)
+def _isolated_cache(tmp_path_factory, monkeypatch):
+    """One shared stdlib corpus cache for the whole session, never the user's home."""
+    cache = tmp_path_factory.getbasetemp() / "cache"
+    monkeypatch.setenv("HARNESS_CACHE_DIR", str(cache))

@@ -1,0 +1,51 @@
+"""Every option of every config group trains end to end with debug=smoke."""
+from __future__ import annotations
+
+import json
+import math
+
+import numpy as np
+import pytest
+
+from conftest import CONF, TINY_GPT, train
+
+VECTOR = ["model=mlp", "data=synthetic", "model.width=32"]
+SKIP_GROUPS = {"hydra", "hparams_search", "debug"}
+
+
+def options(group: str) -> list[str]:
+    return sorted(p.relative_to(CONF / group).with_suffix("").as_posix() for p in (CONF / group).rglob("*.yaml"))
+
+
+def extra_for(group: str, option: str, tmp_path) -> list[str]:
+    if group == "data" and option == "text":
+        path = tmp_path / "corpus.txt"
+        path.write_text("the quick brown fox jumps over the lazy dog\n" * 200)
+        return [f"data.path={path}"]
+    if group == "data" and option == "tokens":
+        rng = np.random.default_rng(0)
+        rng.integers(0, 50, 20_000, dtype=np.uint16).tofile(tmp_path / "train.bin")
+        rng.integers(0, 50, 4_000, dtype=np.uint16).tofile(tmp_path / "val.bin")
+        (tmp_path / "meta.json").write_text(json.dumps({"vocab_size": 50}))
+        return [f"data.dir={tmp_path}"]
+    if (group, option) in {("data", "synthetic"), ("model", "mlp")}:
+        return VECTOR
+    return []
+
+
+CASES = [(g, o) for g in sorted(p.name for p in CONF.iterdir() if p.is_dir() and p.name not in SKIP_GROUPS)
+         for o in options(g)]
+
+
+@pytest.mark.parametrize("group,option", CASES, ids=[f"{g}={o}" for g, o in CASES])
+def test_option_runs_with_smoke(group, option, tmp_path):
+    if (group, option) == ("optim", "adamw8bit"):
+        pytest.importorskip("bitsandbytes", reason="optim=adamw8bit needs the optional bitsandbytes extra")
+    overrides = [f"{group}={option}", "debug=smoke", *extra_for(group, option, tmp_path)]
+    if "model=mlp" not in overrides and group != "experiment":
+        overrides += TINY_GPT
+    objective, summary = train(overrides, tmp_path / "run")
+    assert summary["status"] == "completed"
+    assert summary["steps"] == 6
+    assert math.isfinite(objective) and objective == summary["best_val_loss"]
+    assert (tmp_path / "run" / "checkpoints" / "best.pt").exists()

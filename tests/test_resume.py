@@ -1,0 +1,69 @@
+"""Resume is exact: 2N steps == N steps, stop, resume=auto, N steps (CPU fp32, bit for bit)."""
+from __future__ import annotations
+
+import pytest
+import torch
+
+from conftest import TINY_GPT, train
+from harness.checkpoint import load_checkpoint, step_checkpoints
+from harness.tracking import read_metrics
+
+MODELS = {
+    "gpt": [*TINY_GPT, "model.dropout=0.1"],  # dropout: the RNG state must be restored too
+    "mlp": ["model=mlp", "data=synthetic", "model.width=32", "model.dropout=0.1"],
+}
+COMMON = ["trainer.max_steps=12", "trainer.log_every=1", "trainer.eval_every=4", "trainer.ckpt_every=4",
+          "schedule.warmup=3", "accum=2", "batch_size=8", "logger=tensorboard"]
+
+
+def final_state(run_dir):
+    return load_checkpoint(step_checkpoints(run_dir)[0])
+
+
+def losses(run_dir):
+    return [(r["step"], r["kind"], r.get("train/loss", r.get("val/loss"))) for r in read_metrics(run_dir)]
+
+
+@pytest.mark.parametrize("model", sorted(MODELS))
+def test_stop_and_resume_is_bit_exact(model, tmp_path):
+    overrides = MODELS[model] + COMMON
+    straight, pieces = tmp_path / "straight", tmp_path / "pieces"
+    train(overrides, straight)
+    _, first = train([*overrides, "trainer.stop_after=6"], pieces)
+    assert first["status"] == "stopped" and first["steps"] == 6
+    _, second = train([*overrides, "resume=auto"], pieces)
+    assert second["status"] == "completed" and second["steps"] == 12
+
+    a, b = final_state(straight), final_state(pieces)
+    assert a["step"] == b["step"] == 12
+    for key in a["model"]:
+        assert torch.equal(a["model"][key], b["model"][key]), key
+    for sa, sb in zip(a["optimizer"]["state"].values(), b["optimizer"]["state"].values()):
+        for k in sa:
+            assert torch.equal(torch.as_tensor(sa[k]), torch.as_tensor(sb[k]))
+    assert losses(straight) == losses(pieces)
+    assert len([r for r in losses(pieces) if r[1] == "train"]) == 12
+
+
+def test_resume_auto_without_checkpoint_starts_fresh(tmp_path):
+    _, summary = train([*MODELS["mlp"], *COMMON, "resume=auto"], tmp_path / "run")
+    assert summary["status"] == "completed" and summary["steps"] == 12
+
+
+def test_resume_from_explicit_path_continues_in_new_dir(tmp_path):
+    overrides = MODELS["mlp"] + COMMON
+    train([*overrides, "trainer.stop_after=8"], tmp_path / "a")
+    _, summary = train([*overrides, f"resume={tmp_path / 'a'}"], tmp_path / "b")
+    assert summary["steps"] == 12
+    assert [p.name for p in step_checkpoints(tmp_path / "b")][0] == "step_00000012.pt"
+
+
+def test_corrupt_latest_checkpoint_falls_back_to_previous(tmp_path):
+    overrides = MODELS["mlp"] + COMMON
+    run = tmp_path / "run"
+    train([*overrides, "trainer.stop_after=8"], run)
+    newest = step_checkpoints(run)[0]
+    assert newest.name == "step_00000008.pt"
+    newest.write_bytes(newest.read_bytes()[:100])  # a crash mid-copy by some other tool
+    _, summary = train([*overrides, "resume=auto"], run)
+    assert summary["status"] == "completed" and summary["steps"] == 12

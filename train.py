@@ -1,0 +1,25 @@
+"""Train a model: `python train.py optim=adamw clip=1.0` (see README for every group and key)."""
+from __future__ import annotations
+
+import sys
+
+import hydra
+from omegaconf import DictConfig
+
+from harness.cli import check_group_choices, fail
+from harness.errors import ConfigError
+
+
+@hydra.main(version_base="1.3", config_path="conf", config_name="train")
+def main(cfg: DictConfig) -> float | list[float]:
+    from harness.run import run
+
+    try:
+        return run(cfg)
+    except ConfigError as err:
+        fail(err, cleanup_hydra_dir=True)
+
+
+if __name__ == "__main__":
+    check_group_choices(sys.argv[1:])
+    main()
