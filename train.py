@@ -15,9 +15,12 @@ def main(cfg: DictConfig) -> float | list[float]:
     from harness.run import run
 
     try:
-        return run(cfg)
+        result = run(cfg)
     except ConfigError as err:
         fail(err, cleanup_hydra_dir=True)
+    if cfg.mode == "doctor" and result:
+        sys.exit(1)  # the doctor found failing checks; its table says which and how to fix them
+    return result
 
 
 if __name__ == "__main__":

@@ -10,15 +10,21 @@ from omegaconf.errors import OmegaConfBaseException
 
 from harness.clipping import validate_clip
 from harness.data import validate_data_config
+from harness.early_stop import validate_early_stop_config
 from harness.errors import ConfigError
+from harness.faults import validate_fault_config
+from harness.guard import validate_guard_config
 from harness.loss import validate_loss_config
 from harness.models import validate_model_config
 from harness.models.init import validate_init_config
+from harness.monitor import validate_monitor_config
 from harness.optim import validate_optim_config
 from harness.precision import validate_precision_config
 from harness.schedule import validate_schedule_config
 from harness.tracking import validate_logger_config
 
+MODES = ("train", "lr_find", "doctor")
+SUMMARY_OBJECTIVES = ("best_val_loss", "final_val_loss", "final_train_loss", "wall_time_s", "best_val_accuracy")
 TRAINER_COUNTS = ("max_steps", "log_every", "eval_every", "eval_batches", "ckpt_every", "keep_last")
 
 
@@ -77,6 +83,10 @@ def validate_config(cfg: DictConfig, world_size: int = 1) -> torch.device:
         raise ConfigError("seed", cfg.seed, "an integer")
     if not isinstance(cfg.compile, bool):
         raise ConfigError("compile", cfg.compile, "true or false")
+    if cfg.accum_reduction not in ("mean", "sum"):
+        raise ConfigError("accum_reduction", cfg.accum_reduction, "mean or sum")
+    if cfg.mode not in MODES:
+        raise ConfigError("mode", cfg.mode, f"one of {list(MODES)}")
     validate_clip(cfg.clip, cfg.clip_mode)
     device = resolve_device(str(cfg.device))
     validate_precision_config(cfg.precision, device)
@@ -87,6 +97,10 @@ def validate_config(cfg: DictConfig, world_size: int = 1) -> torch.device:
     validate_init_config(cfg.init)
     validate_loss_config(cfg.loss)
     validate_logger_config(cfg.logger)
+    validate_monitor_config(cfg.monitor)
+    validate_guard_config(cfg.guard)
+    validate_early_stop_config(cfg.early_stop)
+    validate_fault_config(cfg.fault)
     validate_resume(cfg.resume)
     objectives = cfg.objective if OmegaConf.is_list(cfg.objective) else [cfg.objective]
     for name in objectives:
@@ -94,5 +108,3 @@ def validate_config(cfg: DictConfig, world_size: int = 1) -> torch.device:
             raise ConfigError("objective", name, f"one of {list(SUMMARY_OBJECTIVES)}")
     return device
 
-
-SUMMARY_OBJECTIVES = ("best_val_loss", "final_val_loss", "final_train_loss", "wall_time_s", "best_val_accuracy")

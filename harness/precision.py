@@ -46,7 +46,7 @@ class Precision:
 def build_precision(cfg: DictConfig, device: torch.device) -> Precision:
     scaler = torch.amp.GradScaler(
         device.type,
-        enabled=cfg.name == "fp16",
+        enabled=cfg.name == "fp16" and bool(cfg.get("loss_scaling", True)),
         init_scale=float(cfg.get("init_scale", 2.0**16)),
         growth_interval=int(cfg.get("growth_interval", 2000)),
     )

@@ -86,6 +86,9 @@ def summarize(trainer: Trainer, status: str, wall_time: float, cfg: DictConfig) 
         "skipped_steps": s.skipped_steps,
         "overflow_steps": trainer.total_overflow_steps(),
         "events": s.events,
+        "task": trainer.meta.task,
+        "chance_loss": trainer.meta.chance_loss,
+        "optimum_loss": trainer.meta.optimum_loss,
     }
     names = list(cfg.objective) if OmegaConf.is_list(cfg.objective) else [cfg.objective]
     values = [summary[name] for name in names]
@@ -101,6 +104,14 @@ def run(cfg: DictConfig, run_dir: Path | None = None) -> Any:
     resume_from = find_resume_checkpoint(cfg.resume, run_dir)
     if dist.enabled and device.type == "cuda":
         device = torch.device("cuda", dist.local_rank)
+    if cfg.mode == "lr_find":
+        from harness.lr_find import run_lr_find
+
+        return run_lr_find(cfg, run_dir, device)
+    if cfg.mode == "doctor":
+        from harness.doctor import run_doctor
+
+        return run_doctor(cfg, run_dir, device)
     init_process_group(dist, device)
     try:
         return _train(cfg, run_dir, device, dist, resume_from)
@@ -112,6 +123,8 @@ def _build_trainer(cfg: DictConfig, run_dir: Path, device: torch.device,
                    resume_from: tuple[Path, dict[str, Any]] | None, dist: DistInfo = DistInfo()) -> Trainer:
     """Every component from its config group, wired into a Trainer (resumed when asked)."""
     run_dir.mkdir(parents=True, exist_ok=True)
+    if dist.is_main:
+        OmegaConf.save(cfg, run_dir / "config.yaml", resolve=True)
     seed_everything(cfg.seed)
     train_set, val_set, meta = build_data(cfg.data)
     raw_model = build_model(cfg.model, meta)
@@ -142,6 +155,20 @@ def _build_trainer(cfg: DictConfig, run_dir: Path, device: torch.device,
     return trainer
 
 
+def write_diagnosis(run_dir: Path) -> None:
+    """The post-run report; a failure to plot must not cost the user a finished run."""
+    try:
+        from harness.diagnosis import write_report
+
+        findings = write_report(run_dir)
+    except Exception as err:  # noqa: BLE001 - the run itself is complete and saved
+        log.warning("diagnosis failed (%s: %s); the run is complete", type(err).__name__, err)
+        return
+    for finding in findings:
+        log.warning("diagnosis: %s", finding.summary_line())
+    log.info("diagnosis report: %s", run_dir / "report.md")
+
+
 def _train(cfg: DictConfig, run_dir: Path, device: torch.device, dist: DistInfo,
            resume_from: tuple[Path, dict[str, Any]] | None) -> Any:
     started = time.perf_counter()
@@ -156,6 +183,8 @@ def _train(cfg: DictConfig, run_dir: Path, device: torch.device, dist: DistInfo,
         write_json_atomic(summary, run_dir / "summary.json")
         log.info("%s after %d steps: best val loss %s -> %s", status, summary["steps"],
                  summary["best_val_loss"], run_dir / "summary.json")
+        if cfg.diagnose:
+            write_diagnosis(run_dir)
     objective = summary["objective"]
     if isinstance(objective, list):
         return [math.nan if v is None else v for v in objective]

@@ -63,6 +63,11 @@ class Tracker:
                 self.tb.add_scalar(tag, value, step)
         self.progress.update(step, scalars, kind)
 
+    def histograms(self, step: int, tensors: dict[str, Any]) -> None:
+        if self.tb is not None:
+            for tag, values in tensors.items():
+                self.tb.add_histogram(tag, values.float().cpu(), step)
+
     def text(self, tag: str, message: str, step: int) -> None:
         log.warning(message)
         if self.tb is not None:

@@ -20,12 +20,17 @@ import torch
 from omegaconf import DictConfig, OmegaConf
 from torch import nn
 
-from harness.checkpoint import rng_state, save_best_checkpoint, save_step_checkpoint, set_rng_state
+from harness.checkpoint import (latest_valid_checkpoint, rng_state, save_best_checkpoint, save_step_checkpoint,
+                                set_rng_state, step_checkpoints)
 from harness.clipping import clip_gradients, global_grad_norm
 from harness.data import DataMeta, Dataset
 from harness.data.sampler import BatchStream, eval_indices, split_for_rank
 from harness.distributed import DistInfo, all_reduce_mean, all_reduce_min, gradient_sync
+from harness.early_stop import EarlyStopping
+from harness.faults import FaultInjector
+from harness.guard import Guard, Verdict
 from harness.loss import compute_loss
+from harness.monitor import Monitor
 from harness.precision import Precision
 from harness.tracking import Tracker
 
@@ -41,8 +46,10 @@ class TrainState:
     best_val_accuracy: float | None = None
     last_val_loss: float | None = None
     last_train_loss: float | None = None
-    skipped_steps: int = 0  # updates skipped for NaN/Inf loss or gradients
+    skipped_steps: int = 0  # updates skipped by the guard (NaN/Inf or loss spike)
     overflow_steps: int = 0  # fp16 updates skipped by the loss scaler
+    rollbacks: int = 0
+    lr_scale: float = 1.0  # product of the rollbacks' LR factors
     events: list[dict[str, Any]] = field(default_factory=list)
 
 
@@ -95,6 +102,11 @@ class Trainer:
         self.stream = BatchStream(len(train_set), cfg.batch_size, cfg.seed, dist.world_size)
         self.state = TrainState()
         self.stop_request = StopRequest()
+        self.guard = Guard(cfg.guard, device, dist)
+        self.faults = FaultInjector(cfg.fault, dist.rank)
+        self.monitor = Monitor(cfg.monitor, raw_model)
+        self.early_stop = EarlyStopping(cfg.early_stop)
+        self._rollback_due = False
         # on-device accumulators between log steps: loss sum, clipped updates, updates
         self._window = torch.zeros(3, device=device)
         self._overflows = torch.zeros((), device=device)
@@ -106,49 +118,61 @@ class Trainer:
     # ------------------------------------------------------------------ the step
     def train_step(self) -> None:
         """One optimizer update over `accum` micro-batches (order matters; see README)."""
+        step = self.state.step + 1
+        logging = self._is_log_step(step) and self.monitor.active
+        self.faults.arm(step)
         micro_batches = split_for_rank(self.stream.next_batch(), self.dist.rank, self.dist.world_size, self.cfg.accum)
         loss = torch.zeros((), device=self.device)
         for k, mb in enumerate(micro_batches):
+            last = k == len(micro_batches) - 1
             x, y = (t.to(self.device, non_blocking=True) for t in self.train_set.get(mb.indices))
             # Under DDP, gradients are all-reduced only after the last micro-batch's backward.
-            with gradient_sync(self.model, sync=k == len(micro_batches) - 1):
+            with gradient_sync(self.model, sync=last), self.monitor.capture_forward(logging and last):
                 with self.precision.autocast():
-                    micro_loss = self.loss_fn(self.model(x), y)
+                    micro_loss = self.faults.on_loss(self.loss_fn(self.model(x), y))
                 # weight = this micro-batch's share of the samples, so the sum is the batch mean
-                self.scaler.scale(micro_loss * mb.weight).backward()
+                weight = mb.weight if self.cfg.accum_reduction == "mean" else 1.0
+                self.scaler.scale(micro_loss * weight).backward()
             loss += micro_loss.detach() * mb.weight
+        self.faults.on_grads(self.params)
 
         self.scaler.unscale_(self.optimizer)  # fp16: clipping and norms must see true gradients
         pre_norm = global_grad_norm(self.params)
-        apply = self._update_is_finite(loss, pre_norm)
+        verdict = self.guard.check(loss, pre_norm, self.precision.scaling)  # the step's one host read
+        apply = verdict is Verdict.OK
+        if logging and apply:
+            self.monitor.after_backward()
         post_norm = pre_norm
         if self.clip and apply:
             clip_gradients(self.params, self.cfg.clip_mode, self.clip, pre_norm)
             post_norm = self._post_clip_norm(pre_norm)
         self._lr_used = self.optimizer.param_groups[0]["lr"]
-        if apply:
+        if apply:  # a bad update never reaches step(): parameters and moments stay untouched
             self.scaler.step(self.optimizer)  # fp16: the scaler also skips on overflow by itself
         self._update_loss_scale(count_overflow=apply)
         self.scheduler.step()  # counts optimizer updates, skipped ones included
         self.optimizer.zero_grad(set_to_none=True)
 
-        clipped = (post_norm < pre_norm).float()
-        self._window += torch.stack([loss, clipped, torch.ones((), device=self.device)])
+        if logging and apply:
+            self.monitor.after_step()
+        if apply:
+            clipped = (post_norm < pre_norm).float()
+            self._window += torch.stack([loss, clipped, torch.ones((), device=self.device)])
+        else:
+            self._record_bad_update(verdict, step)
         self._last_norms = (pre_norm, post_norm)
 
-    def _update_is_finite(self, loss: torch.Tensor, grad_norm: torch.Tensor) -> bool:
-        """The guard's one host read per update; all ranks agree so none of them deadlocks."""
-        if not self.cfg.guard.skip_nonfinite:
-            return True
-        finite = (torch.isfinite(loss) & torch.isfinite(grad_norm)).float()
-        if bool(all_reduce_min(finite, self.dist).item()):
-            return True
-        if self.precision.scaling:  # the loss scale was too high: expected, the scaler backs off
+    def _is_log_step(self, step: int) -> bool:
+        return step % self.cfg.trainer.log_every == 0 or step == self.cfg.trainer.max_steps
+
+    def _record_bad_update(self, verdict: Verdict, step: int) -> None:
+        if verdict is Verdict.OVERFLOW:  # the loss scale was too high: expected, the scaler backs off
             self.state.overflow_steps += 1
-        else:
-            self.state.skipped_steps += 1
-            self._event("skip_nonfinite", f"step {self.state.step + 1}: non-finite loss or gradients, update skipped")
-        return False
+            return
+        self.state.skipped_steps += 1
+        what = "non-finite loss or gradients" if verdict is Verdict.NONFINITE else "loss spike"
+        self._event(f"skip_{verdict.value}", f"step {step}: {what}, update skipped")
+        self._rollback_due = self.guard.record_bad(step)
 
     def _update_loss_scale(self, count_overflow: bool) -> None:
         """fp16: back off after an overflow, grow after a quiet stretch. Overflows the guard did
@@ -171,21 +195,24 @@ class Trainer:
         self.stop_request.install()
         t = self.cfg.trainer
         start_step = self.state.step
+        if self.guard.cfg.rollback_after and not step_checkpoints(self.run_dir):
+            self.save_checkpoint()  # something to roll back to before the first periodic checkpoint
         self._last_log_time = time.perf_counter()
         while self.state.step < t.max_steps:
             self.train_step()
             self.state.step += 1
             self._steps_since_log += 1
+            if self._rollback_due and (status := self._roll_back()):
+                return status
             step, last = self.state.step, self.state.step == t.max_steps
-            if step % t.log_every == 0 or last:
-                if not self._log_train():
-                    self.save_checkpoint()
-                    return "diverged"
+            if self._is_log_step(step) and not self._log_train():
+                self.save_checkpoint()
+                return "diverged"
             if step % t.eval_every == 0 or last:
-                self._evaluate_and_track()
-                if self._should_prune():
+                status = self._evaluate_and_track() or ("pruned" if self._should_prune() else None)
+                if status:
                     self.save_checkpoint()
-                    return "pruned"
+                    return status
             stop = self.stop_request.signal_name or (t.stop_after and step - start_step >= t.stop_after)
             if step % t.ckpt_every == 0 or last or stop:
                 self.save_checkpoint()
@@ -196,12 +223,45 @@ class Trainer:
                 return "stopped"
         return "completed"
 
+    def _roll_back(self) -> str | None:
+        """Repeated bad updates: reload the last checkpoint, lower the LR, keep the data moving forward."""
+        self._rollback_due = False
+        g = self.guard.cfg
+        if self.state.rollbacks >= g.max_rollbacks:
+            self._event("diverged", f"step {self.state.step}: bad updates kept coming after {self.state.rollbacks} "
+                                    f"rollback(s); lower optim.lr, lengthen warmup or enable clipping")
+            return "diverged"
+        found = latest_valid_checkpoint(self.run_dir)
+        if found is None:
+            self._event("diverged", f"step {self.state.step}: repeated bad updates and no checkpoint to roll back to")
+            return "diverged"
+        path, ckpt = found
+        before, data_position, fired = self.state, self.stream.state_dict(), self.faults.state_dict()
+        self.load_state_dict(ckpt)
+        self.stream.load_state_dict(data_position)  # skip past the batches that went bad, do not replay them
+        self.faults.load_state_dict(fired)
+        self.state.skipped_steps, self.state.overflow_steps = before.skipped_steps, before.overflow_steps
+        self.state.events, self.state.rollbacks = before.events, before.rollbacks + 1
+        self.state.lr_scale = before.lr_scale * g.rollback_lr_factor
+        self._apply_lr_scale()
+        self.guard.bad_steps = []
+        self._event("rollback", f"step {before.step}: {g.rollback_after} bad updates within {g.rollback_window} steps; "
+                                f"rolled back to step {self.state.step} ({path.name}), LR x{self.state.lr_scale:g}")
+        return None
+
+    def _apply_lr_scale(self) -> None:
+        """Base LRs are the optimizer's initial LRs times the rollbacks' factor; the schedule multiplies on top."""
+        self.scheduler.base_lrs = [g["initial_lr"] * self.state.lr_scale for g in self.optimizer.param_groups]
+        for group, base, factor in zip(self.optimizer.param_groups, self.scheduler.base_lrs, self.scheduler.lr_lambdas):
+            group["lr"] = base * factor(self.scheduler.last_epoch)
+
     def _log_train(self) -> bool:
         """Read the window off the device (the log step's sync); False when the loss went non-finite."""
         pre, post = self._last_norms
-        values = torch.cat([self._window, torch.stack([pre, post, self._overflows])])
+        monitored, histograms = self.monitor.pop()
+        values = torch.cat([self._window, torch.stack([pre, post, self._overflows, *monitored.values()])])
         values = all_reduce_mean(values, self.dist).tolist()
-        loss_sum, clipped, steps, pre_norm, post_norm, overflows = values
+        loss_sum, clipped, steps, pre_norm, post_norm, overflows = values[:6]
         self._window.zero_()
         now = time.perf_counter()
         elapsed, n = now - self._last_log_time, max(self._steps_since_log, 1)
@@ -225,8 +285,10 @@ class Trainer:
         if self.precision.scaling:
             scalars["train/loss_scale"] = float(self.scaler.get_scale())
             scalars["train/overflow_steps"] = float(self.state.overflow_steps + int(overflows))
+        scalars.update(zip(monitored, values[6:]))
         if self.tracker:
             self.tracker.log(self.state.step, scalars)
+            self.tracker.histograms(self.state.step, histograms)
         if not math.isfinite(train_loss):
             self._event("diverged", f"step {self.state.step}: training loss is {train_loss}; stopping")
             return False
@@ -254,7 +316,8 @@ class Trainer:
             result["val/accuracy"] = correct / n
         return result
 
-    def _evaluate_and_track(self) -> None:
+    def _evaluate_and_track(self) -> str | None:
+        """Evaluate, log, keep best.pt; returns a stop status from early stopping, if any."""
         result = self.evaluate()
         val = result["val/loss"]
         self.state.last_val_loss = val
@@ -266,6 +329,14 @@ class Trainer:
             self.state.best_val_loss = val
             if self.dist.is_main:
                 save_best_checkpoint(self.state_dict(), self.run_dir)
+        stop = self.early_stop.update(val)
+        if stop == "diverged":
+            self._event("diverged", f"step {self.state.step}: validation loss {val:.4g} is non-finite or above "
+                                    f"early_stop.divergence_threshold; stopping")
+        elif stop == "early_stopped":
+            self._event("early_stop", f"step {self.state.step}: no val improvement > {self.early_stop.min_delta} "
+                                      f"for {self.early_stop.patience} evals (best {self.early_stop.best:.4f})")
+        return stop
 
     def _should_prune(self) -> bool:
         if self.reporter is None or self.state.last_val_loss is None:
@@ -295,6 +366,9 @@ class Trainer:
             "rng": rng_state(),
             "data": self.stream.state_dict(),
             "trainer": asdict(self.state),
+            "guard": self.guard.state_dict(),
+            "faults": self.faults.state_dict(),
+            "early_stop": self.early_stop.state_dict(),
             "window": {"sums": self._window.cpu(), "overflows": self._overflows.cpu(),
                        "steps_since_log": self._steps_since_log},
             "config": OmegaConf.to_container(self.cfg, resolve=True),
@@ -307,6 +381,9 @@ class Trainer:
         self.scaler.load_state_dict(ckpt["scaler"])
         self.stream.load_state_dict(ckpt["data"])
         self.state = TrainState(**ckpt["trainer"])
+        self.guard.load_state_dict(ckpt["guard"])
+        self.faults.load_state_dict(ckpt["faults"])
+        self.early_stop.load_state_dict(ckpt["early_stop"])
         self._window.copy_(ckpt["window"]["sums"])
         self._overflows.copy_(ckpt["window"]["overflows"])
         self._steps_since_log = ckpt["window"]["steps_since_log"]

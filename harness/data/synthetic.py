@@ -38,6 +38,8 @@ def build_synthetic(cfg: DictConfig):
         teacher = torch.randn(d, cfg.out_features, generator=g) / math.sqrt(d)
         y = x @ teacher + cfg.noise * torch.randn(n, cfg.out_features, generator=g)
         meta = DataMeta("regression", in_features=d, out_features=cfg.out_features, optimum_loss=cfg.noise**2)
+    if cfg.get("shuffle_labels", False):
+        y = y[torch.randperm(n, generator=g)]
     train = TensorPairs(x[: cfg.n_train], y[: cfg.n_train])
     val = TensorPairs(x[cfg.n_train :], y[cfg.n_train :])
     return train, val, meta

@@ -57,12 +57,18 @@ class CausalSelfAttention(nn.Module):
         self.k_norm = nn.LayerNorm(self.head_dim, bias=cfg.bias) if cfg.qk_norm else nn.Identity()
         self.dropout = cfg.dropout
         self.resid_dropout = nn.Dropout(cfg.dropout)
+        # Set by the full-level monitor on logging steps only: the fused kernel never
+        # materialises the attention matrix, so its entropy costs an extra pass.
+        self.record_entropy = False
+        self.last_entropy: torch.Tensor | None = None
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         B, T, C = x.shape
         q, k, v = self.c_attn(x).split(C, dim=2)
         q, k, v = (t.view(B, T, self.n_head, self.head_dim).transpose(1, 2) for t in (q, k, v))
         q, k = self.q_norm(q), self.k_norm(k)
+        if self.record_entropy:
+            self.last_entropy = self._attention_entropy(q.detach(), k.detach())
         y = F.scaled_dot_product_attention(
             q, k, v, is_causal=True, dropout_p=self.dropout if self.training else 0.0
         )
@@ -70,16 +76,29 @@ class CausalSelfAttention(nn.Module):
         return self.resid_dropout(self.c_proj(y))
 
 
+    @staticmethod
+    def _attention_entropy(q: torch.Tensor, k: torch.Tensor) -> torch.Tensor:
+        """Mean entropy (nats) of each head's causal attention distribution: near 0 means a head
+        attends to one token (possible collapse), near ln(T) means it attends uniformly."""
+        T = q.size(-2)
+        scores = (q.float() @ k.float().transpose(-2, -1)) / math.sqrt(q.size(-1))
+        mask = torch.ones(T, T, dtype=torch.bool, device=q.device).tril()
+        logp = scores.masked_fill(~mask, float("-inf")).log_softmax(-1)
+        entropy = -(logp.exp() * logp.masked_fill(~mask, 0.0)).sum(-1)  # [B, H, T]
+        return entropy.mean(dim=(0, 2))
+
+
 class FeedForward(nn.Module):
     def __init__(self, cfg: GPTConfig) -> None:
         super().__init__()
         self.c_fc = nn.Linear(cfg.n_embd, 4 * cfg.n_embd, bias=cfg.bias)
+        self.gelu = nn.GELU()
         self.c_proj = nn.Linear(4 * cfg.n_embd, cfg.n_embd, bias=cfg.bias)
         self.c_proj.is_residual_projection = True
         self.dropout = nn.Dropout(cfg.dropout)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.dropout(self.c_proj(F.gelu(self.c_fc(x))))
+        return self.dropout(self.c_proj(self.gelu(self.c_fc(x))))
 
 
 class Block(nn.Module):

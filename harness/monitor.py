@@ -1,0 +1,110 @@
+"""Monitors (config group `monitor`): per-layer statistics, gathered on logging steps only.
+
+level  what                                                              cost on a logging step
+off    nothing beyond the global grad norm
+basic  per-parameter grad norm, param norm, update/param ratio           a few foreach norms + one param copy
+full   basic + activation mean/std/dead fraction (forward hooks),
+       attention entropy per head (gpt), optional TensorBoard histograms  hooks for one forward pass
+
+On other steps no hook is attached and nothing is computed. Values stay on the device until
+the trainer reads the whole log window at once.
+"""
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+
+import torch
+from omegaconf import DictConfig
+from torch import nn
+
+from harness.errors import ConfigError
+
+LEVELS = ("off", "basic", "full")
+ACTIVATIONS = (nn.ReLU, nn.GELU, nn.SiLU, nn.Tanh, nn.Sigmoid, nn.LeakyReLU)
+DEAD_CAPABLE = (nn.ReLU,)  # units that can output exactly 0 for every input
+
+
+def validate_monitor_config(cfg: DictConfig) -> None:
+    if cfg.get("level") not in LEVELS:
+        raise ConfigError("monitor.level", cfg.get("level"), f"one of {list(LEVELS)}")
+
+
+class Monitor:
+    def __init__(self, cfg: DictConfig, model: nn.Module) -> None:
+        self.level = cfg.level
+        self.histograms = bool(cfg.get("histograms", False)) and self.level == "full"
+        self.named = [(n, p) for n, p in model.named_parameters() if p.requires_grad]
+        self.model = model
+        self.metrics: dict[str, torch.Tensor] = {}
+        self.hist_tensors: dict[str, torch.Tensor] = {}
+        self._before: list[torch.Tensor] | None = None
+
+    @property
+    def active(self) -> bool:
+        return self.level != "off"
+
+    @contextlib.contextmanager
+    def capture_forward(self, enabled: bool) -> Iterator[None]:
+        """Forward hooks for one pass (full level, logging steps only)."""
+        if not enabled or self.level != "full":
+            yield
+            return
+        handles = [m.register_forward_hook(self._activation_hook(name, isinstance(m, DEAD_CAPABLE)))
+                   for name, m in self.model.named_modules() if isinstance(m, ACTIVATIONS)]
+        attention = [m for m in self.model.modules() if hasattr(m, "record_entropy")]
+        for m in attention:
+            m.record_entropy = True
+        try:
+            yield
+        finally:
+            for h in handles:
+                h.remove()
+            for i, m in enumerate(attention):
+                m.record_entropy = False
+                if m.last_entropy is not None:
+                    for head, value in enumerate(m.last_entropy):
+                        self.metrics[f"attn_entropy/layer{i}/head{head}"] = value
+                    m.last_entropy = None
+
+    def _activation_hook(self, name: str, dead_capable: bool):
+        def hook(_module: nn.Module, _inputs: tuple, output: torch.Tensor) -> None:
+            out = output.detach().float()
+            self.metrics[f"act_mean/{name}"] = out.mean()
+            self.metrics[f"act_std/{name}"] = out.std()
+            if dead_capable:  # a unit is dead when it is 0 for every sample of the batch
+                self.metrics[f"act_dead/{name}"] = (out.reshape(-1, out.shape[-1]) <= 0).all(0).float().mean()
+        return hook
+
+    @torch.no_grad()
+    def after_backward(self) -> None:
+        """Per-parameter grad norms before clipping (what the model produced); snapshot params for the update ratio."""
+        with_grad = [(n, p) for n, p in self.named if p.grad is not None]
+        norms = torch._foreach_norm([p.grad for _, p in with_grad])
+        for (name, _), norm in zip(with_grad, norms):
+            self.metrics[f"grad_norm/{name}"] = norm
+        if self.histograms:
+            self.hist_tensors.update({f"grad/{n}": p.grad.detach().clone() for n, p in with_grad})
+        self._before = [p.detach().clone() for _, p in self.named]
+
+    @torch.no_grad()
+    def after_step(self) -> None:
+        params = [p.detach() for _, p in self.named]
+        param_norms = torch._foreach_norm(params)
+        if self._before is not None:
+            deltas = torch._foreach_sub(params, self._before)
+            before_norms = torch._foreach_norm(self._before)
+            for (name, _), d, b in zip(self.named, torch._foreach_norm(deltas), before_norms):
+                self.metrics[f"update_ratio/{name}"] = d / b.clamp_min(1e-12)
+            self._before = None
+        for (name, _), norm in zip(self.named, param_norms):
+            self.metrics[f"param_norm/{name}"] = norm
+        self.metrics["param/norm_total"] = torch.linalg.vector_norm(torch.stack(param_norms))
+        if self.histograms:
+            self.hist_tensors.update({f"param/{n}": p.detach().clone() for n, p in self.named})
+
+    def pop(self) -> tuple[dict[str, torch.Tensor], dict[str, torch.Tensor]]:
+        """This log step's scalars (device tensors) and histogram tensors; clears both."""
+        metrics, hists = self.metrics, self.hist_tensors
+        self.metrics, self.hist_tensors = {}, {}
+        return metrics, hists
