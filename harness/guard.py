@@ -6,19 +6,23 @@ before `optimizer.step()`, so neither parameters nor optimizer moments see it. W
 `rollback_after` bad updates fall within `rollback_window` steps, the trainer rolls back to
 its last checkpoint with a lower LR.
 
-The decision costs one host read of a 2-element tensor per update (all ranks all-reduce it
-first, so they agree). With the guard off (`skip_nonfinite=false`, `spike_zscore=null`) there
-is no read at all.
+The decision costs one host read per update: the loss and the grad norm, summed over ranks
+first so every rank sees the same numbers and takes the same decision (a NaN on one rank is a
+NaN on all). The spike statistics then live on the host. With the guard off
+(`skip_nonfinite=false`, `spike_zscore=null`) there is no read at all.
 """
 from __future__ import annotations
 
+import math
+import statistics
+from collections import deque
 from dataclasses import dataclass
 from enum import Enum
 
 import torch
 from omegaconf import DictConfig
 
-from harness.distributed import DistInfo, all_reduce_min
+from harness.distributed import DistInfo, all_reduce_mean
 from harness.errors import ConfigError
 
 
@@ -57,37 +61,32 @@ def validate_guard_config(cfg: DictConfig) -> None:
 
 
 class Guard:
-    def __init__(self, cfg: DictConfig, device: torch.device, dist: DistInfo) -> None:
+    def __init__(self, cfg: DictConfig, dist: DistInfo) -> None:
         self.cfg = GuardConfig(**cfg)
         self.dist = dist
         self.enabled = self.cfg.skip_nonfinite or self.cfg.spike_zscore is not None
-        self.history = torch.zeros(self.cfg.spike_window, device=device)  # recent good losses (ring)
-        self.seen = 0  # good losses pushed so far
+        self.history: deque[float] = deque(maxlen=self.cfg.spike_window)  # recent good losses
         self.bad_steps: list[int] = []  # steps of recent bad updates, for the rollback rule
 
     def check(self, loss: torch.Tensor, grad_norm: torch.Tensor, loss_scaling: bool) -> Verdict:
         """Classify this update; the one host read of the step happens here."""
         if not self.enabled:
             return Verdict.OK
-        finite = torch.isfinite(loss) & torch.isfinite(grad_norm)
-        calm = ~self._is_spike(loss)
-        flags = all_reduce_min(torch.stack([finite, calm]).float(), self.dist).tolist()
-        if not flags[0]:
+        loss_value, norm_value = all_reduce_mean(torch.stack([loss, grad_norm]), self.dist).tolist()
+        if not (math.isfinite(loss_value) and math.isfinite(norm_value)):
             if loss_scaling:
                 return Verdict.OVERFLOW
             return Verdict.NONFINITE if self.cfg.skip_nonfinite else Verdict.OK
-        if not flags[1]:
+        if self._is_spike(loss_value):
             return Verdict.SPIKE
-        self.history[self.seen % self.cfg.spike_window] = loss.detach()
-        self.seen += 1
+        self.history.append(loss_value)
         return Verdict.OK
 
-    def _is_spike(self, loss: torch.Tensor) -> torch.Tensor:
-        if self.cfg.spike_zscore is None or self.seen < self.cfg.spike_min_history:
-            return torch.zeros((), dtype=torch.bool, device=loss.device)
-        window = self.history[: min(self.seen, self.cfg.spike_window)]
-        mean, std = window.mean(), window.std()
-        return (loss - mean) > self.cfg.spike_zscore * std.clamp_min(1e-8)
+    def _is_spike(self, loss: float) -> bool:
+        if self.cfg.spike_zscore is None or len(self.history) < self.cfg.spike_min_history:
+            return False
+        mean, std = statistics.fmean(self.history), statistics.pstdev(self.history)
+        return loss - mean > self.cfg.spike_zscore * max(std, 1e-8)
 
     def record_bad(self, step: int) -> bool:
         """Note a bad update at `step`; True when the rollback rule fires."""
@@ -97,8 +96,8 @@ class Guard:
         return len(self.bad_steps) >= self.cfg.rollback_after
 
     def state_dict(self) -> dict:
-        return {"history": self.history.cpu(), "seen": self.seen, "bad_steps": list(self.bad_steps)}
+        return {"history": list(self.history), "bad_steps": list(self.bad_steps)}
 
     def load_state_dict(self, state: dict) -> None:
-        self.history.copy_(state["history"])
-        self.seen, self.bad_steps = state["seen"], list(state["bad_steps"])
+        self.history = deque(state["history"], maxlen=self.cfg.spike_window)
+        self.bad_steps = list(state["bad_steps"])

@@ -102,15 +102,19 @@ class Trainer:
         self.stream = BatchStream(len(train_set), cfg.batch_size, cfg.seed, dist.world_size)
         self.state = TrainState()
         self.stop_request = StopRequest()
-        self.guard = Guard(cfg.guard, device, dist)
+        self.guard = Guard(cfg.guard, dist)
         self.faults = FaultInjector(cfg.fault, dist.rank)
         self.monitor = Monitor(cfg.monitor, raw_model)
         self.early_stop = EarlyStopping(cfg.early_stop)
         self._rollback_due = False
-        # on-device accumulators between log steps: loss sum, clipped updates, updates
-        self._window = torch.zeros(3, device=device)
-        self._overflows = torch.zeros((), device=device)
-        self._last_norms = (torch.zeros((), device=device), torch.zeros((), device=device))
+        # plain attributes: OmegaConf lookups cost microseconds each, too much for every step
+        self.accum, self.mean_reduction = cfg.accum, cfg.accum_reduction == "mean"
+        self.clip_mode, self.log_every, self.max_steps = cfg.clip_mode, cfg.trainer.log_every, cfg.trainer.max_steps
+        # on-device accumulators between log steps: [loss sum, clipped updates, fp16 overflows]
+        self._sums = torch.zeros(3, device=device)
+        self._applied = 0  # updates applied since the last log (known on the host)
+        self._last_grad_norm = torch.zeros((), device=device)
+        self._post_norm_measured = self._last_grad_norm
         self._lr_used = 0.0
         self._last_log_time = time.perf_counter()
         self._steps_since_log = 0
@@ -119,33 +123,35 @@ class Trainer:
     def train_step(self) -> None:
         """One optimizer update over `accum` micro-batches (order matters; see README)."""
         step = self.state.step + 1
-        logging = self._is_log_step(step) and self.monitor.active
+        log_step = self._is_log_step(step)
+        monitoring = log_step and self.monitor.active
         self.faults.arm(step)
-        micro_batches = split_for_rank(self.stream.next_batch(), self.dist.rank, self.dist.world_size, self.cfg.accum)
-        loss = torch.zeros((), device=self.device)
+        micro_batches = split_for_rank(self.stream.next_batch(), self.dist.rank, self.dist.world_size, self.accum)
+        loss = None
         for k, mb in enumerate(micro_batches):
             last = k == len(micro_batches) - 1
             x, y = (t.to(self.device, non_blocking=True) for t in self.train_set.get(mb.indices))
             # Under DDP, gradients are all-reduced only after the last micro-batch's backward.
-            with gradient_sync(self.model, sync=last), self.monitor.capture_forward(logging and last):
+            with gradient_sync(self.model, sync=last), self.monitor.capture_forward(monitoring and last):
                 with self.precision.autocast():
                     micro_loss = self.faults.on_loss(self.loss_fn(self.model(x), y))
                 # weight = this micro-batch's share of the samples, so the sum is the batch mean
-                weight = mb.weight if self.cfg.accum_reduction == "mean" else 1.0
-                self.scaler.scale(micro_loss * weight).backward()
-            loss += micro_loss.detach() * mb.weight
+                weight = mb.weight if self.mean_reduction else 1.0
+                self.scaler.scale(micro_loss * weight if weight != 1.0 else micro_loss).backward()
+            part = micro_loss.detach() * mb.weight if mb.weight != 1.0 else micro_loss.detach()
+            loss = part if loss is None else loss + part
         self.faults.on_grads(self.params)
 
         self.scaler.unscale_(self.optimizer)  # fp16: clipping and norms must see true gradients
-        pre_norm = global_grad_norm(self.params)
-        verdict = self.guard.check(loss, pre_norm, self.precision.scaling)  # the step's one host read
+        grad_norm = global_grad_norm(self.params)  # pre-clip, on the device
+        verdict = self.guard.check(loss, grad_norm, self.precision.scaling)  # the step's one host read
         apply = verdict is Verdict.OK
-        if logging and apply:
+        if monitoring and apply:
             self.monitor.after_backward()
-        post_norm = pre_norm
         if self.clip and apply:
-            clip_gradients(self.params, self.cfg.clip_mode, self.clip, pre_norm)
-            post_norm = self._post_clip_norm(pre_norm)
+            clip_gradients(self.params, self.clip_mode, self.clip, grad_norm)
+            if log_step and self.clip_mode != "norm":
+                self._post_norm_measured = global_grad_norm(self.params)
         self._lr_used = self.optimizer.param_groups[0]["lr"]
         if apply:  # a bad update never reaches step(): parameters and moments stay untouched
             self.scaler.step(self.optimizer)  # fp16: the scaler also skips on overflow by itself
@@ -153,17 +159,19 @@ class Trainer:
         self.scheduler.step()  # counts optimizer updates, skipped ones included
         self.optimizer.zero_grad(set_to_none=True)
 
-        if logging and apply:
+        if monitoring and apply:
             self.monitor.after_step()
+        self._last_grad_norm = grad_norm
         if apply:
-            clipped = (post_norm < pre_norm).float()
-            self._window += torch.stack([loss, clipped, torch.ones((), device=self.device)])
+            self._sums[0] += loss
+            if self.clip and self.clip_mode == "norm":
+                self._sums[1] += grad_norm > self.clip
+            self._applied += 1
         else:
             self._record_bad_update(verdict, step)
-        self._last_norms = (pre_norm, post_norm)
 
     def _is_log_step(self, step: int) -> bool:
-        return step % self.cfg.trainer.log_every == 0 or step == self.cfg.trainer.max_steps
+        return step % self.log_every == 0 or step == self.max_steps
 
     def _record_bad_update(self, verdict: Verdict, step: int) -> None:
         if verdict is Verdict.OVERFLOW:  # the loss scale was too high: expected, the scaler backs off
@@ -171,7 +179,7 @@ class Trainer:
             return
         self.state.skipped_steps += 1
         what = "non-finite loss or gradients" if verdict is Verdict.NONFINITE else "loss spike"
-        self._event(f"skip_{verdict.value}", f"step {step}: {what}, update skipped")
+        self._event(f"skip_{verdict.value}", f"step {step}: {what}, update skipped", step)
         self._rollback_due = self.guard.record_bad(step)
 
     def _update_loss_scale(self, count_overflow: bool) -> None:
@@ -182,12 +190,17 @@ class Trainer:
         before = self.scaler._get_scale_async().clone()
         self.scaler.update()
         if count_overflow:
-            self._overflows += (self.scaler._get_scale_async() < before).float()
+            self._sums[2] += self.scaler._get_scale_async() < before
 
     def _post_clip_norm(self, pre_norm: torch.Tensor) -> torch.Tensor:
-        if self.cfg.clip_mode == "norm":  # the closed form of what clip_grads_with_norm_ did
+        """The norm the optimizer saw; computed at log time only. For clip_mode=norm it is the
+        closed form of what clip_grads_with_norm_ did; other modes clip per element or per
+        tensor, so their post-clip norm is only known on the logging step itself."""
+        if not self.clip:
+            return pre_norm
+        if self.clip_mode == "norm":
             return pre_norm * torch.clamp(self.clip / (pre_norm + 1e-6), max=1.0)
-        return global_grad_norm(self.params)
+        return self._post_norm_measured
 
     # ------------------------------------------------------------------ the loop
     def fit(self) -> str:
@@ -257,20 +270,25 @@ class Trainer:
 
     def _log_train(self) -> bool:
         """Read the window off the device (the log step's sync); False when the loss went non-finite."""
-        pre, post = self._last_norms
+        pre = self._last_grad_norm
+        post = self._post_clip_norm(pre)
         monitored, histograms = self.monitor.pop()
-        values = torch.cat([self._window, torch.stack([pre, post, self._overflows, *monitored.values()])])
+        values = torch.cat([self._sums, torch.stack([pre, post, *monitored.values()])])
         values = all_reduce_mean(values, self.dist).tolist()
-        loss_sum, clipped, steps, pre_norm, post_norm, overflows = values[:6]
-        self._window.zero_()
+        loss_sum, clipped, overflows, pre_norm, post_norm = values[:5]
+        steps, self._applied = self._applied, 0
+        self.state.overflow_steps += round(overflows)
+        self._sums.zero_()
+        if self.clip and self.clip_mode != "norm":
+            clipped = float(post_norm < pre_norm) * steps  # sampled on the logging step
         now = time.perf_counter()
         elapsed, n = now - self._last_log_time, max(self._steps_since_log, 1)
         self._last_log_time, self._steps_since_log = now, 0
-        train_loss = loss_sum / max(steps, 1)
-        self.state.last_train_loss = train_loss
+        train_loss = loss_sum / steps if steps else None  # None: every update of the window was skipped
+        if train_loss is not None:
+            self.state.last_train_loss = train_loss
         samples_per_s = n * self.cfg.batch_size / max(elapsed, 1e-9)
         scalars = {
-            "train/loss": train_loss,
             "train/lr": self._lr_used,
             "grad/norm_preclip": pre_norm,
             "grad/norm_postclip": post_norm,
@@ -278,18 +296,20 @@ class Trainer:
             "train/skipped_steps": float(self.state.skipped_steps),
             "perf/step_time_ms": 1000 * elapsed / n,
         }
+        if train_loss is not None:
+            scalars = {"train/loss": train_loss, **scalars}
         if self.meta.task == "lm":
             scalars["perf/tokens_per_s"] = samples_per_s * self.meta.block_size
         else:
             scalars["perf/samples_per_s"] = samples_per_s
         if self.precision.scaling:
             scalars["train/loss_scale"] = float(self.scaler.get_scale())
-            scalars["train/overflow_steps"] = float(self.state.overflow_steps + int(overflows))
-        scalars.update(zip(monitored, values[6:]))
+            scalars["train/overflow_steps"] = float(self.state.overflow_steps)
+        scalars.update(zip(monitored, values[5:]))
         if self.tracker:
             self.tracker.log(self.state.step, scalars)
             self.tracker.histograms(self.state.step, histograms)
-        if not math.isfinite(train_loss):
+        if train_loss is not None and not math.isfinite(train_loss):
             self._event("diverged", f"step {self.state.step}: training loss is {train_loss}; stopping")
             return False
         return True
@@ -348,10 +368,11 @@ class Trainer:
             return True
         return False
 
-    def _event(self, kind: str, message: str) -> None:
-        self.state.events.append({"step": self.state.step, "kind": kind, "message": message})
+    def _event(self, kind: str, message: str, step: int | None = None) -> None:
+        step = self.state.step if step is None else step
+        self.state.events.append({"step": step, "kind": kind, "message": message})
         if self.tracker:
-            self.tracker.text(f"events/{kind}", message, self.state.step)
+            self.tracker.text(f"events/{kind}", message, step)
         else:
             log.warning(message)
 
@@ -369,8 +390,7 @@ class Trainer:
             "guard": self.guard.state_dict(),
             "faults": self.faults.state_dict(),
             "early_stop": self.early_stop.state_dict(),
-            "window": {"sums": self._window.cpu(), "overflows": self._overflows.cpu(),
-                       "steps_since_log": self._steps_since_log},
+            "window": {"sums": self._sums.cpu(), "applied": self._applied, "steps_since_log": self._steps_since_log},
             "config": OmegaConf.to_container(self.cfg, resolve=True),
         }
 
@@ -384,8 +404,8 @@ class Trainer:
         self.guard.load_state_dict(ckpt["guard"])
         self.faults.load_state_dict(ckpt["faults"])
         self.early_stop.load_state_dict(ckpt["early_stop"])
-        self._window.copy_(ckpt["window"]["sums"])
-        self._overflows.copy_(ckpt["window"]["overflows"])
+        self._sums.copy_(ckpt["window"]["sums"])
+        self._applied = ckpt["window"]["applied"]
         self._steps_since_log = ckpt["window"]["steps_since_log"]
         set_rng_state(ckpt["rng"])
 
@@ -394,4 +414,4 @@ class Trainer:
             save_step_checkpoint(self.state_dict(), self.run_dir, self.state.step, self.cfg.trainer.keep_last)
 
     def total_overflow_steps(self) -> int:
-        return self.state.overflow_steps + int(self._overflows.item())
+        return self.state.overflow_steps + round(self._sums[2].item())

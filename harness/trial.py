@@ -22,6 +22,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+from pathlib import Path
 from typing import Any, Mapping, Optional
 
 ENV_STORAGE = "HARNESS_OPTUNA_STORAGE"  # SQLAlchemy URL of the study's storage
@@ -37,13 +38,28 @@ log = logging.getLogger(__name__)
 def open_storage(url: str) -> Any:
     """An Optuna RDB storage that tolerates several processes writing one sqlite file."""
     import optuna
+    from sqlalchemy.engine import make_url
 
     engine_kwargs: dict[str, Any] = {}
-    if url.startswith("sqlite"):
+    parsed = make_url(url)
+    if parsed.get_backend_name() == "sqlite" and parsed.database not in (None, "", ":memory:"):
+        _write_ahead_log(Path(parsed.database))
         # sqlite serialises writers; the default 5 s lock timeout is too short when several
         # trials report while the sweeper records results.
         engine_kwargs["connect_args"] = {"timeout": 60}
     return optuna.storages.RDBStorage(url, engine_kwargs=engine_kwargs)
+
+
+def _write_ahead_log(db: Path) -> None:
+    """WAL mode (kept by the file for every later connection): a commit costs one fsync
+    instead of several, and trials reporting values do not block the sweeper. Not for network
+    filesystems, where sqlite is unsafe anyway."""
+    import sqlite3
+    from contextlib import closing
+
+    db.parent.mkdir(parents=True, exist_ok=True)
+    with closing(sqlite3.connect(db, timeout=60)) as conn:
+        conn.execute("PRAGMA journal_mode=WAL")
 
 
 def build_pruner(spec: Mapping[str, Any]) -> Any:

@@ -1,0 +1,56 @@
+"""RUN_DIR/report.md: the run's key numbers, each finding with evidence and fix, and the plots."""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from harness.diagnosis.findings import Finding
+from harness.diagnosis.load import RunData, load_run
+from harness.diagnosis.plots import make_plots
+from harness.diagnosis.rules import diagnose
+from harness.diagnosis.signals import fmt
+
+REPORT_FILE = "report.md"
+PLOTS_DIR = "plots"
+
+
+def write_report(run_dir: Path | str) -> list[Finding]:
+    """Diagnose the run in `run_dir`, write report.md and plots/*.png there; returns the findings.
+    Raises MissingMetricsError when the directory holds no metrics.jsonl."""
+    run_dir = Path(run_dir)
+    run = load_run(run_dir)
+    findings = diagnose(run)
+    plots = make_plots(run, run_dir / PLOTS_DIR)
+    (run_dir / REPORT_FILE).write_text(render(run, findings, plots))
+    return findings
+
+
+def render(run: RunData, findings: list[Finding], plots: list[tuple[str, str]]) -> str:
+    lines = [f"# Diagnosis of `{run.run_dir.name}`", "", "| | |", "|---|---|"]
+    lines += [f"| {label} | {value} |" for label, value in _facts(run)]
+    lines += ["", "## Findings", ""]
+    if not findings:
+        lines.append("No pathology found: none of the rules in harness/diagnosis/rules matched this run.")
+    for i, f in enumerate(findings, 1):
+        lines += [f"### {i}. `{f.name}` ({f.severity.value}): {f.title}", "",
+                  f"**Evidence.** {f.evidence}", "", f"**Fix.** {f.fix}", ""]
+    if plots:
+        lines += ["", "## Plots", ""]
+        for title, name in plots:
+            lines += [f"### {title}", "", f"![{title}]({PLOTS_DIR}/{name})", ""]
+    return "\n".join(lines).rstrip() + "\n"
+
+
+def _facts(run: RunData) -> list[tuple[str, str]]:
+    s = run.summary
+    facts: list[tuple[str, Any]] = [
+        ("status", s.get("status", "unknown (no summary.json)")),
+        ("steps", f"{s.get('steps', run.train[-1]['step'] if run.train else 0)} / {run.max_steps}"),
+        ("final train loss", s.get("final_train_loss")),
+        ("best val loss", s.get("best_val_loss")),
+        ("chance loss (ln K)", s.get("chance_loss")),
+        ("known optimum", s.get("optimum_loss")),
+        ("skipped / fp16 overflow updates", f"{s.get('skipped_steps', 0)} / {s.get('overflow_steps', 0)}"),
+    ]
+    return [(label, fmt(value) if isinstance(value, float) else str(value)) for label, value in facts
+            if value is not None]

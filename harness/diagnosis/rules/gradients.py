@@ -1,0 +1,161 @@
+"""Rules read off the gradient and weight statistics: clipping, vanishing gradients, dead ReLUs,
+weight-norm runaway. Per-layer rules need the monitors (`monitor=basic` or `full`) and stay
+silent without them."""
+from __future__ import annotations
+
+import re
+
+import numpy as np
+
+from harness.diagnosis.findings import Finding, Severity
+from harness.diagnosis.load import RunData
+from harness.diagnosis.rules.common import LATE_FRACTION, MIN_ROWS, fp16_unscaled, name_some, zero_gradient_tensors
+from harness.diagnosis.signals import fmt
+
+# Clip pinned: clipping acted on >=90% of updates and the median pre-clip norm is >=10x the
+# threshold, i.e. nearly every update is shrunk 10x or more: the LR actually used is not the
+# configured one. Clipping is meant to catch outliers (a few % of updates).
+PIN_RATE = 0.9
+PIN_RATIO = 10.0
+# Clip never reached: no logged update was clipped and the largest logged pre-clip norm stayed
+# below 10% of the threshold: the clip cannot catch even a 10x spike, so it protects nothing.
+NEVER_FRACTION = 0.1
+# Vanishing gradients: the last repeated block's gradient norm is >=100x its first block's
+# (same tensor kind, median over kinds and logged steps). Healthy deep ReLU MLPs and pre-LN
+# GPTs measure 0.5-2x; a 10-layer sigmoid MLP 1e7x, a post-LN GPT without warmup 1e5x.
+VANISH_RATIO = 100.0
+# Dead ReLUs: >=50% of a layer's units output 0 for every sample of a logged batch (act_dead,
+# monitor=full) over the last third of the run; healthy ReLU layers sit at 0-15%.
+DEAD_UNITS = 0.5
+# Weight-norm runaway: the total parameter norm at least doubles over the second half of the
+# run. Healthy runs grow fastest early and settle (weight decay balances the updates).
+RUNAWAY_LATE_GROWTH = 2.0
+
+_INDEX = re.compile(r"(?<=\.)\d+(?=\.)")  # the layer index in "blocks.3.attn.c_attn.weight"
+
+
+def clip_pinned(run: RunData) -> Finding | None:
+    clip = _norm_clip(run)
+    rate, pre = run.series("grad/clip_rate").finite(), run.series("grad/norm_preclip").finite()
+    if clip is None or len(rate) < MIN_ROWS or not len(pre):
+        return None
+    mean_rate, ratio = float(rate.values.mean()), float(np.median(pre.values)) / clip
+    if mean_rate < PIN_RATE or ratio < PIN_RATIO:
+        return None
+    p90 = float(np.percentile(pre.values, 90))
+    return Finding("clip_pinned", Severity.WARNING, "the gradient norm is pinned at the clip threshold",
+                   f"clipping acted on {mean_rate:.0%} of updates; median pre-clip norm {fmt(ratio * clip)} vs "
+                   f"clip={fmt(clip)} ({fmt(ratio)}x): every update is shrunk that much.",
+                   f"raise clip to about the 90th percentile of the pre-clip norm (here {fmt(p90)}) or a few "
+                   "times the typical norm, so that it only catches spikes; or lower optim.lr on purpose.")
+
+
+def clip_never_reached(run: RunData) -> Finding | None:
+    clip = _norm_clip(run)
+    rate, pre = run.series("grad/clip_rate").finite(), run.series("grad/norm_preclip").finite()
+    if clip is None or len(pre) < MIN_ROWS or rate.values.any():
+        return None
+    largest = float(pre.values.max())
+    if largest >= NEVER_FRACTION * clip:
+        return None
+    return Finding("clip_never_reached", Severity.INFO, "the clip threshold is far above every gradient norm",
+                   f"largest logged pre-clip norm {fmt(largest)} (step {int(pre.steps[int(pre.values.argmax())])}) "
+                   f"vs clip={fmt(clip)}; no update was clipped.",
+                   f"set clip to a few times the typical norm (median here {fmt(float(np.median(pre.values)))}) "
+                   "so it can stop a spike, or null to say clipping is off.")
+
+
+def vanishing_gradients(run: RunData) -> Finding | None:
+    pairs = _block_pairs(run.keys("grad_norm/"))
+    rows = [(row, ratios) for row in run.train if (ratios := _late_early_ratios(row, pairs))]
+    if not rows:
+        return None
+    ratio = float(np.median([np.median(list(r.values())) for _, r in rows]))
+    if ratio < VANISH_RATIO:
+        return None
+    row, ratios = rows[-1]
+    early, late = sorted(ratios, key=ratios.get)[len(ratios) // 2]  # the median kind, as an example
+    return Finding("vanishing_gradients", Severity.CRITICAL, "early layers get almost no gradient",
+                   f"gradient norm of the last / the first block = {fmt(ratio)} (median over tensor kinds and "
+                   f"{len(rows)} logged steps); at step {row['step']}: {early.split('/', 1)[1]} {fmt(row[early])} "
+                   f"vs {late.split('/', 1)[1]} {fmt(row[late])}.",
+                   _vanishing_fix(run))
+
+
+def _late_early_ratios(row: dict, pairs: list[tuple[str, str]]) -> dict[tuple[str, str], float]:
+    """late/early gradient norm per tensor kind logged in this row; an exactly-zero early norm is inf."""
+    ratios = {}
+    for early, late in pairs:
+        low, high = row.get(early), row.get(late)
+        if low is None or high is None or not np.isfinite([low, high]).all() or low == high == 0:
+            continue
+        ratios[(early, late)] = high / low if low > 0 else np.inf
+    return ratios
+
+
+def dead_relu(run: RunData) -> Finding | None:
+    dead = {key: run.series(key).finite().after_fraction(LATE_FRACTION) for key in run.keys("act_dead/")}
+    dead = {k: float(np.median(s.values)) for k, s in dead.items() if len(s)}
+    worst = {k.split("/", 1)[1]: v for k, v in dead.items() if v >= DEAD_UNITS}
+    if worst:
+        evidence = "dead-unit fraction (0 for every sample of the batch) over the last third of the run: " + \
+                   ", ".join(f"{name} {v:.0%}" for name, v in worst.items()) + "."
+    elif not dead and run.cfg("model.activation") == "relu" and not fp16_unscaled(run):
+        frozen = zero_gradient_tensors(run)
+        if not frozen:
+            return None
+        evidence = (f"{len(frozen)} weight tensor(s) got exactly zero gradient on every logged step of the last "
+                    f"third of the run ({name_some(frozen)}): every "
+                    "ReLU feeding them outputs 0.")
+    else:
+        return None
+    return Finding("dead_relu", Severity.CRITICAL, "ReLU units died: they output 0 and never recover", evidence,
+                   "lower optim.lr (one huge update pushes pre-activations negative for good) and keep clip on; "
+                   "model.activation=gelu or silu never go fully flat; model.norm=layer keeps pre-activations "
+                   "centred; init=kaiming.")
+
+
+def weight_norm_runaway(run: RunData) -> Finding | None:
+    norm = run.series("param/norm_total").finite()
+    if len(norm) < MIN_ROWS:
+        return None
+    mid_step = (norm.steps[0] + norm.steps[-1]) / 2
+    mid = float(norm.values[int(np.argmin(np.abs(norm.steps - mid_step)))])
+    end = float(norm.values[-1])
+    if end < RUNAWAY_LATE_GROWTH * mid:
+        return None
+    return Finding("weight_norm_runaway", Severity.WARNING, "the weights keep growing",
+                   f"total parameter norm {fmt(float(norm.values[0]))} at step {int(norm.steps[0])}, {fmt(mid)} at "
+                   f"mid-run, {fmt(end)} at step {int(norm.steps[-1])} ({fmt(end / mid)}x over the second half).",
+                   "add or raise weight decay (optim.weight_decay, e.g. 0.1 with AdamW); lower optim.lr; "
+                   "normalisation layers (model.norm=layer) or qk_norm keep activations bounded.")
+
+
+def _norm_clip(run: RunData) -> float | None:
+    clip = run.cfg("clip")
+    return float(clip) if clip and run.cfg("clip_mode", "norm") == "norm" else None
+
+
+def _block_pairs(keys: list[str]) -> list[tuple[str, str]]:
+    """(first block's key, last block's key) for every tensor kind of a numbered, repeated block
+    (`hidden.0.linear.weight` / `hidden.8.linear.weight`); empty when there are none."""
+    by_kind: dict[str, dict[int, str]] = {}
+    for key in keys:
+        match = _INDEX.search(key)
+        if match:
+            kind = key[: match.start()] + "*" + key[match.end():]
+            by_kind.setdefault(kind, {})[int(match.group())] = key
+    return [(layers[min(layers)], layers[max(layers)]) for layers in by_kind.values() if len(layers) > 1]
+
+
+def _vanishing_fix(run: RunData) -> str:
+    fixes = []
+    if run.cfg("model.ln_position") == "post":
+        fixes.append("post-LN: use model.ln_position=pre, or a warmup (schedule.warmup) so the early layers "
+                     "can catch up")
+    if run.cfg("model.activation") in ("sigmoid", "tanh"):
+        fixes.append(f"{run.cfg('model.activation')} saturates: model.activation=relu or gelu")
+    if run.cfg("model.residual") is False:
+        fixes.append("model.residual=true gives gradients a path around each layer")
+    fixes.append("normalisation (model.norm=layer) and a depth-aware init (init=kaiming, init=scaled_residual)")
+    return "; ".join(fixes) + "."

@@ -1,0 +1,40 @@
+"""Rules about what the guard had to do: skipped non-finite updates, skipped spikes, rollbacks."""
+from __future__ import annotations
+
+from harness.diagnosis.advice import instability_fixes
+from harness.diagnosis.findings import Finding, Severity
+from harness.diagnosis.load import RunData
+
+
+def nonfinite_skips(run: RunData) -> Finding | None:
+    events = run.events_of("skip_nonfinite")
+    if not events:
+        return None
+    return Finding("nonfinite_skips", Severity.WARNING, "updates with NaN/Inf loss or gradients were skipped",
+                   f"{len(events)} update(s) skipped by the guard at step(s) {_steps(events)}.",
+                   "the guard kept the run alive, but the cause remains: look for bad inputs at those steps "
+                   "(data.*), then " + instability_fixes(run))
+
+
+def loss_spikes(run: RunData) -> Finding | None:
+    events = run.events_of("skip_spike")
+    if not events:
+        return None
+    return Finding("loss_spikes", Severity.WARNING, "loss spikes were skipped by the guard",
+                   f"{len(events)} update(s) whose loss jumped above mean + {run.cfg('guard.spike_zscore', 6)} "
+                   f"std of the recent losses, at step(s) {_steps(events)}.",
+                   instability_fixes(run))
+
+
+def rollbacks(run: RunData) -> Finding | None:
+    events = run.events_of("rollback")
+    if not events:
+        return None
+    return Finding("rollbacks", Severity.WARNING, "the guard rolled the run back to a checkpoint",
+                   f"{len(events)} rollback(s); the last: {events[-1].get('message', '')}.",
+                   "bad updates came in bursts: " + instability_fixes(run))
+
+
+def _steps(events: list[dict]) -> str:
+    steps = [str(e.get("step")) for e in events]
+    return ", ".join(steps[:8]) + (f" and {len(steps) - 8} more" if len(steps) > 8 else "")

@@ -1,0 +1,47 @@
+"""Rules about fp16: overflow skips with a loss scaler, underflow to zero without one."""
+from __future__ import annotations
+
+import math
+
+from harness.diagnosis.findings import Finding, Severity
+from harness.diagnosis.load import RunData
+from harness.diagnosis.rules.common import fp16_unscaled, name_some, zero_gradient_tensors
+from harness.diagnosis.signals import fmt
+
+# GradScaler halves the scale on every overflow: from init_scale it takes log2(init_scale)
+# overflows to reach 1 while it calibrates, and each attempt to grow (every growth_interval
+# clean steps) may cost one more. Skips beyond that budget, plus this slack, are real overflows.
+OVERFLOW_SLACK = 4
+
+
+def fp16_overflow_skips(run: RunData) -> Finding | None:
+    if run.cfg("precision.name") != "fp16" or not run.cfg("precision.loss_scaling", True):
+        return None
+    overflows = int(run.summary.get("overflow_steps") or 0)
+    steps = int(run.summary.get("steps") or (run.train[-1]["step"] if run.train else 0))
+    init_scale = float(run.cfg("precision.init_scale", 2.0**16))
+    growth_interval = int(run.cfg("precision.growth_interval", 2000))
+    budget = max(math.log2(init_scale), 0) + steps // growth_interval + OVERFLOW_SLACK
+    if overflows <= budget:
+        return None
+    scale = run.series("train/loss_scale").finite()
+    scale_text = (f"; the loss scale went {fmt(float(scale.values[0]))} -> min {fmt(float(scale.values.min()))}"
+                  if len(scale) else "")
+    return Finding("fp16_overflow_skips", Severity.WARNING, "fp16 overflows keep skipping updates",
+                   f"{overflows} of {steps} updates skipped for Inf/NaN gradients (calibrating the scale from "
+                   f"{fmt(init_scale)} accounts for about {int(budget)}){scale_text}.",
+                   "activations or gradients exceed fp16's range (65504): use precision=bf16; or remove the spike "
+                   "(lower optim.lr, clip=1.0, loss.z_loss=1e-4 for growing logits).")
+
+
+def fp16_underflow(run: RunData) -> Finding | None:
+    if not fp16_unscaled(run):
+        return None
+    zeros = zero_gradient_tensors(run)
+    if not zeros:
+        return None
+    return Finding("fp16_underflow", Severity.CRITICAL, "fp16 gradients underflow to zero (no loss scaling)",
+                   f"precision=fp16 with precision.loss_scaling=false; {len(zeros)} weight tensor(s) got exactly "
+                   f"zero gradient on every logged step of the last third of the run: {name_some(zeros)}.",
+                   "precision.loss_scaling=true (GradScaler multiplies the loss so small gradients stay "
+                   "representable), or precision=bf16 (fp32's range).")

@@ -1,0 +1,62 @@
+"""Small, robust summaries of a logged curve that several rules share.
+
+Logged train losses are already means over `trainer.log_every` updates; medians of a few
+points on top of that keep one noisy window from deciding a finding.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from harness.diagnosis.load import Series
+
+EDGE_POINTS = 3  # points whose median stands for "the start" / "the end" of a curve
+
+
+def start_level(series: Series) -> float:
+    """Median of the first few finite values (NaN when there are none)."""
+    values = series.finite().values
+    return float(np.median(values[:EDGE_POINTS])) if len(values) else float("nan")
+
+
+def end_level(series: Series) -> float:
+    values = series.finite().values
+    return float(np.median(values[-EDGE_POINTS:])) if len(values) else float("nan")
+
+
+def value_at(series: Series, step: int) -> float:
+    """The value logged nearest to `step`."""
+    return float(series.values[int(np.argmin(np.abs(series.steps - step)))])
+
+
+def recent_improvement(series: Series, tail_fraction: float) -> float:
+    """Relative drop of the median over the last `tail_fraction` of the run, first half vs second half
+    of that tail: ~0 on a plateau, > 0 while still learning."""
+    tail = series.finite().after_fraction(1.0 - tail_fraction).values
+    if len(tail) < 2:
+        return float("nan")
+    half = len(tail) // 2
+    before, after = float(np.median(tail[:half])), float(np.median(tail[half:]))
+    return (before - after) / max(abs(before), 1e-12)
+
+
+def excursions(series: Series, rel_rise: float, abs_rise: float) -> list[tuple[int, float, float]]:
+    """Stretches where the curve climbs above its running minimum by more than
+    max(rel_rise * min, abs_rise); one (peak step, peak value, running min) per stretch."""
+    found: list[tuple[int, float, float]] = []
+    running_min, inside = float("inf"), False
+    for step, value in zip(series.steps, series.values):
+        if not np.isfinite(value):
+            continue
+        high = value - running_min > max(rel_rise * abs(running_min), abs_rise)
+        if high and not inside:
+            found.append((int(step), float(value), running_min))
+        elif high and value > found[-1][1]:
+            found[-1] = (int(step), float(value), running_min)
+        inside = high
+        running_min = min(running_min, value)
+    return found
+
+
+def fmt(value: float) -> str:
+    """Numbers in evidence text: 3 significant digits, NaN/Inf spelled as such."""
+    return f"{value:.3g}" if np.isfinite(value) else str(value)

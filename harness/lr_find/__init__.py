@@ -1,0 +1,52 @@
+"""LR range test (`python train.py mode=lr_find`): sweep the LR exponentially over real updates,
+suggest one, plot it, and leave the model and optimizer as they were."""
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+import torch
+from omegaconf import DictConfig, OmegaConf
+
+from harness.lr_find.config import LRFindConfig, read_mode_config
+from harness.lr_find.report import as_json, plot, summary_line, write_json
+from harness.lr_find.suggest import Suggestion, suggest_lr
+from harness.lr_find.sweep import Sweep, range_test
+from harness.trainer import Trainer
+
+__all__ = ["LRFindConfig", "Suggestion", "Sweep", "find_lr", "run_lr_find"]
+log = logging.getLogger("harness")
+
+
+def sweep_config(cfg: DictConfig) -> DictConfig:
+    """The run's config with the spike guard off: it would skip exactly the rising losses the test looks for."""
+    cfg = cfg.copy()
+    OmegaConf.update(cfg, "guard.spike_zscore", None)
+    return cfg
+
+
+def find_lr(trainer: Trainer, settings: LRFindConfig) -> tuple[Sweep, Suggestion]:
+    """Sweep on this trainer (its state is restored afterwards) and suggest an LR."""
+    sweep = range_test(trainer, settings)
+    if len(sweep.lrs) < 2:
+        raise RuntimeError(f"the LR sweep stopped after {len(sweep.lrs)} update(s) ({sweep.stop_reason}); "
+                           f"lower lr_find.min_lr or check the model with mode=doctor")
+    return sweep, suggest_lr(sweep.lrs, sweep.losses, settings.window)
+
+
+def run_lr_find(cfg: DictConfig, run_dir: Path, device: torch.device) -> float:
+    """mode=lr_find: writes RUN_DIR/lr_find.json and lr_find.png; returns the suggested LR."""
+    from harness.run import _build_trainer
+
+    settings = read_mode_config(cfg, "lr_find", LRFindConfig)
+    trainer = _build_trainer(sweep_config(cfg), run_dir, device, resume_from=None)
+    try:
+        sweep, suggestion = find_lr(trainer, settings)
+    finally:
+        if trainer.tracker:
+            trainer.tracker.close()
+    write_json(as_json(sweep, suggestion, settings), run_dir / "lr_find.json")
+    plot(sweep, suggestion, run_dir / "lr_find.png")
+    log.info(summary_line(suggestion, sweep))
+    log.info("lr_find: plot %s, data %s", run_dir / "lr_find.png", run_dir / "lr_find.json")
+    return suggestion.lr

@@ -1,0 +1,114 @@
+"""Step-time overhead of the harness against a raw nanoGPT-style loop, measured side by side.
+
+Every variant trains the same model on the same data in this one process; variants run in
+interleaved blocks (round-robin), and per-step medians over all blocks are compared, so machine
+noise hits every variant alike. Prints ratios to the raw loop.
+
+    python scripts/bench_overhead.py                 # baby GPT and a small MLP
+    python scripts/bench_overhead.py --rounds 8 --block 20
+"""
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from hydra import compose, initialize_config_dir  # noqa: E402
+
+from harness.run import _build_trainer  # noqa: E402
+
+CONF = Path(__file__).resolve().parent.parent / "conf"
+WORKLOADS = {
+    "baby_gpt": ["experiment=baby_gpt", "trainer.max_steps=100000"],
+    # ~5 ms steps on 2 cores, the size DESIGN.md's cost yardsticks were measured on
+    "mlp": ["model=mlp", "data=synthetic", "batch_size=256", "model.width=512", "model.depth=4",
+            "data.in_features=128", "trainer.max_steps=100000"],
+}
+VARIANTS = {
+    "harness, guard+monitors off": ["guard=off", "monitor=off", "trainer.log_every=1000"],
+    "harness, defaults (guard, basic, log 25)": ["trainer.log_every=25"],
+    "harness, full monitors, log every 1000": ["monitor=full", "trainer.log_every=1000"],
+    "harness, no monitors, log every step": ["monitor=off", "trainer.log_every=1"],
+    "harness, full monitors, log every step": ["monitor=full", "trainer.log_every=1"],
+}
+
+
+def make_trainer(overrides: list[str], tmp: Path):
+    with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
+        cfg = compose(config_name="train", overrides=[*overrides, "logger=none", "diagnose=false"])
+    trainer = _build_trainer(cfg, tmp, torch.device("cpu"), resume_from=None)
+    trainer.tracker.progress.update = lambda *a, **k: None  # keep the console out of the timing
+    return trainer
+
+
+def harness_step(trainer) -> None:
+    """What Trainer.fit does per step, minus eval and checkpoints."""
+    trainer.train_step()
+    trainer.state.step += 1
+    trainer._steps_since_log += 1
+    if trainer._is_log_step(trainer.state.step):
+        trainer._log_train()
+
+
+def raw_step_fn(trainer):
+    """nanoGPT's loop on the harness's own model, optimizer and data: the floor to compare against."""
+    model, opt, sched, stream, data = trainer.raw_model, trainer.optimizer, trainer.scheduler, trainer.stream, trainer.train_set
+    loss_fn, clip = trainer.loss_fn, trainer.clip
+
+    def step() -> None:
+        x, y = data.get(stream.next_batch())
+        loss = loss_fn(model(x), y)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), clip)
+        opt.step()
+        sched.step()
+        opt.zero_grad(set_to_none=True)
+
+    return step
+
+
+def bench(workload: str, rounds: int, block: int, warmup: int) -> None:
+    tmp = Path(tempfile.mkdtemp())
+    steps = {"raw loop": raw_step_fn(make_trainer(WORKLOADS[workload], tmp / "raw"))}
+    for i, (name, extra) in enumerate(VARIANTS.items()):
+        trainer = make_trainer([*WORKLOADS[workload], *extra], tmp / str(i))
+        steps[name] = lambda t=trainer: harness_step(t)
+    times: dict[str, list[float]] = {name: [] for name in steps}
+    for fn in steps.values():
+        for _ in range(warmup):
+            fn()
+    for _ in range(rounds):
+        for name, fn in steps.items():
+            for _ in range(block):
+                t0 = time.perf_counter()
+                fn()
+                times[name].append(time.perf_counter() - t0)
+    base = statistics.median(times["raw loop"])
+    print(f"\n{workload}: {rounds} rounds x {block} steps per variant, interleaved; torch threads {torch.get_num_threads()}")
+    print(f"{'variant':44s} {'median ms':>10s} {'ratio to raw':>13s}")
+    for name, values in times.items():
+        med = statistics.median(values)
+        print(f"{name:44s} {1000 * med:10.2f} {med / base:13.3f}")
+    full, plain = (statistics.median(times[f"harness, {m} monitors, log every step"]) for m in ("full", "no"))
+    print(f"full monitors' own cost at log interval 1: {full / plain:.3f}x the same loop without them")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rounds", type=int, default=6)
+    parser.add_argument("--block", type=int, default=15)
+    parser.add_argument("--warmup", type=int, default=5)
+    parser.add_argument("--workloads", nargs="+", default=list(WORKLOADS), choices=list(WORKLOADS))
+    args = parser.parse_args()
+    for workload in args.workloads:
+        bench(workload, args.rounds, args.block, args.warmup)
+
+
+if __name__ == "__main__":
+    main()

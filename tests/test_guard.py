@@ -1,0 +1,112 @@
+"""The guard skips bad updates, rolls back when they repeat, and early stopping counts across resumes."""
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+
+from conftest import compose_cfg, train
+from harness.checkpoint import load_checkpoint, step_checkpoints
+from harness.run import _build_trainer
+from harness.tracking import read_metrics
+
+MLP = ["model=mlp", "data=synthetic", "model.width=32", "logger=none", "trainer.log_every=5",
+       "trainer.eval_every=20", "trainer.ckpt_every=10", "schedule.warmup=5", "optim.lr=3e-3"]
+
+
+def test_nan_gradients_are_skipped_and_the_run_matches_a_clean_one(tmp_path):
+    _, clean = train([*MLP, "trainer.max_steps=60"], tmp_path / "clean")
+    _, faulty = train([*MLP, "trainer.max_steps=60", "fault=nan_grad", "fault.at=[5,9,13]"], tmp_path / "faulty")
+    assert faulty["status"] == "completed" and faulty["skipped_steps"] == 3
+    assert [e["step"] for e in faulty["events"] if e["kind"] == "skip_nonfinite"] == [5, 9, 13]
+    state = load_checkpoint(step_checkpoints(tmp_path / "faulty")[0])
+    for per_param in state["optimizer"]["state"].values():
+        for value in per_param.values():
+            assert torch.isfinite(torch.as_tensor(value)).all()
+    assert all(torch.isfinite(p).all() for p in state["model"].values())
+    assert abs(faulty["final_val_loss"] - clean["final_val_loss"]) <= 0.05 * clean["final_val_loss"]
+
+
+def test_repeated_faults_roll_back_with_lower_lr_and_finish(tmp_path):
+    run = tmp_path / "run"
+    overrides = [*MLP, "trainer.max_steps=60", "fault=inf_loss", "fault.at=[22,23,24,25]", "logger=tensorboard"]
+    _, summary = train(overrides, run)
+    assert summary["status"] == "completed" and summary["steps"] == 60
+    rollbacks = [e for e in summary["events"] if e["kind"] == "rollback"]
+    assert len(rollbacks) == 1 and "rolled back to step 20" in rollbacks[0]["message"]
+    lrs = {r["step"]: r["train/lr"] for r in read_metrics(run) if r["kind"] == "train"}
+    _, reference = train([*MLP, "trainer.max_steps=60"], tmp_path / "reference")
+    ref_lrs = {r["step"]: r["train/lr"] for r in read_metrics(tmp_path / "reference") if r["kind"] == "train"}
+    assert lrs[60] == pytest.approx(0.5 * ref_lrs[60])  # LR x0.5 from the rollback on
+    assert lrs[15] == pytest.approx(ref_lrs[15])
+    final = load_checkpoint(step_checkpoints(run)[0])
+    assert final["trainer"]["rollbacks"] == 1 and final["trainer"]["lr_scale"] == 0.5
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    events = EventAccumulator(str(run / "tb"), size_guidance={"tensors": 0}).Reload()
+    assert any("rollback" in tag for tag in events.Tags()["tensors"])
+
+
+def test_faults_that_never_stop_end_the_run_as_diverged(tmp_path):
+    steps = ",".join(str(s) for s in range(12, 60))
+    _, summary = train([*MLP, "trainer.max_steps=60", "fault=nan_grad", f"fault.at=[{steps}]",
+                        "guard.max_rollbacks=2"], tmp_path / "run")
+    assert summary["status"] == "diverged"
+    assert sum(e["kind"] == "rollback" for e in summary["events"]) == 2
+    assert "rollback" in summary["reason"]
+
+
+def test_loss_spike_is_skipped_without_touching_parameters(tmp_path):
+    cfg = compose_cfg([*MLP, "trainer.max_steps=40", "fault=spike", "fault.at=[30]", "fault.scale=1000"])
+    trainer = _build_trainer(cfg, tmp_path, torch.device("cpu"), resume_from=None)
+    for _ in range(29):
+        trainer.train_step()
+        trainer.state.step += 1
+    params = [p.detach().clone() for p in trainer.raw_model.parameters()]
+    moments = [s["exp_avg"].clone() for s in trainer.optimizer.state.values()]
+    trainer.train_step()  # step 30: loss x1000
+    assert trainer.state.skipped_steps == 1 and trainer.state.events[-1]["kind"] == "skip_spike"
+    assert all(torch.equal(a, b) for a, b in zip(params, trainer.raw_model.parameters()))
+    assert all(torch.equal(a, s["exp_avg"]) for a, s in zip(moments, trainer.optimizer.state.values()))
+    trainer.state.step += 1
+    trainer.train_step()  # an ordinary step moves the parameters again
+    assert not all(torch.equal(a, b) for a, b in zip(params, trainer.raw_model.parameters()))
+
+
+def test_without_guard_a_nan_update_poisons_the_run(tmp_path):
+    """The control for the tests above: the guard is what saves them."""
+    _, summary = train([*MLP, "trainer.max_steps=20", "guard=off", "fault=nan_grad", "fault.at=[5]"], tmp_path / "r")
+    assert summary["status"] == "diverged" and summary["skipped_steps"] == 0
+
+
+def test_early_stopping_counts_across_resume(tmp_path):
+    # lr 0 after warmup: val loss cannot improve, so patience runs out
+    overrides = [*MLP, "trainer.max_steps=200", "trainer.eval_every=10", "early_stop=default",
+                 "early_stop.patience=3", "early_stop.min_delta=0.5", "schedule=constant", "schedule.warmup=0"]
+    _, straight = train(overrides, tmp_path / "straight")
+    assert straight["status"] == "early_stopped"
+    _, first = train([*overrides, "trainer.stop_after=30"], tmp_path / "pieces")
+    assert first["status"] == "stopped"
+    _, second = train([*overrides, "resume=auto"], tmp_path / "pieces")
+    assert second["status"] == "early_stopped" and second["steps"] == straight["steps"]
+
+
+def test_monitors_hook_only_logging_steps(tmp_path):
+    cfg = compose_cfg([*MLP, "trainer.max_steps=10", "monitor=full", "model.depth=3"])
+    trainer = _build_trainer(cfg, tmp_path, torch.device("cpu"), resume_from=None)
+    hooks_seen = []
+    for step in range(1, 11):
+        before = sum(len(m._forward_hooks) for m in trainer.raw_model.modules())
+        trainer.train_step()
+        trainer.state.step += 1
+        hooks_seen.append(before)
+        metrics, _ = trainer.monitor.pop()
+        if step % 5 == 0:
+            assert any(k.startswith("grad_norm/") for k in metrics)
+            assert any(k.startswith("update_ratio/") for k in metrics)
+            assert any(k.startswith("act_dead/") for k in metrics)
+            assert all(math.isfinite(v.item()) for v in metrics.values())
+        else:
+            assert metrics == {}
+    assert len(set(hooks_seen)) == 1  # monitor hooks never outlive their logging step
