@@ -8,6 +8,9 @@ from omegaconf import DictConfig
 
 from harness.cli import check_group_choices, fail
 from harness.errors import ConfigError
+from harness.resolvers import register_resolvers
+
+register_resolvers()
 
 
 @hydra.main(version_base="1.3", config_path="conf", config_name="train")

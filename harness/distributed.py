@@ -60,6 +60,24 @@ def all_reduce_min(t: torch.Tensor, info: DistInfo) -> torch.Tensor:
     return t
 
 
+def all_gather_objects(obj: object, info: DistInfo) -> list:
+    """Every rank's `obj`, in rank order (a collective: all ranks must call it)."""
+    if not info.enabled:
+        return [obj]
+    gathered: list = [None] * info.world_size
+    dist.all_gather_object(gathered, obj)
+    return gathered
+
+
+def any_rank(flag: bool, info: DistInfo, device: torch.device) -> bool:
+    """True on every rank when it is True on at least one (a collective)."""
+    if not info.enabled:
+        return flag
+    t = torch.tensor(float(flag), device=device)
+    dist.all_reduce(t, op=dist.ReduceOp.MAX)
+    return bool(t.item())
+
+
 def gradient_sync(model: nn.Module, sync: bool) -> contextlib.AbstractContextManager:
     """DDP all-reduces gradients in backward; skip that on all but the last micro-batch."""
     if sync or not isinstance(model, nn.parallel.DistributedDataParallel):

@@ -130,6 +130,7 @@ def _build_trainer(cfg: DictConfig, run_dir: Path, device: torch.device,
     raw_model = build_model(cfg.model, meta)
     apply_init(raw_model, cfg.init)
     raw_model.to(device)
+    seed_everything(cfg.seed + dist.rank)  # identical weights on every rank, own dropout draws per rank
     optimizer = build_optimizer(cfg.optim, raw_model)
     scheduler = build_scheduler(cfg.schedule, optimizer, cfg.trainer.max_steps)
     precision = build_precision(cfg.precision, device)

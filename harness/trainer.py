@@ -25,7 +25,7 @@ from harness.checkpoint import (latest_valid_checkpoint, rng_state, save_best_ch
 from harness.clipping import clip_gradients, global_grad_norm
 from harness.data import DataMeta, Dataset
 from harness.data.sampler import BatchStream, eval_indices, split_for_rank
-from harness.distributed import DistInfo, all_reduce_mean, all_reduce_min, gradient_sync
+from harness.distributed import DistInfo, all_gather_objects, all_reduce_mean, all_reduce_min, any_rank, gradient_sync
 from harness.early_stop import EarlyStopping
 from harness.faults import FaultInjector
 from harness.guard import Guard, Verdict
@@ -208,7 +208,8 @@ class Trainer:
         self.stop_request.install()
         t = self.cfg.trainer
         start_step = self.state.step
-        if self.guard.cfg.rollback_after and not step_checkpoints(self.run_dir):
+        no_checkpoint = any_rank(not step_checkpoints(self.run_dir), self.dist, self.device)  # rank 0 decides
+        if self.guard.cfg.rollback_after and no_checkpoint:
             self.save_checkpoint()  # something to roll back to before the first periodic checkpoint
         self._last_log_time = time.perf_counter()
         while self.state.step < t.max_steps:
@@ -226,15 +227,24 @@ class Trainer:
                 if status:
                     self.save_checkpoint()
                     return status
-            stop = self.stop_request.signal_name or (t.stop_after and step - start_step >= t.stop_after)
+            preempted = self._preempted(step)
+            stop = preempted or (t.stop_after and step - start_step >= t.stop_after)
             if step % t.ckpt_every == 0 or last or stop:
                 self.save_checkpoint()
-            if self.stop_request.signal_name:
-                self._event("preempted", f"{self.stop_request.signal_name} at step {step}: checkpoint saved, stopping")
+            if preempted:
+                self._event("preempted", f"{self.stop_request.signal_name or 'signal'} at step {step}: "
+                                         f"checkpoint saved, stopping")
                 return "preempted"
             if stop:
                 return "stopped"
         return "completed"
+
+    def _preempted(self, step: int) -> bool:
+        """A stop signal seen by any rank. Ranks can receive it a step apart, so under DDP
+        they agree on it at logging steps only (one tiny all-reduce there, none elsewhere)."""
+        if not self.dist.enabled:
+            return self.stop_request.signal_name is not None
+        return self._is_log_step(step) and any_rank(self.stop_request.signal_name is not None, self.dist, self.device)
 
     def _roll_back(self) -> str | None:
         """Repeated bad updates: reload the last checkpoint, lower the LR, keep the data moving forward."""
@@ -347,8 +357,9 @@ class Trainer:
             self.state.best_val_accuracy = max(result["val/accuracy"], self.state.best_val_accuracy or 0.0)
         if math.isfinite(val) and val < self.state.best_val_loss:
             self.state.best_val_loss = val
+            state = self.state_dict()
             if self.dist.is_main:
-                save_best_checkpoint(self.state_dict(), self.run_dir)
+                save_best_checkpoint(state, self.run_dir)
         stop = self.early_stop.update(val)
         if stop == "diverged":
             self._event("diverged", f"step {self.state.step}: validation loss {val:.4g} is non-finite or above "
@@ -384,7 +395,7 @@ class Trainer:
             "optimizer": self.optimizer.state_dict(),
             "scheduler": self.scheduler.state_dict(),
             "scaler": self.scaler.state_dict(),
-            "rng": rng_state(),
+            "rng": all_gather_objects(rng_state(), self.dist),  # one per rank
             "data": self.stream.state_dict(),
             "trainer": asdict(self.state),
             "guard": self.guard.state_dict(),
@@ -407,11 +418,16 @@ class Trainer:
         self._sums.copy_(ckpt["window"]["sums"])
         self._applied = ckpt["window"]["applied"]
         self._steps_since_log = ckpt["window"]["steps_since_log"]
-        set_rng_state(ckpt["rng"])
+        # Same world size: each rank continues its own streams. Another world size still resumes
+        # (same data order; weights and optimizer are replicated) but dropout draws differ.
+        per_rank = ckpt["rng"]
+        set_rng_state(per_rank[self.dist.rank] if len(per_rank) == self.dist.world_size else per_rank[0])
 
     def save_checkpoint(self) -> None:
+        """All ranks build the state (it gathers their RNG states); rank 0 writes it."""
+        state = self.state_dict()
         if self.dist.is_main:
-            save_step_checkpoint(self.state_dict(), self.run_dir, self.state.step, self.cfg.trainer.keep_last)
+            save_step_checkpoint(state, self.run_dir, self.state.step, self.cfg.trainer.keep_last)
 
     def total_overflow_steps(self) -> int:
         return self.state.overflow_steps + round(self._sums[2].item())

@@ -12,6 +12,9 @@ import torch
 from hydra import compose, initialize_config_dir
 from omegaconf import DictConfig, open_dict
 
+from harness.resolvers import register_resolvers
+
+register_resolvers()
 ROOT = Path(__file__).resolve().parent.parent
 CONF = ROOT / "conf"
 

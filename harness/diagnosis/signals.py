@@ -39,6 +39,24 @@ def recent_improvement(series: Series, tail_fraction: float) -> float:
     return (before - after) / max(abs(before), 1e-12)
 
 
+def rolling_median(series: Series, width: int = 3) -> Series:
+    """Centred running median of the finite points: one noisy log window cannot make a bump,
+    a climb that lasts two windows or more survives."""
+    finite = series.finite()
+    half = width // 2
+    values = np.array([np.median(finite.values[max(0, i - half): i + half + 1]) for i in range(len(finite))])
+    return Series(finite.steps, values)
+
+
+def noise_level(series: Series) -> float:
+    """Robust std of the point-to-point noise: MAD of the first differences / sqrt(2). A trend or a
+    few large jumps barely move it; white batch noise sets it."""
+    diffs = np.diff(series.finite().values)
+    if not len(diffs):
+        return 0.0
+    return float(1.4826 * np.median(np.abs(diffs - np.median(diffs))) / np.sqrt(2))
+
+
 def excursions(series: Series, rel_rise: float, abs_rise: float) -> list[tuple[int, float, float]]:
     """Stretches where the curve climbs above its running minimum by more than
     max(rel_rise * min, abs_rise); one (peak step, peak value, running min) per stretch."""

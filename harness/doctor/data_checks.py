@@ -3,11 +3,17 @@ from __future__ import annotations
 
 import torch
 
+from harness.data import DataMeta
 from harness.doctor.result import CheckResult, Status
 from harness.doctor.sampling import sample_indices
 from harness.trainer import Trainer
 
 SAMPLES_PER_SPLIT = 2048  # enough to see any realistic label set vary; a single cheap gather
+
+
+def num_classes(meta: DataMeta) -> int | None:
+    """K: the vocabulary for token data, the classes for classification; None for regression."""
+    return meta.vocab_size if meta.task == "lm" else meta.out_features if meta.task == "classification" else None
 
 
 def _samples(trainer: Trainer) -> dict[str, tuple[torch.Tensor, torch.Tensor]]:
@@ -21,7 +27,7 @@ def check_labels(trainer: Trainer) -> CheckResult:
     meta = trainer.meta
     if meta.task == "regression":
         return _regression_targets(name, _samples(trainer))
-    k = meta.vocab_size if meta.task == "lm" else meta.out_features
+    k = num_classes(meta)
     seen = []
     for split, (_, y) in _samples(trainer).items():
         low, high = int(y.min()), int(y.max())

@@ -8,7 +8,8 @@ import numpy as np
 from harness.diagnosis.advice import instability_fixes
 from harness.diagnosis.findings import Finding, Severity
 from harness.diagnosis.load import RunData
-from harness.diagnosis.signals import EDGE_POINTS, end_level, excursions, fmt, recent_improvement, start_level, value_at
+from harness.diagnosis.signals import (EDGE_POINTS, end_level, excursions, fmt, noise_level, recent_improvement,
+                                       rolling_median, start_level, value_at)
 
 # A loss that ends 1.5x above where it started went backwards: noise on a learning run never
 # does that (its end is below its start), a diverging one does long before it reaches NaN.
@@ -16,17 +17,21 @@ DIVERGE_RISE = 1.5
 # "At chance": within 5% of ln(K). A model that learned even the label frequencies of an
 # unbalanced task, or anything about the inputs, leaves this band within a few hundred updates.
 CHANCE_BAND = 0.05
-# Oscillating: the (interval-averaged) train loss climbs >25% (and >0.05 nats) above its best so
-# far, then comes back, at least 3 times. Healthy curves wobble by a few percent at most;
-# the field's symptom table reads "loss goes up and down wildly -> LR too high".
+# Oscillating: the train loss, smoothed over 3 log points, climbs above its best so far by >25%,
+# by >0.05 nats and by >6x its own point-to-point noise, then comes back, at least 3 times: the
+# field's "loss goes up and down wildly -> LR too high". Smoothing and the noise floor keep batch
+# noise out (small batches logged every step wobble 25% and more around a falling trend); an
+# unstable run's climbs last several log points and are many noise widths tall.
 OSC_REL_RISE = 0.25
 OSC_ABS_RISE = 0.05
+OSC_NOISE_SIGMAS = 6.0
 OSC_MIN_EXCURSIONS = 3
 # Overfitting: the val loss ends >10% above its best while the train loss kept falling.
 OVERFIT_VAL_RISE = 0.10
 MIN_EVALS = 3
-# Underfitting: the last 30% of the run improved the loss by <2% (converged), yet less than half
-# of the way from the start to the known optimum was covered, and val ~ train (no overfit).
+# Underfitting: the val loss (fixed samples, so free of batch noise) improved by <2% over the last
+# 30% of the run (converged), yet the train loss covered less than half of the way from its start
+# to the known optimum, and val ~ train (no overfit).
 PLATEAU_TAIL = 0.3
 PLATEAU_IMPROVEMENT = 0.02
 UNDERFIT_REMAINING = 0.5
@@ -88,7 +93,7 @@ def plateau_at_chance(run: RunData) -> Finding | None:
 
 def oscillating(run: RunData) -> Finding | None:
     loss = run.series("train/loss")
-    found = excursions(loss, OSC_REL_RISE, OSC_ABS_RISE)
+    found = excursions(rolling_median(loss), OSC_REL_RISE, max(OSC_ABS_RISE, OSC_NOISE_SIGMAS * noise_level(loss)))
     if len(found) < OSC_MIN_EXCURSIONS:
         return None
     shown = ", ".join(f"{fmt(peak)} at step {step} (best so far {fmt(low)})" for step, peak, low in found[:4])
@@ -121,13 +126,13 @@ def underfitting(run: RunData) -> Finding | None:
     optimum, chance = run.summary.get("optimum_loss"), run.summary.get("chance_loss")
     train = run.series("train/loss").finite()
     val = run.series("val/loss", kind="eval").finite()
-    if optimum is None or len(train) < 2 * EDGE_POINTS or not len(val):
+    if optimum is None or len(train) < 2 * EDGE_POINTS or len(val) < MIN_EVALS:
         return None
     start, end, last_val = start_level(train), end_level(train), float(val.values[-1])
-    still_learning = recent_improvement(train, PLATEAU_TAIL) >= PLATEAU_IMPROVEMENT
+    still_learning = not recent_improvement(val, PLATEAU_TAIL) < PLATEAU_IMPROVEMENT  # NaN: too few evals
     at_chance = chance is not None and abs(end - chance) <= CHANCE_BAND * chance
     far = end - optimum > UNDERFIT_REMAINING * (start - optimum)
-    generalises = last_val <= (1 + UNDERFIT_GAP) * end + OSC_ABS_RISE
+    generalises = last_val <= (1 + UNDERFIT_GAP) * end
     if still_learning or at_chance or not far or not generalises:
         return None
     return Finding("underfitting", Severity.WARNING, "the loss settled far above what this task allows",

@@ -1,0 +1,103 @@
+"""Numerical gradient check: autograd's gradient against central finite differences, in float64.
+
+For each parameter tensor, the directional derivative of the loss along a random unit direction
+is computed both ways. A custom autograd Function with a wrong backward, or a path that is
+partly cut by .detach(), shows up as a mismatch on the tensors it feeds, by name. Our own models
+are rebuilt small (SHRINK) so the check takes milliseconds; other models are copied as they are.
+"""
+from __future__ import annotations
+
+import copy
+import dataclasses
+
+import torch
+import torch.nn.functional as F
+from hydra.utils import get_object
+from omegaconf import OmegaConf
+from torch import nn
+
+from harness.doctor.result import CheckResult, Status
+from harness.doctor.sampling import sample_indices
+from harness.models import build_model
+from harness.models.init import apply_init
+from harness.trainer import Trainer
+
+SHRINK = {"n_layer": 2, "n_head": 2, "n_embd": 16, "depth": 2, "width": 16}  # upper bounds per size key
+TINY_SAMPLES, TINY_BLOCK = 2, 8
+EPS = 1e-6  # float64 central differences: truncation ~EPS^2, rounding ~1e-16/EPS, both far below RTOL
+# Agreement is ~1e-8 relative when the backward is right; a wrong one is off by tens of percent.
+RTOL = 1e-4
+ATOL = 1e-9  # below this both derivatives are zero for practical purposes
+MAX_TENSORS = 32  # evenly spaced over the model when it has more
+MAX_COPY_PARAMS = 50_000_000  # a float64 copy of a larger model costs more memory than a pre-flight check should
+
+
+def tiny_model(trainer: Trainer) -> nn.Module:
+    """A float64 CPU model of the configured kind: rebuilt smaller when it has a typed Config, else copied."""
+    cfg, meta = trainer.cfg, trainer.meta
+    if not _rebuildable(trainer):
+        return copy.deepcopy(trainer.raw_model).to("cpu", torch.float64).train()
+    small = {k: min(cfg.model[k], bound) for k, bound in SHRINK.items() if k in cfg.model}
+    if meta.block_size is not None:
+        meta = dataclasses.replace(meta, block_size=min(meta.block_size, TINY_BLOCK))
+    with torch.random.fork_rng(devices=[]):  # the run's own RNG stream stays where it was
+        torch.manual_seed(cfg.seed)
+        model = build_model(OmegaConf.merge(cfg.model, small), meta)
+        apply_init(model, cfg.init)
+    return model.to("cpu", torch.float64).train()
+
+
+def _rebuildable(trainer: Trainer) -> bool:
+    """Our models carry a typed Config whose size keys can be shrunk; others are opaque."""
+    return hasattr(get_object(trainer.cfg.model._target_), "Config")
+
+
+def _loss64(output: torch.Tensor, target: torch.Tensor, task: str) -> torch.Tensor:
+    """The task's loss kept in float64 (the training loss casts to float32 on purpose)."""
+    if task == "regression":
+        return F.mse_loss(output, target.double())
+    return F.cross_entropy(output.reshape(-1, output.size(-1)), target.reshape(-1))
+
+
+def check_gradients(trainer: Trainer) -> CheckResult:
+    name = "numerical gradient check (float64)"
+    n_params = sum(p.numel() for p in trainer.raw_model.parameters())
+    if not _rebuildable(trainer) and n_params > MAX_COPY_PARAMS:
+        return CheckResult(name, Status.SKIP, f"{n_params / 1e6:.0f}M parameters: too large for a float64 copy")
+    model = tiny_model(trainer)
+    x, y = trainer.train_set.get(sample_indices(trainer.train_set, TINY_SAMPLES))
+    if trainer.meta.task == "lm":
+        x, y = x[:, :TINY_BLOCK], y[:, :TINY_BLOCK]
+    x = x.double() if x.is_floating_point() else x
+
+    def loss() -> torch.Tensor:
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(0)  # the same dropout mask in every evaluation
+            return _loss64(model(x), y, trainer.meta.task)
+
+    loss().backward()
+    named = [(n, p) for n, p in model.named_parameters() if p.requires_grad and p.grad is not None]
+    step = max(1, -(-len(named) // MAX_TENSORS))
+    g = torch.Generator().manual_seed(0)
+    worst, bad = 0.0, []
+    with torch.no_grad():
+        for pname, p in named[::step]:
+            direction = torch.randn(p.shape, generator=g, dtype=p.dtype)
+            direction /= direction.norm()
+            analytic = (p.grad * direction).sum().item()
+            p += EPS * direction
+            up = loss().item()
+            p -= 2 * EPS * direction
+            down = loss().item()
+            p += EPS * direction
+            numeric = (up - down) / (2 * EPS)
+            error = abs(analytic - numeric) / max(abs(analytic), abs(numeric), ATOL)
+            worst = max(worst, error)
+            if error > RTOL:
+                bad.append(f"{pname} ({analytic:.3g} vs {numeric:.3g})")
+    checked = f"{len(named[::step])} tensors of a {sum(p.numel() for p in model.parameters()):,}-parameter copy"
+    if bad:
+        return CheckResult(name, Status.FAIL, f"autograd vs finite differences disagree on {', '.join(bad)}",
+                           "a backward pass is wrong upstream of these tensors: check custom autograd Functions, "
+                           "in-place ops on saved tensors, and .detach() in the middle of a computation")
+    return CheckResult(name, Status.PASS, f"{checked}; worst relative error {worst:.1e} (<= {RTOL:g})")

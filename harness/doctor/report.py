@@ -1,0 +1,62 @@
+"""The doctor's table: rich on a terminal, plain text elsewhere, and RUN_DIR/doctor.md + doctor.json."""
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+from harness.doctor.result import CheckResult, Status
+
+STYLES = {Status.PASS: "green", Status.WARN: "yellow", Status.FAIL: "bold red", Status.SKIP: "dim"}
+
+
+def counts(results: list[CheckResult]) -> dict[str, int]:
+    return {s.value.lower(): sum(r.status is s for r in results) for s in Status}
+
+
+def headline(results: list[CheckResult]) -> str:
+    c = counts(results)
+    verdict = "FAILED" if c["fail"] else "passed"
+    return f"doctor {verdict}: " + ", ".join(f"{n} {k}" for k, n in c.items() if n)
+
+
+def plain_table(results: list[CheckResult]) -> str:
+    width = max(len(r.name) for r in results)
+    lines = []
+    for r in results:
+        lines.append(f"{r.status.value:<4}  {r.name:<{width}}  {r.measured}")
+        if r.fix:
+            lines.append(f"{'':<4}  {'':<{width}}  fix: {r.fix}")
+    return "\n".join(lines)
+
+
+def markdown(results: list[CheckResult]) -> str:
+    def cell(text: str) -> str:
+        return text.replace("|", "\\|")
+
+    rows = [f"| {r.status.value} | {cell(r.name)} | {cell(r.measured)} | {cell(r.fix)} |" for r in results]
+    return "\n".join([f"# Doctor\n\n{headline(results)}\n", "| status | check | measured | fix |",
+                      "|---|---|---|---|", *rows, ""])
+
+
+def print_table(results: list[CheckResult]) -> None:
+    if not sys.stdout.isatty():
+        print(plain_table(results), flush=True)
+        return
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(title=headline(results), show_lines=True)
+    for column in ("status", "check", "measured", "fix"):
+        table.add_column(column, overflow="fold")
+    for r in results:
+        table.add_row(f"[{STYLES[r.status]}]{r.status.value}[/]", r.name, r.measured, r.fix)
+    Console().print(table)
+
+
+def write(results: list[CheckResult], run_dir: Path) -> None:
+    (run_dir / "doctor.md").write_text(markdown(results))
+    data = {"counts": counts(results),
+            "checks": [{"name": r.name, "status": r.status.value, "measured": r.measured, "fix": r.fix}
+                       for r in results]}
+    (run_dir / "doctor.json").write_text(json.dumps(data, indent=2))
