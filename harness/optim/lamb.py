@@ -12,6 +12,8 @@ from typing import Any
 import torch
 from torch.optim import Optimizer
 
+from harness.optim.checks import check_lr_and_betas
+
 
 class Lamb(Optimizer):
     """LAMB with bias-corrected Adam moments and decoupled weight decay in the update.
@@ -28,10 +30,7 @@ class Lamb(Optimizer):
         eps: float = 1e-6,
         weight_decay: float = 0.0,
     ) -> None:
-        if not lr > 0:
-            raise ValueError(f"lr must be > 0, got {lr}")
-        if not all(0.0 <= b < 1.0 for b in betas) or len(betas) != 2:
-            raise ValueError(f"betas must be two numbers in [0, 1), got {betas}")
+        check_lr_and_betas(lr, betas)
         if not eps >= 0:
             raise ValueError(f"eps must be >= 0, got {eps}")
         if not weight_decay >= 0:

@@ -12,6 +12,8 @@ from typing import Any
 import torch
 from torch.optim import Optimizer
 
+from harness.optim.checks import check_lr_and_betas
+
 
 class Lion(Optimizer):
     """Lion with decoupled weight decay.
@@ -26,10 +28,7 @@ class Lion(Optimizer):
         betas: tuple[float, float] = (0.9, 0.99),
         weight_decay: float = 0.0,
     ) -> None:
-        if not lr > 0:
-            raise ValueError(f"lr must be > 0, got {lr}")
-        if not all(0.0 <= b < 1.0 for b in betas) or len(betas) != 2:
-            raise ValueError(f"betas must be two numbers in [0, 1), got {betas}")
+        check_lr_and_betas(lr, betas)
         if not weight_decay >= 0:
             raise ValueError(f"weight_decay must be >= 0, got {weight_decay}")
         super().__init__(params, {"lr": lr, "betas": tuple(betas), "weight_decay": weight_decay})
