@@ -9,6 +9,7 @@ from omegaconf import DictConfig
 from harness.cli import check_group_choices, fail
 from harness.errors import ConfigError
 from harness.resolvers import register_resolvers
+from hydra_plugins.harness_torchrun_launcher.relaunch import relaunch_if_asked
 
 register_resolvers()
 
@@ -28,4 +29,5 @@ def main(cfg: DictConfig) -> float | list[float]:
 
 if __name__ == "__main__":
     check_group_choices(sys.argv[1:])
+    relaunch_if_asked(sys.argv)
     main()

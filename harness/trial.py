@@ -22,6 +22,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import time
 from pathlib import Path
 from typing import Any, Mapping, Optional
 
@@ -35,10 +36,15 @@ ENV_SWEEPER_PID = "HARNESS_OPTUNA_SWEEPER_PID"  # a trial whose sweeper died sto
 log = logging.getLogger(__name__)
 
 
-def open_storage(url: str) -> Any:
-    """An Optuna RDB storage that tolerates several processes writing one sqlite file."""
+def open_storage(url: str, schema_ready: bool = False) -> Any:
+    """An Optuna RDB storage that tolerates several processes writing one sqlite file.
+
+    `schema_ready`: the sweeper already created and checked the tables, so a trial process
+    skips that (concurrent DDL from many trials would only contend for the database lock).
+    """
     import optuna
     from sqlalchemy.engine import make_url
+    from sqlalchemy.exc import IntegrityError, ProgrammingError
 
     engine_kwargs: dict[str, Any] = {}
     parsed = make_url(url)
@@ -47,7 +53,19 @@ def open_storage(url: str) -> Any:
         # sqlite serialises writers; the default 5 s lock timeout is too short when several
         # trials report while the sweeper records results.
         engine_kwargs["connect_args"] = {"timeout": 60}
-    return optuna.storages.RDBStorage(url, engine_kwargs=engine_kwargs)
+
+    def connect() -> Any:
+        return optuna.storages.RDBStorage(url, engine_kwargs=engine_kwargs,
+                                          skip_compatibility_check=schema_ready,
+                                          skip_table_creation=schema_ready)
+
+    try:
+        return connect()
+    except (IntegrityError, ProgrammingError):
+        # Sweepers on several machines creating a fresh database's tables at the same moment
+        # collide; the loser finds the tables made when it tries again.
+        time.sleep(2.0)
+        return connect()
 
 
 def _write_ahead_log(db: Path) -> None:
@@ -86,7 +104,7 @@ class TrialReporter:
 
         self._study = optuna.load_study(
             study_name=study_name,
-            storage=open_storage(storage),
+            storage=open_storage(storage, schema_ready=True),
             pruner=build_pruner(pruner) if pruner else optuna.pruners.NopPruner(),
         )
         self._trial = optuna.trial.Trial(self._study, trial_id)
@@ -117,8 +135,9 @@ class TrialReporter:
 
     def report(self, value: float, step: int) -> None:
         """Record the eval metric at `step` (training steps, so pruner settings read naturally)."""
+        # Optuna rejects intermediate values of multi-objective studies and of closed trials.
         if self._multi_objective or self._finished_elsewhere or not self._writes:
-            return  # Optuna cannot prune multi-objective studies; values would be rejected
+            return
         import optuna
 
         try:
@@ -129,20 +148,22 @@ class TrialReporter:
 
     def should_prune(self) -> bool:
         """True when the pruner says stop, or when nobody is waiting for this trial any more."""
-        if self._finished_elsewhere or not self._sweeper_alive():
+        if self._finished_elsewhere:
+            return True
+        if self._sweeper_pid is not None and not pid_alive(self._sweeper_pid):
+            log.warning("the sweeper (pid %d) is gone; stopping this trial", self._sweeper_pid)
             return True
         if self._multi_objective:
             return False
         return self._trial.should_prune()
 
-    def _sweeper_alive(self) -> bool:
-        if self._sweeper_pid is None:
-            return True
-        try:
-            os.kill(self._sweeper_pid, 0)
-        except ProcessLookupError:
-            log.warning("the sweeper (pid %d) is gone; stopping this trial", self._sweeper_pid)
-            return False
-        except PermissionError:
-            return True
+
+def pid_alive(pid: int) -> bool:
+    """Whether a process with this id exists on this machine."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # exists, owned by someone else
         return True
+    return True

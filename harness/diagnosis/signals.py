@@ -23,20 +23,10 @@ def end_level(series: Series) -> float:
     return float(np.median(values[-EDGE_POINTS:])) if len(values) else float("nan")
 
 
-def value_at(series: Series, step: int) -> float:
-    """The value logged nearest to `step`."""
-    return float(series.values[int(np.argmin(np.abs(series.steps - step)))])
-
-
-def recent_improvement(series: Series, tail_fraction: float) -> float:
-    """Relative drop of the median over the last `tail_fraction` of the run, first half vs second half
-    of that tail: ~0 on a plateau, > 0 while still learning."""
-    tail = series.finite().after_fraction(1.0 - tail_fraction).values
-    if len(tail) < 2:
-        return float("nan")
-    half = len(tail) // 2
-    before, after = float(np.median(tail[:half])), float(np.median(tail[half:]))
-    return (before - after) / max(abs(before), 1e-12)
+def level_at(series: Series, step: int) -> float:
+    """Median of the EDGE_POINTS values logged nearest to `step`."""
+    nearest = np.argsort(np.abs(series.steps - step), kind="stable")[:EDGE_POINTS]
+    return float(np.median(series.values[nearest]))
 
 
 def rolling_median(series: Series, width: int = 3) -> Series:

@@ -1,32 +1,38 @@
-"""Where the LR range test points: the steepest descent of the loss, found so that noise cannot move it far.
+"""Where the LR range test points, found so that noise and stray batches cannot move it far.
 
 The rule, in log10(LR):
-1. Smooth the raw losses with a centred window (a least-squares line through the `window`
-   fraction of the points around each one, at least MIN_WINDOW points). A centred window has
-   no lag; the EMA the stop rule reads trails the raw losses by beta/(1-beta) updates, which
-   shifts every feature of its curve towards higher LRs.
-2. The minimum of the smoothed curve ends the search: beyond it the LR is too high to help.
-3. Before that minimum, and at least half a window in from the first point (where the window is
-   cut short and the slope is noisy), take the point where the local line falls fastest: the
-   steepest descent. Each slope averages a whole window, so one noisy batch cannot move it;
-   this is what the two-point gradients of other finders lack.
-4. Suggest the lower of that LR and the minimum's LR / MIN_MARGIN: training runs for thousands
-   of updates at one LR, where the sweep spent a handful, so the edge of stability must stay
-   well above the LR chosen.
-Fallbacks, each named in the result's `note`: no descent before the minimum (the loss only
-rose, or the minimum sits in the first half-window) → the minimum's LR / MIN_MARGIN.
+1. A running median over MEDIAN_POINTS losses drops single-batch outliers (one odd batch, a
+   transient spike), which would otherwise drag every average around them.
+2. A centred window then smooths the curve: a least-squares line through the `window` fraction
+   of the points around each one (at least MIN_WINDOW), giving the smoothed loss and its slope.
+   A centred window has no lag; the EMA the stop rule reads trails the raw losses by
+   beta/(1-beta) updates, which shifts every feature of its curve towards higher LRs.
+3. The minimum of the smoothed curve ends the search: beyond it a larger LR no longer helps.
+4. Before that minimum, and at least half a window in from the start (where the window is cut
+   short and the slope is noisy), the steepest descent is where the local line falls fastest.
+   Each slope averages a whole window: the two-point gradients other finders take are ruled
+   by the noise of single batches.
+5. The suggestion lies halfway, in log(LR), between the steepest descent and the minimum.
+   The steepest point is where a sweep that spends a few updates per LR learns fastest; a run
+   that stays at one LR for thousands of updates profits from more, up to a margin below the
+   minimum, where the loss stops improving and stability ends. Halfway keeps a factor
+   sqrt(minimum / steepest) (typically 2-5x) below that edge.
+Fallback, named in the result's `note`: no descent before the minimum (the loss only rose, or
+bottomed out in the first half-window) -> the minimum's LR / NO_DESCENT_MARGIN.
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 
 import numpy as np
 
+MEDIAN_POINTS = 5  # removes isolated outliers up to two points wide; wider than that is a real feature
 MIN_WINDOW = 5  # fewer points make a line fit as noisy as the raw losses
-MIN_MARGIN = 10.0  # an order of magnitude below the loss minimum, the classic rule of thumb
+NO_DESCENT_MARGIN = 10.0  # an order of magnitude below the minimum: the classic rule of thumb
 
-RULE = ("min(steepest descent of a centred least-squares smoothing of loss vs log10(lr) before its minimum, "
-        f"lr at the minimum / {MIN_MARGIN:g})")
+RULE = ("running median (5 points), then centred least-squares lines over `window` of the points in log10(lr); "
+        "suggestion = geometric mean of the LR of steepest descent before the minimum and the LR of the minimum")
 
 
 @dataclass
@@ -39,14 +45,18 @@ class Suggestion:
     note: str = ""
 
 
+def running_median(y: np.ndarray, points: int = MEDIAN_POINTS) -> np.ndarray:
+    half = points // 2
+    padded = np.pad(y, half, mode="edge")
+    return np.median(np.lib.stride_tricks.sliding_window_view(padded, points), axis=1)
+
+
 def local_lines(x: np.ndarray, y: np.ndarray, half: int) -> tuple[np.ndarray, np.ndarray]:
     """Value and slope at each x of the least-squares line through its neighbours within ±half points."""
     values, slopes = np.empty_like(y), np.empty_like(y)
     for i in range(len(x)):
         lo, hi = max(0, i - half), min(len(x), i + half + 1)
-        dx = x[lo:hi] - x[i]
-        slope, value = np.polyfit(dx, y[lo:hi], 1) if hi - lo > 1 else (0.0, y[i])
-        values[i], slopes[i] = value, slope
+        slopes[i], values[i] = np.polyfit(x[lo:hi] - x[i], y[lo:hi], 1)
     return values, slopes
 
 
@@ -55,17 +65,15 @@ def window_half_width(num_points: int, window: float) -> int:
 
 
 def suggest_lr(lrs: list[float], losses: list[float], window: float) -> Suggestion:
-    """The suggested LR for a sweep's (lr, loss) points, by the rule in this module's docstring."""
+    """The suggested LR for a sweep's (lr, loss) points (at least 2), by the rule in this module's docstring."""
     x, y = np.log10(np.asarray(lrs, dtype=float)), np.asarray(losses, dtype=float)
     half = window_half_width(len(x), window)
-    curve, slopes = local_lines(x, y, half)
+    curve, slopes = local_lines(x, running_median(y), half)
     minimum = int(np.argmin(curve))
     minimum_lr = float(lrs[minimum])
-    fallback = minimum_lr / MIN_MARGIN
     if minimum <= half:
-        return Suggestion(fallback, None, minimum_lr, curve.tolist(), slopes.tolist(),
+        return Suggestion(minimum_lr / NO_DESCENT_MARGIN, None, minimum_lr, curve.tolist(), slopes.tolist(),
                           note="no descent before the loss minimum: lower lr_find.min_lr, or the model is not learning")
     steepest = half + int(np.argmin(slopes[half:minimum]))
     steepest_lr = float(lrs[steepest])
-    note = "" if slopes[steepest] < 0 else "the smoothed loss never fell: check the model learns (mode=doctor)"
-    return Suggestion(min(steepest_lr, fallback), steepest_lr, minimum_lr, curve.tolist(), slopes.tolist(), note)
+    return Suggestion(math.sqrt(steepest_lr * minimum_lr), steepest_lr, minimum_lr, curve.tolist(), slopes.tolist())

@@ -8,11 +8,12 @@ import numpy as np
 from harness.diagnosis.advice import instability_fixes
 from harness.diagnosis.findings import Finding, Severity
 from harness.diagnosis.load import RunData
-from harness.diagnosis.signals import (EDGE_POINTS, end_level, excursions, fmt, noise_level, recent_improvement,
-                                       rolling_median, start_level, value_at)
+from harness.diagnosis.signals import (EDGE_POINTS, end_level, excursions, fmt, level_at, noise_level, rolling_median,
+                                       start_level)
 
-# A loss that ends 1.5x above where it started went backwards: noise on a learning run never
-# does that (its end is below its start), a diverging one does long before it reaches NaN.
+# A loss that ends 1.5x above its first logged value went backwards: noise on a learning run
+# never does that (its end is below its start), a diverging one does long before it reaches NaN.
+# The first value, not a median of several: a blow-up can take only one or two log windows.
 DIVERGE_RISE = 1.5
 # "At chance": within 5% of ln(K). A model that learned even the label frequencies of an
 # unbalanced task, or anything about the inputs, leaves this band within a few hundred updates.
@@ -26,14 +27,18 @@ OSC_REL_RISE = 0.25
 OSC_ABS_RISE = 0.05
 OSC_NOISE_SIGMAS = 6.0
 OSC_MIN_EXCURSIONS = 3
-# Overfitting: the val loss ends >10% above its best while the train loss kept falling.
-OVERFIT_VAL_RISE = 0.10
+# Overfitting: the val loss ends (median of its last 3 evals) >20% above its best while the
+# train loss fell by another >20% since then: the gap widens because the model fits the training
+# set. A small eval set wobbles by ~10% from eval to eval, and an unstable run's val loss jumps
+# too, but then the train loss does not keep falling.
+OVERFIT_VAL_RISE = 0.20
+OVERFIT_TRAIN_DROP = 0.20
 MIN_EVALS = 3
-# Underfitting: the val loss (fixed samples, so free of batch noise) improved by <2% over the last
+# Underfitting: the val loss (fixed samples, so free of batch noise) improved by <5% over the last
 # 30% of the run (converged), yet the train loss covered less than half of the way from its start
 # to the known optimum, and val ~ train (no overfit).
 PLATEAU_TAIL = 0.3
-PLATEAU_IMPROVEMENT = 0.02
+PLATEAU_IMPROVEMENT = 0.05
 UNDERFIT_REMAINING = 0.5
 UNDERFIT_GAP = 0.10
 
@@ -45,8 +50,8 @@ def diverging(run: RunData) -> Finding | None:
         return None
     bad = [(int(s), v) for s, v in zip(loss.steps, loss.values) if not math.isfinite(v)]
     bad += [(int(s), v) for s, v in zip(val.steps, val.values) if not math.isfinite(v)]
-    start, end = start_level(loss), end_level(loss)
     finite = loss.finite()
+    start, end = (float(finite.values[0]), end_level(loss)) if len(finite) else (math.nan, math.nan)
     if bad:
         step, value = min(bad)
         before = finite.values[finite.steps < step]
@@ -109,14 +114,14 @@ def overfitting(run: RunData) -> Finding | None:
     if len(val) < MIN_EVALS or not len(train):
         return None
     best = int(np.argmin(val.values))
-    best_step, best_val, last_val = int(val.steps[best]), float(val.values[best]), float(val.values[-1])
-    train_then, train_now = value_at(train, best_step), end_level(train)
-    if last_val <= (1 + OVERFIT_VAL_RISE) * best_val or train_now >= train_then:
+    best_step, best_val, val_now = int(val.steps[best]), float(val.values[best]), end_level(val)
+    train_then, train_now = level_at(train, best_step), end_level(train)
+    if val_now <= (1 + OVERFIT_VAL_RISE) * best_val or train_now >= (1 - OVERFIT_TRAIN_DROP) * train_then:
         return None
     return Finding("overfitting", Severity.WARNING, "the model memorises the training set",
-                   f"val loss best {fmt(best_val)} at step {best_step}, {fmt(last_val)} at step "
-                   f"{int(val.steps[-1])} (+{last_val / best_val - 1:.0%}) while the train loss fell "
-                   f"{fmt(train_then)} -> {fmt(train_now)}.",
+                   f"val loss best {fmt(best_val)} at step {best_step}, {fmt(val_now)} over the last evals "
+                   f"(+{val_now / best_val - 1:.0%}, last {fmt(float(val.values[-1]))} at step {int(val.steps[-1])}) "
+                   f"while the train loss fell {fmt(train_then)} -> {fmt(train_now)}.",
                    f"use the best checkpoint (checkpoints/best.pt, step {best_step}) or early_stop=default; "
                    "more data (data.n_train) or a smaller model; regularise: optim.weight_decay, "
                    "model.dropout, loss.label_smoothing.")
@@ -129,7 +134,9 @@ def underfitting(run: RunData) -> Finding | None:
     if optimum is None or len(train) < 2 * EDGE_POINTS or len(val) < MIN_EVALS:
         return None
     start, end, last_val = start_level(train), end_level(train), float(val.values[-1])
-    still_learning = not recent_improvement(val, PLATEAU_TAIL) < PLATEAU_IMPROVEMENT  # NaN: too few evals
+    tail_start = val.steps[0] + (1 - PLATEAU_TAIL) * (val.steps[-1] - val.steps[0])
+    before_tail = float(val.values[val.steps <= tail_start][-1])
+    still_learning = before_tail - last_val >= PLATEAU_IMPROVEMENT * abs(before_tail)
     at_chance = chance is not None and abs(end - chance) <= CHANCE_BAND * chance
     far = end - optimum > UNDERFIT_REMAINING * (start - optimum)
     generalises = last_val <= (1 + UNDERFIT_GAP) * end

@@ -8,7 +8,7 @@ import re
 import numpy as np
 
 from harness.diagnosis.findings import Finding, Severity
-from harness.diagnosis.load import RunData
+from harness.diagnosis.load import RunData, Series
 from harness.diagnosis.rules.common import LATE_FRACTION, MIN_ROWS, fp16_unscaled, name_some, zero_gradient_tensors
 from harness.diagnosis.signals import fmt
 
@@ -21,7 +21,8 @@ PIN_RATIO = 10.0
 # below 10% of the threshold: the clip cannot catch even a 10x spike, so it protects nothing.
 NEVER_FRACTION = 0.1
 # Vanishing gradients: the last repeated block's gradient norm is >=100x its first block's
-# (same tensor kind, median over kinds and logged steps). Healthy deep ReLU MLPs and pre-LN
+# (same weight kind, median over kinds and over the logged steps of the run's last third: a
+# post-LN GPT starts near 10x and collapses during training). Healthy deep ReLU MLPs and pre-LN
 # GPTs measure 0.5-2x; a 10-layer sigmoid MLP 1e7x, a post-LN GPT without warmup 1e5x.
 VANISH_RATIO = 100.0
 # Dead ReLUs: >=50% of a layer's units output 0 for every sample of a logged batch (act_dead,
@@ -66,31 +67,45 @@ def clip_never_reached(run: RunData) -> Finding | None:
 
 
 def vanishing_gradients(run: RunData) -> Finding | None:
-    pairs = _block_pairs(run.keys("grad_norm/"))
-    rows = [(row, ratios) for row in run.train if (ratios := _late_early_ratios(row, pairs))]
+    rows = block_ratios(run)
     if not rows:
         return None
+    cut = rows[0][0]["step"] + LATE_FRACTION * (rows[-1][0]["step"] - rows[0][0]["step"])
+    rows = [(row, ratios) for row, ratios in rows if row["step"] >= cut]  # where the run ended up
     ratio = float(np.median([np.median(list(r.values())) for _, r in rows]))
     if ratio < VANISH_RATIO:
         return None
     row, ratios = rows[-1]
     early, late = sorted(ratios, key=ratios.get)[len(ratios) // 2]  # the median kind, as an example
     return Finding("vanishing_gradients", Severity.CRITICAL, "early layers get almost no gradient",
-                   f"gradient norm of the last / the first block = {fmt(ratio)} (median over tensor kinds and "
-                   f"{len(rows)} logged steps); at step {row['step']}: {early.split('/', 1)[1]} {fmt(row[early])} "
+                   f"gradient norm of the last / the first block = {fmt(ratio)} (median over weight kinds and the "
+                   f"{len(rows)} logged steps of the run's last third); at step {row['step']}: {early.split('/', 1)[1]} {fmt(row[early])} "
                    f"vs {late.split('/', 1)[1]} {fmt(row[late])}.",
                    _vanishing_fix(run))
 
 
-def _late_early_ratios(row: dict, pairs: list[tuple[str, str]]) -> dict[tuple[str, str], float]:
-    """late/early gradient norm per tensor kind logged in this row; an exactly-zero early norm is inf."""
-    ratios = {}
-    for early, late in pairs:
-        low, high = row.get(early), row.get(late)
-        if low is None or high is None or not np.isfinite([low, high]).all() or low == high == 0:
-            continue
-        ratios[(early, late)] = high / low if low > 0 else np.inf
-    return ratios
+def block_ratios(run: RunData) -> list[tuple[dict, dict[tuple[str, str], float]]]:
+    """Per logged row: the late/early gradient-norm ratio of every weight kind of the model's
+    numbered blocks (`hidden.0...` vs `hidden.8...`); an exactly-zero early norm counts as inf."""
+    pairs = _block_pairs(run.keys("grad_norm/"))
+    rows = []
+    for row in run.train:
+        ratios = {}
+        for early, late in pairs:
+            low, high = row.get(early), row.get(late)
+            if low is None or high is None or not np.isfinite([low, high]).all() or low == high == 0:
+                continue
+            ratios[(early, late)] = high / low if low > 0 else np.inf
+        if ratios:
+            rows.append((row, ratios))
+    return rows
+
+
+def block_ratio_series(run: RunData) -> Series:
+    """The median late/early ratio per logged step: what vanishing_gradients judges, for plotting."""
+    rows = block_ratios(run)
+    return Series(np.array([row["step"] for row, _ in rows], dtype=np.int64),
+                  np.array([np.median(list(r.values())) for _, r in rows], dtype=np.float64))
 
 
 def dead_relu(run: RunData) -> Finding | None:
@@ -137,15 +152,17 @@ def _norm_clip(run: RunData) -> float | None:
 
 
 def _block_pairs(keys: list[str]) -> list[tuple[str, str]]:
-    """(first block's key, last block's key) for every tensor kind of a numbered, repeated block
-    (`hidden.0.linear.weight` / `hidden.8.linear.weight`); empty when there are none."""
+    """(first block's key, last block's key) for every weight kind of a numbered, repeated block
+    (`hidden.0.linear.weight` / `hidden.8.linear.weight`); biases only when a block has no weights.
+    Empty when the model has no numbered blocks."""
     by_kind: dict[str, dict[int, str]] = {}
     for key in keys:
         match = _INDEX.search(key)
         if match:
             kind = key[: match.start()] + "*" + key[match.end():]
             by_kind.setdefault(kind, {})[int(match.group())] = key
-    return [(layers[min(layers)], layers[max(layers)]) for layers in by_kind.values() if len(layers) > 1]
+    pairs = [(layers[min(layers)], layers[max(layers)]) for layers in by_kind.values() if len(layers) > 1]
+    return [p for p in pairs if p[0].endswith("weight")] or pairs
 
 
 def _vanishing_fix(run: RunData) -> str:

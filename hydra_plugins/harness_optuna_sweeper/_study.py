@@ -1,0 +1,91 @@
+"""Find or create the sweep's study: where it is stored, what it is called, its sampler."""
+from __future__ import annotations
+
+import warnings
+from pathlib import Path
+
+import optuna
+from sqlalchemy.engine import make_url
+
+from harness.errors import ConfigError
+from harness.trial import build_pruner, open_storage
+from hydra_plugins.harness_optuna_sweeper._settings import SAMPLERS, SweepSettings
+from hydra_plugins.harness_optuna_sweeper._space import SearchSpace
+
+STORAGE_FILE = "optuna.db"
+
+
+def storage_url(settings: SweepSettings, sweep_dir: Path) -> str:
+    """The study's storage. A relative sqlite path is made absolute: a trial may run in its
+    own directory (hydra.job.chdir=true) and must still report to the same file."""
+    if settings.storage is None:
+        return f"sqlite:///{sweep_dir / STORAGE_FILE}"
+    url = make_url(settings.storage)
+    if url.get_backend_name() != "sqlite" or url.database in (None, "", ":memory:"):
+        return settings.storage
+    return url.set(database=str(Path(url.database).resolve())).render_as_string(
+        hide_password=False)
+
+
+def study_name(settings: SweepSettings, job_name: str, space: SearchSpace) -> str:
+    """Stable across reruns of the same command: derived from what defines the study (search
+    space, fixed overrides, directions), not from n_trials, n_jobs or the sampler, so a rerun
+    with a larger n_trials extends the study instead of starting another."""
+    if settings.study_name:
+        return settings.study_name
+    return f"{job_name}-{space.fingerprint(*settings.directions)}"
+
+
+def open_study(settings: SweepSettings, space: SearchSpace, sweep_dir: Path, job_name: str
+               ) -> optuna.Study:
+    url = storage_url(settings, sweep_dir)
+    name = study_name(settings, job_name, space)
+    storage = open_storage(url)
+    if settings.storage is None:
+        _refuse_foreign_study(storage, name, sweep_dir)
+    study = optuna.create_study(
+        storage=storage,
+        study_name=name,
+        directions=[optuna.study.StudyDirection[d.upper()] for d in settings.directions],
+        pruner=build_pruner(settings.pruner_spec()),
+        load_if_exists=True,
+    )
+    found = tuple(d.name.lower() for d in study.directions)
+    if found != settings.directions:
+        raise ConfigError(
+            "hydra.sweeper.direction", list(settings.directions),
+            f"study '{name}' was created with {list(found)}; keep that or set another "
+            "hydra.sweeper.study_name",
+        )
+    study.sampler = build_sampler(settings, n_existing=len(study.get_trials(deepcopy=False)))
+    return study
+
+
+def _refuse_foreign_study(storage: optuna.storages.BaseStorage, name: str, sweep_dir: Path) -> None:
+    """Trial dirs are named by trial number, so two studies in one sweep dir would overwrite
+    each other's runs."""
+    others = [n for n in optuna.get_all_study_names(storage=storage) if n != name]
+    if others:
+        raise ConfigError(
+            "hydra.sweep.dir", str(sweep_dir),
+            f"it already holds study '{others[0]}' from a different search; use a new "
+            f"hydra.sweep.dir, or hydra.sweeper.study_name={others[0]} to continue that study",
+        )
+
+
+def build_sampler(settings: SweepSettings, n_existing: int) -> optuna.samplers.BaseSampler:
+    """The configured sampler, seeded so that proposals are reproducible.
+
+    A resumed study must not replay the proposals it already made, so the seed is offset by
+    the number of trials the study holds. QMC is the exception: it finds its place in the
+    sequence from the storage and needs the same scramble seed to continue it.
+    """
+    kwargs = dict(settings.sampler.kwargs)
+    if settings.seed is not None:
+        offset = 0 if settings.sampler.name == "qmc" else n_existing
+        kwargs["seed"] = settings.seed + offset
+    cls = getattr(optuna.samplers, SAMPLERS[settings.sampler.name][0])
+    with warnings.catch_warnings():
+        # QMC and some options are flagged experimental: the user chose them on purpose.
+        warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+        return cls(**kwargs)

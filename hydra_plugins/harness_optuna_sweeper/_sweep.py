@@ -1,0 +1,88 @@
+"""One sweep from start to end: settings -> search space -> study -> trial loop -> report."""
+from __future__ import annotations
+
+import logging
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from hydra.core.override_parser.overrides_parser import OverridesParser
+from hydra.errors import ConfigCompositionException, OverrideParseException
+import optuna
+from omegaconf import OmegaConf
+
+from harness.errors import ConfigError
+from hydra_plugins.harness_optuna_sweeper import _ledger, _report
+from hydra_plugins.harness_optuna_sweeper._app import app_command
+from hydra_plugins.harness_optuna_sweeper._loop import TrialLoop
+from hydra_plugins.harness_optuna_sweeper._settings import SweepSettings, parse_settings
+from hydra_plugins.harness_optuna_sweeper._space import SearchSpace, parse_search_space
+from hydra_plugins.harness_optuna_sweeper._study import open_study, storage_url
+
+if TYPE_CHECKING:
+    from hydra_plugins.harness_optuna_sweeper.optuna_sweeper import OptunaSweeper
+
+log = logging.getLogger(__name__)
+EXIT_INTERRUPTED = 130
+
+
+def run_sweep(sweeper: "OptunaSweeper", arguments: list[str]) -> dict[str, Any]:
+    assert sweeper.config is not None and sweeper.hydra_context is not None
+    cfg = sweeper.config
+    settings = parse_settings(sweeper.options)
+    parser = OverridesParser.create(config_loader=sweeper.hydra_context.config_loader)
+    space = parse_search_space(parser.parse_overrides([*settings.params, *arguments]))
+    _check_composes(sweeper, space.overrides(space.first()))
+    target = len(space.grid()) if settings.is_grid else settings.n_trials
+
+    sweep_dir = Path(cfg.hydra.runtime.cwd, str(cfg.hydra.sweep.dir)).resolve()
+    sweep_dir.mkdir(parents=True, exist_ok=True)
+    OmegaConf.save(cfg, sweep_dir / "multirun.yaml")
+    url = storage_url(settings, sweep_dir)
+    study = open_study(settings, space, sweep_dir, str(cfg.hydra.job.name))
+    _catch_up(study, settings, space, target)
+    log.info("study '%s' in %s: %d/%d trials done, %d job(s); resume with the same command "
+             "and hydra.sweep.dir=%s", study.study_name, _report.display_url(url),
+             _ledger.progress(study).done, target, settings.n_jobs, sweep_dir)
+
+    runner = sweeper.trial_runner(settings.n_jobs)
+    n_jobs = runner.capacity(settings.n_jobs)
+    if n_jobs < settings.n_jobs:
+        log.info("n_jobs=%d requested; %d trial(s) fit the free GPUs at once", settings.n_jobs, n_jobs)
+    loop = TrialLoop(
+        study=study, space=space, runner=runner,
+        app=app_command(cfg), sweep_dir=sweep_dir, n_jobs=n_jobs, target=target,
+        grid=settings.is_grid, storage_url=url, pruner_spec=settings.pruner_spec(),
+    )
+    if not loop.run():
+        _report.write_report(study, sweep_dir, url, plots=False, tensorboard=False)
+        log.warning("sweep stopped; rerun the same command to resume study '%s'", study.study_name)
+        sys.exit(EXIT_INTERRUPTED)
+    summary = _report.write_report(study, sweep_dir, url, plots=settings.plots,
+                                   tensorboard=settings.tensorboard)
+    log.info("%s", _report.best_line(summary))
+    return summary
+
+
+def _catch_up(study: optuna.Study, settings: SweepSettings, space: SearchSpace, target: int) -> None:
+    """Bring a found study up to this run: close what a killed sweep left running, queue the
+    grid combinations still owed, record what the report needs."""
+    lost = _ledger.fail_orphans(study)
+    if lost:
+        log.warning("trials %s were left running by a killed sweep: marked FAIL (interrupted)", lost)
+    if settings.is_grid:
+        queued = _ledger.enqueue_missing_grid(study, space)
+        log.info("grid: %d combinations, %d still to run", target, queued)
+    study.set_user_attr(_ledger.STUDY_SEARCH_SPACE, space.describe())
+    study.set_user_attr(_ledger.STUDY_N_TRIALS, target)
+
+
+def _check_composes(sweeper: "OptunaSweeper", overrides: list[str]) -> None:
+    """Compose one trial's config now: a typo in a key fails here, once, instead of in every
+    trial process."""
+    try:
+        sweeper.validate_batch_is_legal([overrides])
+    except (ConfigCompositionException, OverrideParseException) as err:
+        # Hydra explains over several lines; its unindented ones carry the message.
+        lines = [ln.strip() for ln in str(err).strip().splitlines() if not ln.startswith(" ")]
+        raise ConfigError("search space", " ".join(overrides), " ".join(lines[:3])) from err

@@ -1,0 +1,356 @@
+"""The diagnosis rules on synthetic run directories, the report and scripts/diagnose.py.
+
+Every rule gets a run that shows its pathology and must name it; the healthy baseline they are
+all derived from must get no finding, so each rule is also checked against false alarms.
+"""
+from __future__ import annotations
+
+import copy
+import json
+import math
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+from omegaconf import OmegaConf
+
+from conftest import ROOT
+from harness.diagnosis import RULES, Finding, MissingMetricsError, Severity, diagnose, load_run, write_report
+
+STEPS = list(range(10, 410, 10))  # 40 logged updates of a 400-step run
+EVAL_STEPS = [100, 200, 300, 400]
+LAYERS = ["stem.0.weight", "hidden.0.linear.weight", "hidden.0.linear.bias", "hidden.1.linear.weight",
+          "hidden.1.linear.bias", "hidden.2.linear.weight", "hidden.2.linear.bias", "head.weight"]
+CHANCE = math.log(10)
+
+
+class Run:
+    """A healthy 400-step run of a ReLU MLP on a 10-class task; tests bend one thing and write it."""
+
+    def __init__(self) -> None:
+        rng = np.random.default_rng(0)
+        self.config = {"clip": 1.0, "clip_mode": "norm", "accum": 1, "accum_reduction": "mean", "batch_size": 32,
+                       "trainer": {"max_steps": 400, "log_every": 10, "eval_every": 100},
+                       "schedule": {"name": "cosine", "warmup": 20, "min_lr_ratio": 0.1},
+                       "precision": {"name": "fp32"}, "optim": {"lr": 1e-3},
+                       "model": {"activation": "relu", "residual": False, "depth": 4},
+                       "guard": {"skip_nonfinite": True, "spike_zscore": 6.0}}
+        self.summary = {"status": "completed", "reason": None, "steps": 400, "max_steps": 400,
+                        "best_val_loss": None, "final_val_loss": None, "final_train_loss": None,
+                        "best_val_accuracy": 0.8, "skipped_steps": 0, "overflow_steps": 0, "events": [],
+                        "task": "classification", "chance_loss": CHANCE, "optimum_loss": 0.0}
+        self.train = []
+        for step in STEPS:
+            loss = 0.5 + 1.8 * math.exp(-step / 120) + rng.normal(0, 0.02)
+            pre = 0.8 + 0.2 * rng.random()
+            row = {"step": step, "kind": "train", "train/loss": loss, "train/lr": self.cosine_lr(step),
+                   "grad/norm_preclip": pre, "grad/norm_postclip": pre, "grad/clip_rate": 0.0,
+                   "train/skipped_steps": 0.0, "perf/step_time_ms": 5.0, "perf/samples_per_s": 6400.0}
+            for name in LAYERS:
+                row[f"grad_norm/{name}"] = 0.1 * (1 + 0.2 * rng.random())
+                row[f"param_norm/{name}"] = 5.0
+                row[f"update_ratio/{name}"] = 1e-3
+            row["param/norm_total"] = 20 + 3 * (1 - math.exp(-step / 100))
+            for module in ("stem.1", "hidden.0.act", "hidden.1.act", "hidden.2.act"):
+                row[f"act_dead/{module}"] = 0.05
+            self.train.append(row)
+        self.evals = [{"step": s, "kind": "eval", "val/loss": 0.55 + 1.8 * math.exp(-s / 120), "val/accuracy": 0.8}
+                      for s in EVAL_STEPS]
+
+    @staticmethod
+    def cosine_lr(step: int, total: int = 400, warmup: int = 20) -> float:
+        if step < warmup:
+            return 1e-3 * step / warmup
+        return 1e-4 + 0.9e-3 * 0.5 * (1 + math.cos(math.pi * (step - warmup) / (total - warmup)))
+
+    def set(self, key: str, values, kind: str = "train") -> Run:
+        """Replace one metric: `values` is a list (one per row) or a function of (step, old value)."""
+        rows = self.train if kind == "train" else self.evals
+        for i, row in enumerate(rows):
+            row[key] = values(row["step"], row.get(key)) if callable(values) else values[i]
+        return self
+
+    def write(self, run_dir: Path) -> Path:
+        run_dir.mkdir(parents=True, exist_ok=True)
+        OmegaConf.save(OmegaConf.create(self.config), run_dir / "config.yaml")
+        summary = copy.deepcopy(self.summary)
+        finite_val = [r["val/loss"] for r in self.evals if math.isfinite(r["val/loss"])]
+        summary["best_val_loss"] = summary["best_val_loss"] or (min(finite_val) if finite_val else None)
+        (run_dir / "summary.json").write_text(json.dumps(summary))
+        rows = sorted(self.train + self.evals, key=lambda r: (r["step"], r["kind"] == "eval"))
+        (run_dir / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+        return run_dir
+
+    def findings(self, tmp_path: Path) -> dict[str, Finding]:
+        return {f.name: f for f in diagnose(load_run(self.write(tmp_path / "run")))}
+
+
+# ---------------------------------------------------------------------------- the healthy baseline
+def test_healthy_run_gets_no_finding(tmp_path):
+    assert Run().findings(tmp_path) == {}
+
+
+def test_finding_fields_and_summary_line(tmp_path):
+    run = Run().set("train/loss", lambda s, v: v if s < 200 else float("nan"))
+    run.summary.update(status="diverged", reason="step 200: training loss is nan; stopping", steps=200)
+    finding = run.findings(tmp_path)["diverging"]
+    assert finding.severity is Severity.CRITICAL
+    line = finding.summary_line()
+    assert line.startswith("diverging [critical]: ") and "\n" not in line
+    assert "step 200" in finding.evidence and finding.fix in line
+
+
+# ---------------------------------------------------------------------------- loss-curve rules
+def test_diverging_on_nan(tmp_path):
+    run = Run().set("train/loss", lambda s, v: v if s < 150 else (40.0 if s == 150 else float("nan")))
+    evidence = run.findings(tmp_path)["diverging"].evidence
+    assert "nan at step 160" in evidence and "40" in evidence
+
+
+def test_diverging_on_a_rising_finite_loss(tmp_path):
+    run = Run().set("train/loss", lambda s, v: 2.3 * (1 + s / 100))
+    assert "diverging" in run.findings(tmp_path)
+
+
+def test_diverging_fix_names_the_accumulation_bug(tmp_path):
+    run = Run().set("train/loss", lambda s, v: 2.3 * (1 + s / 100))
+    run.config.update(accum=8, accum_reduction="sum")
+    assert "accum_reduction=mean" in run.findings(tmp_path)["diverging"].fix
+
+
+def test_plateau_at_chance(tmp_path):
+    rng = np.random.default_rng(1)
+    run = Run().set("train/loss", lambda s, v: CHANCE + rng.normal(0, 0.02))
+    run.set("val/loss", lambda s, v: CHANCE - 0.01, kind="eval")
+    found = run.findings(tmp_path)
+    assert set(found) == {"plateau_at_chance"}
+    assert "ln(10)" in found["plateau_at_chance"].evidence
+
+
+def test_plateau_needs_the_loss_near_chance(tmp_path):
+    run = Run().set("train/loss", lambda s, v: 0.85 * CHANCE)
+    run.set("val/loss", lambda s, v: 0.85 * CHANCE, kind="eval")
+    assert "plateau_at_chance" not in run.findings(tmp_path)
+
+
+def bumps(step: int, value: float) -> float:
+    """Three climbs of +60% over three log points each, on top of the healthy curve."""
+    return value * 1.6 if step in (100, 110, 120, 200, 210, 220, 300, 310, 320) else value
+
+
+def test_oscillating(tmp_path):
+    run = Run().set("train/loss", bumps)
+    found = run.findings(tmp_path)
+    assert "oscillating" in found and "3 climbs" in found["oscillating"].evidence
+
+
+def test_batch_noise_is_not_oscillation(tmp_path):
+    """White noise of +-30% on every logged point (small batches logged every step) is not instability."""
+    rng = np.random.default_rng(2)
+    run = Run().set("train/loss", lambda s, v: v * (1 + 0.3 * rng.uniform(-1, 1)))
+    assert "oscillating" not in run.findings(tmp_path)
+
+
+def test_overfitting(tmp_path):
+    run = Run().set("train/loss", lambda s, v: 2.0 * math.exp(-s / 60))
+    run.set("val/loss", [1.0, 1.1, 1.3, 1.5], kind="eval")
+    evidence = run.findings(tmp_path)["overfitting"].evidence
+    assert "best 1 at step 100" in evidence and "last 1.5 at step 400" in evidence
+
+
+def test_a_noisy_val_rise_without_train_progress_is_not_overfitting(tmp_path):
+    run = Run().set("train/loss", lambda s, v: 0.6)
+    run.set("val/loss", [0.6, 0.55, 0.7, 0.65], kind="eval")
+    assert "overfitting" not in run.findings(tmp_path)
+
+
+def test_underfitting(tmp_path):
+    run = Run().set("train/loss", lambda s, v: 1.6 + 0.6 * math.exp(-s / 30))
+    run.set("val/loss", lambda s, v: 1.62, kind="eval")
+    assert set(run.findings(tmp_path)) == {"underfitting"}
+
+
+def test_underfitting_needs_a_known_optimum(tmp_path):
+    run = Run().set("train/loss", lambda s, v: 1.6 + 0.6 * math.exp(-s / 30))
+    run.set("val/loss", lambda s, v: 1.62, kind="eval")
+    run.summary["optimum_loss"] = None
+    assert "underfitting" not in run.findings(tmp_path)
+
+
+# ---------------------------------------------------------------------------- gradient rules
+def test_clip_pinned(tmp_path):
+    run = Run().set("grad/clip_rate", lambda s, v: 1.0).set("grad/norm_postclip", lambda s, v: 1e-4)
+    run.config["clip"] = 1e-4
+    finding = run.findings(tmp_path)["clip_pinned"]
+    assert finding.severity is Severity.WARNING and "clip=0.0001" in finding.evidence
+
+
+def test_clipping_every_step_by_a_little_is_not_pinned(tmp_path):
+    """Norms 1.5x the threshold, clipped on every update: clipping works hard but the LR is intact."""
+    run = Run().set("grad/norm_preclip", lambda s, v: 1.5).set("grad/clip_rate", lambda s, v: 1.0)
+    assert "clip_pinned" not in run.findings(tmp_path)
+
+
+def test_clip_never_reached(tmp_path):
+    run = Run()
+    run.config["clip"] = 100.0
+    assert set(run.findings(tmp_path)) == {"clip_never_reached"}
+
+
+def test_vanishing_gradients(tmp_path):
+    run = Run()
+    for depth, name in enumerate(("hidden.0.linear.weight", "hidden.1.linear.weight", "hidden.2.linear.weight")):
+        run.set(f"grad_norm/{name}", lambda s, v, d=depth: 1e-7 * 1000**d)
+    finding = run.findings(tmp_path)["vanishing_gradients"]
+    assert "1e+06" in finding.evidence and "hidden.0.linear.weight" in finding.evidence
+    assert "model.residual=true" in finding.fix
+
+
+def test_vanishing_gradients_needs_numbered_blocks(tmp_path):
+    """Only tensors of repeated, numbered blocks are compared: a small first layer alone is not vanishing."""
+    run = Run().set("grad_norm/stem.0.weight", lambda s, v: 1e-7)
+    assert "vanishing_gradients" not in run.findings(tmp_path)
+
+
+def test_dead_relu_from_dead_unit_fractions(tmp_path):
+    run = Run().set("act_dead/hidden.1.act", lambda s, v: 0.97 if s > 100 else 0.1)
+    finding = run.findings(tmp_path)["dead_relu"]
+    assert "hidden.1.act 97%" in finding.evidence and "hidden.0.act" not in finding.evidence
+
+
+def test_dead_relu_from_zero_gradients_without_activation_monitors(tmp_path):
+    run = Run()
+    for row in run.train:
+        for key in [k for k in row if k.startswith("act_dead/")]:
+            del row[key]
+    for name in ("hidden.0.linear.weight", "hidden.1.linear.weight"):
+        run.set(f"grad_norm/{name}", lambda s, v: 0.0 if s > 100 else v)
+    assert "2 weight tensor(s)" in run.findings(tmp_path)["dead_relu"].evidence
+
+
+def test_weight_norm_runaway(tmp_path):
+    run = Run().set("param/norm_total", lambda s, v: 20 * math.exp(s / 150))
+    assert "weight_norm_runaway" in run.findings(tmp_path)
+
+
+# ---------------------------------------------------------------------------- numerics and guard events
+def fp16(run: Run, loss_scaling: bool) -> Run:
+    run.config["precision"] = {"name": "fp16", "init_scale": 65536.0, "growth_interval": 2000,
+                               "loss_scaling": loss_scaling}
+    return run
+
+
+def test_fp16_underflow(tmp_path):
+    run = fp16(Run(), loss_scaling=False)
+    run.set("grad_norm/stem.0.weight", lambda s, v: 0.0).set("grad_norm/hidden.0.linear.weight", lambda s, v: 0.0)
+    found = run.findings(tmp_path)
+    assert "stem.0.weight" in found["fp16_underflow"].evidence
+    assert "dead_relu" not in found  # zeros under fp16 without a scaler are underflow, not dead units
+
+
+def test_zero_gradients_with_a_loss_scaler_are_not_underflow(tmp_path):
+    run = fp16(Run(), loss_scaling=True).set("grad_norm/stem.0.weight", lambda s, v: 0.0)
+    assert "fp16_underflow" not in run.findings(tmp_path)
+
+
+@pytest.mark.parametrize("overflows,flagged", [(18, False), (60, True)])
+def test_fp16_overflow_skips(tmp_path, overflows, flagged):
+    """init_scale 2^16 costs up to 16 overflows while the scale calibrates; 60 of 400 is a real problem."""
+    run = fp16(Run(), loss_scaling=True)
+    run.summary["overflow_steps"] = overflows
+    run.set("train/loss_scale", lambda s, v: 2.0 ** max(16 - s // 10, 0))
+    assert ("fp16_overflow_skips" in run.findings(tmp_path)) is flagged
+
+
+def test_guard_events(tmp_path):
+    run = Run()
+    run.summary["events"] = [
+        {"step": 50, "kind": "skip_nonfinite", "message": "step 50: non-finite loss or gradients, update skipped"},
+        {"step": 90, "kind": "skip_spike", "message": "step 90: loss spike, update skipped"},
+        {"step": 95, "kind": "rollback", "message": "step 95: 4 bad updates within 50 steps; rolled back to step 0"},
+    ]
+    found = run.findings(tmp_path)
+    assert set(found) == {"nonfinite_skips", "loss_spikes", "rollbacks"}
+    assert "step(s) 50" in found["nonfinite_skips"].evidence and "rolled back" in found["rollbacks"].evidence
+
+
+def test_schedule_ended_early(tmp_path):
+    run = Run().set("train/lr", lambda s, v: 1e-3 * max(0.0, 1 - s / 200) + 1e-5)
+    evidence = run.findings(tmp_path)["schedule_ended_early"].evidence
+    assert "at step 200" in evidence and "last 50%" in evidence
+
+
+def test_every_rule_is_exercised_by_this_file():
+    names = {rule.__name__ for rule in RULES}
+    source = Path(__file__).read_text()
+    assert names == {name for name in names if f'"{name}"' in source}
+
+
+# ---------------------------------------------------------------------------- loading and the report
+def test_run_without_config_or_summary_is_still_diagnosed(tmp_path):
+    run_dir = Run().set("train/loss", lambda s, v: float("nan") if s > 200 else v).write(tmp_path / "run")
+    (run_dir / "config.yaml").unlink()
+    (run_dir / "summary.json").unlink()
+    assert [f.name for f in write_report(run_dir)] == ["diverging"]
+    assert "unknown (no summary.json)" in (run_dir / "report.md").read_text()
+
+
+def test_missing_metrics_is_an_error(tmp_path):
+    with pytest.raises(MissingMetricsError):
+        write_report(tmp_path)
+
+
+def test_report_lists_findings_and_plots(tmp_path):
+    run = Run().set("train/loss", bumps)
+    run.config["clip"] = 100.0
+    run_dir = run.write(tmp_path / "run")
+    findings = write_report(run_dir)
+    report = (run_dir / "report.md").read_text()
+    for finding in findings:
+        assert f"`{finding.name}`" in report and finding.evidence in report and finding.fix in report
+    plots = sorted(p.name for p in (run_dir / "plots").glob("*.png"))
+    assert plots == sorted(["loss.png", "lr.png", "grad_norm.png", "layer_grad_norms.png", "block_grad_ratio.png",
+                            "update_ratio.png", "param_norm.png", "dead_units.png"])
+    for name in plots:
+        assert f"](plots/{name})" in report
+
+
+def test_report_without_monitors_has_only_the_global_plots(tmp_path):
+    run = Run()
+    for row in run.train:
+        for key in [k for k in row if "/" in k and k.split("/")[0] in ("grad_norm", "param_norm", "update_ratio",
+                                                                      "param", "act_dead")]:
+            del row[key]
+    run_dir = run.write(tmp_path / "run")
+    assert write_report(run_dir) == []
+    assert sorted(p.name for p in (run_dir / "plots").glob("*.png")) == ["grad_norm.png", "loss.png", "lr.png"]
+    assert "No pathology found" in (run_dir / "report.md").read_text()
+
+
+# ---------------------------------------------------------------------------- scripts/diagnose.py
+def diagnose_cli(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, str(ROOT / "scripts" / "diagnose.py"), *args],
+                          capture_output=True, text=True, timeout=120)
+
+
+def test_cli_on_a_diverged_run_with_nan_losses(tmp_path):
+    run = Run().set("train/loss", lambda s, v: v if s < 120 else (1e4 if s == 120 else float("nan")))
+    run.train = [r for r in run.train if r["step"] <= 130]
+    run.evals = [r for r in run.evals if r["step"] <= 100]
+    run.summary.update(status="diverged", steps=130, reason="step 130: training loss is nan; stopping",
+                       events=[{"step": 130, "kind": "diverged", "message": "step 130: training loss is nan"}])
+    run_dir = run.write(tmp_path / "run")
+    result = diagnose_cli(str(run_dir))
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.startswith("diverging [critical]: ")
+    assert f"report: {run_dir / 'report.md'}" in result.stdout
+    assert (run_dir / "report.md").is_file() and (run_dir / "plots" / "loss.png").stat().st_size > 0
+
+
+def test_cli_without_metrics_is_a_one_line_error(tmp_path):
+    result = diagnose_cli(str(tmp_path))
+    assert result.returncode == 2
+    assert result.stderr.strip() == f"error: RUN_DIR='{tmp_path}' is invalid: a training run directory holding metrics.jsonl"
+    assert not (tmp_path / "report.md").exists()

@@ -1,0 +1,50 @@
+"""Each pathology preset (conf/experiment/pathology/) trains with the real harness and is diagnosed
+with its name; undoing the preset's one bad setting makes that finding go away, so the finding
+is caused by the pathology and not by the preset's other choices. The healthy baseline gets none.
+"""
+from __future__ import annotations
+
+import pytest
+
+from conftest import CONF, train
+from harness.diagnosis import diagnose, load_run, write_report
+
+# preset, the finding it must produce, the override that removes its cause
+CASES = [
+    ("lr_too_high", "diverging", "optim.lr=0.05"),
+    ("post_ln_no_warmup", "vanishing_gradients", "model.ln_position=pre"),
+    ("deep_sigmoid", "vanishing_gradients", "model.activation=relu"),
+    ("dead_relu", "dead_relu", "optim.lr=1e-3"),
+    ("fp16_no_scaler", "fp16_underflow", "precision.loss_scaling=true"),
+    ("accum_sum", "diverging", "accum_reduction=mean"),
+    ("shuffled_labels", "plateau_at_chance", "data.shuffle_labels=false"),
+    ("clip_too_low", "clip_pinned", "clip=1.0"),
+    ("overfitting", "overfitting", "data.n_train=4096"),
+    ("underfitting", "underfitting", "model.width=64"),
+]
+
+
+def test_every_preset_is_tested():
+    presets = {p.stem for p in (CONF / "experiment" / "pathology").glob("*.yaml")}
+    assert presets == {preset for preset, _, _ in CASES} | {"healthy"}
+
+
+@pytest.mark.parametrize("preset,finding,cure", CASES, ids=[c[0] for c in CASES])
+def test_preset_is_diagnosed(preset, finding, cure, tmp_path):
+    train([f"experiment=pathology/{preset}", "diagnose=false"], tmp_path / "run")
+    assert finding in [f.name for f in write_report(tmp_path / "run")]
+
+
+@pytest.mark.parametrize("preset,finding,cure", CASES, ids=[c[0] for c in CASES])
+def test_removing_the_cause_removes_the_finding(preset, finding, cure, tmp_path):
+    train([f"experiment=pathology/{preset}", "diagnose=false", cure], tmp_path / "run")
+    assert finding not in [f.name for f in diagnose(load_run(tmp_path / "run"))]
+
+
+def test_healthy_baseline_has_no_finding_and_the_run_writes_its_report(tmp_path):
+    """The preset keeps `diagnose: true`, so the run itself writes report.md at the end."""
+    _, summary = train(["experiment=pathology/healthy"], tmp_path / "run")
+    assert summary["status"] == "completed"
+    report = (tmp_path / "run" / "report.md").read_text()
+    assert "No pathology found" in report and (tmp_path / "run" / "plots" / "loss.png").is_file()
+    assert write_report(tmp_path / "run") == []

@@ -1,0 +1,84 @@
+"""GPU packing and torchrun command lines (fake device counts: CI has no GPU), plus a real CPU job."""
+from __future__ import annotations
+
+import json
+
+import pytest
+from omegaconf import OmegaConf
+
+from conftest import run_cli
+from hydra_plugins.harness_torchrun_launcher.command import torchrun_prefix
+from hydra_plugins.harness_torchrun_launcher.config import TorchrunLauncherConf
+from hydra_plugins.harness_torchrun_launcher.packing import gpus_per_job, plan_slots, slot_env
+from hydra_plugins.harness_torchrun_launcher.relaunch import torchrun_argv, wants_torchrun_single_run
+from hydra_plugins.harness_torchrun_launcher.runner import TorchrunTrialRunner
+
+
+@pytest.mark.parametrize("num_gpus,per_job,max_parallel,wanted,expected", [
+    (8, 2, None, 10, [(0, 1), (2, 3), (4, 5), (6, 7)]),   # 4 trials of 2 GPUs at once
+    (8, 2, 3, 10, [(0, 1), (2, 3), (4, 5)]),              # capped by max_parallel
+    (8, 2, None, 2, [(0, 1), (2, 3)]),                    # no more slots than jobs
+    (7, 2, None, 10, [(0, 1), (2, 3), (4, 5)]),           # the odd GPU stays idle, never shared
+    (4, 4, None, 10, [(0, 1, 2, 3)]),
+    (0, 0, None, 3, [(), (), ()]),                        # CPU: as many as the caller wants
+    (0, 0, 2, 5, [(), ()]),
+])
+def test_plan_slots(num_gpus, per_job, max_parallel, wanted, expected):
+    slots = plan_slots(num_gpus, per_job, max_parallel, wanted)
+    assert slots == expected
+    used = [g for s in slots for g in s]
+    assert len(used) == len(set(used))  # disjoint
+
+
+def test_a_job_bigger_than_the_machine_is_refused():
+    with pytest.raises(ValueError, match="needs 4 GPUs but only 2"):
+        plan_slots(2, 4, None, 1)
+
+
+def test_gpus_per_job_and_env():
+    assert gpus_per_job(nproc_per_node=2, gpus_per_trial=None, num_gpus=8) == 2
+    assert gpus_per_job(nproc_per_node=2, gpus_per_trial=1, num_gpus=8) == 1
+    assert gpus_per_job(nproc_per_node=2, gpus_per_trial=None, num_gpus=0) == 0
+    assert slot_env((2, 3)) == {"CUDA_VISIBLE_DEVICES": "2,3"} and slot_env(()) == {}
+
+
+def conf(**kw):
+    return OmegaConf.merge(OmegaConf.structured(TorchrunLauncherConf), kw)
+
+
+def test_runner_env_pins_each_slot_to_its_gpus():
+    runner = TorchrunTrialRunner.for_jobs(conf(nproc_per_node=2, num_gpus=8), wanted=3)
+    assert runner.slots == [(0, 1), (2, 3), (4, 5)]
+
+    class Spec:
+        def __init__(self, slot):
+            self.slot = slot
+
+    assert [runner.env(Spec(i))["CUDA_VISIBLE_DEVICES"] for i in range(3)] == ["0,1", "2,3", "4,5"]
+
+
+def test_torchrun_flags():
+    standalone = torchrun_prefix(conf(nproc_per_node=2))
+    assert standalone[-2:] == ["--nproc_per_node=2", "--standalone"]
+    multi = torchrun_prefix(conf(nproc_per_node=8, nnodes="2", rdzv_endpoint="head:29500", rdzv_id="exp"), slot_index=3)
+    assert "--nnodes=2" in multi and "--rdzv_endpoint=head:29503" in multi and "--rdzv_id=exp" in multi
+    assert "--standalone" not in multi
+
+
+def test_single_run_relaunch_argv():
+    args = ["hydra/launcher=torchrun", "hydra.launcher.nproc_per_node=3", "optim=sgd"]
+    assert wants_torchrun_single_run(args) and not wants_torchrun_single_run(["-m", *args])
+    cmd = torchrun_argv("train.py", args)
+    assert cmd[-2:] == ["train.py", "optim=sgd"] and "--nproc_per_node=3" in cmd
+    with pytest.raises(ValueError, match="nproc_per_node"):
+        torchrun_argv("train.py", ["hydra/launcher=torchrun", "hydra.launcher.nproc_per_node=0"])
+
+
+def test_single_run_under_torchrun_launcher(tmp_path):
+    """`python train.py hydra/launcher=torchrun hydra.launcher.nproc_per_node=2` trains with 2 ranks."""
+    result = run_cli(["hydra/launcher=torchrun", "hydra.launcher.nproc_per_node=2", "model=mlp", "data=synthetic",
+                      "debug=smoke", "diagnose=false"], cwd=tmp_path)
+    assert result.returncode == 0, result.stderr[-3000:]
+    (run_dir,) = (tmp_path / "outputs" / "torchrun").iterdir()
+    assert (run_dir / "train_rank1.log").exists()
+    assert json.loads((run_dir / "summary.json").read_text())["status"] == "completed"
