@@ -14,17 +14,32 @@ EXIT_CONFIG_ERROR = 2
 
 
 def group_options(group: str) -> list[str] | None:
-    """Options of a config group (a folder under conf/), or None if `group` is not one."""
+    """Options of a config group (a folder under conf/, or a group Hydra's plugins register,
+    like hydra/sweeper/sampler), or None if `group` is not one."""
     folder = CONF_DIR / group
-    if not folder.is_dir():
-        return None
-    return sorted(p.relative_to(folder).with_suffix("").as_posix() for p in folder.rglob("*.yaml"))
+    options = set()
+    if folder.is_dir():
+        options |= {p.relative_to(folder).with_suffix("").as_posix() for p in folder.rglob("*.yaml")}
+    if group.startswith("hydra/"):
+        options |= _registered_options(group)
+    return sorted(options) if options else None
+
+
+def _registered_options(group: str) -> set[str]:
+    from hydra.core.config_store import ConfigStore
+    from hydra.core.plugins import Plugins
+
+    Plugins.instance()  # imports every plugin, which registers its configs
+    try:
+        return {name.removesuffix(".yaml") for name in ConfigStore.instance().list(group) if name.endswith(".yaml")}
+    except OSError:  # not a registered group
+        return set()
 
 
 def check_group_choices(argv: list[str]) -> None:
     """Hydra reports an unknown option over several lines; name it in one, before Hydra starts."""
     for arg in argv:
-        if "=" not in arg or arg.startswith(("-", "~", "hydra")):
+        if "=" not in arg or arg.startswith(("-", "~", "hydra.")):
             continue
         key, value = arg.lstrip("+").split("=", 1)
         options = group_options(key)
