@@ -67,3 +67,9 @@ def test_cli_mission_command_runs(tmp_path):
     result = run_cli(["optim=adamw", "clip=1.0", "debug=smoke", f"hydra.run.dir={tmp_path}"])
     assert result.returncode == 0, result.stderr[-2000:]
     assert (tmp_path / "summary.json").exists() and (tmp_path / "tb").is_dir()
+
+
+def test_cli_unknown_plugin_group_option(tmp_path):
+    result = run_cli(["-m", "hydra/sweeper=optuna", "hydra/sweeper/sampler=bayes", f"hydra.sweep.dir={tmp_path}"])
+    _one_line_failure(result, "hydra/sweeper/sampler")
+    assert "tpe" in result.stderr
