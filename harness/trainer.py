@@ -135,10 +135,11 @@ class Trainer:
             with gradient_sync(self.model, sync=last), self.monitor.capture_forward(monitoring and last):
                 with self.precision.autocast():
                     micro_loss = self.faults.on_loss(self.loss_fn(self.model(x), y))
-                # weight = this micro-batch's share of the samples, so the sum is the batch mean
-                weight = mb.weight if self.mean_reduction else 1.0
-                self.scaler.scale(micro_loss * weight if weight != 1.0 else micro_loss).backward()
-            part = micro_loss.detach() * mb.weight if mb.weight != 1.0 else micro_loss.detach()
+                # Weighted by its share of the samples, the micro-batches' gradients sum to the
+                # gradient of the whole batch's mean loss (accum_reduction=sum skips this: a bug demo).
+                share = mb.weight if self.mean_reduction else 1.0
+                self.scaler.scale(micro_loss * share).backward()
+            part = micro_loss.detach() * mb.weight
             loss = part if loss is None else loss + part
         self.faults.on_grads(self.params)
 

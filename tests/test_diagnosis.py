@@ -352,5 +352,6 @@ def test_cli_on_a_diverged_run_with_nan_losses(tmp_path):
 def test_cli_without_metrics_is_a_one_line_error(tmp_path):
     result = diagnose_cli(str(tmp_path))
     assert result.returncode == 2
-    assert result.stderr.strip() == f"error: RUN_DIR='{tmp_path}' is invalid: a training run directory holding metrics.jsonl"
+    expected = f"error: RUN_DIR='{tmp_path}' is invalid: a training run directory holding metrics.jsonl"
+    assert result.stderr.strip() == expected
     assert not (tmp_path / "report.md").exists()

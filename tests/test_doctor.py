@@ -39,7 +39,7 @@ def make_trainer(tmp_path):
 
 
 def statuses(results) -> dict[str, str]:
-    return {r.name: r.status.value for r in results}
+    return {r.name: r.outcome.status.value for r in results}
 
 
 # ------------------------------------------------------------------ the command line
@@ -164,5 +164,6 @@ def test_the_doctor_leaves_the_trainer_as_built(make_trainer):
 def test_a_check_that_crashes_is_a_failure_row(make_trainer):
     trainer = make_trainer(VECTOR)
     trainer.train_set = TensorPairs(torch.randn(64, 7), torch.arange(64) % 10)  # the wrong width for the model
-    result = {r.name: r for r in diagnose_trainer(trainer, DoctorConfig(overfit_steps=20))}["initial loss vs ln(K)"]
-    assert result.status is Status.FAIL and "raised RuntimeError" in result.measured
+    result = {r.name: r.outcome for r in diagnose_trainer(trainer, DoctorConfig(overfit_steps=20))}
+    initial = result["initial loss vs ln(K)"]
+    assert initial.status is Status.FAIL and "raised RuntimeError" in initial.measured

@@ -11,6 +11,7 @@ from matplotlib import colormaps
 from matplotlib.axes import Axes
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
+from matplotlib.ticker import FuncFormatter, NullFormatter
 
 from harness.diagnosis.load import RunData, Series
 from harness.diagnosis.rules.gradients import VANISH_RATIO, block_ratio_series
@@ -30,7 +31,7 @@ def make_plots(run: RunData, out_dir: Path) -> list[tuple[str, str]]:
     made = []
     for title, name, draw in PLOTS:
         fig = Figure(figsize=(8, 4.2))
-        fig.subplots_adjust(left=0.1, right=0.97, bottom=0.12, top=0.92)  # fixed margins: a layout engine costs 2x
+        fig.subplots_adjust(left=0.12, right=0.97, bottom=0.12, top=0.92)  # fixed margins: a layout engine costs 2x
         FigureCanvasAgg(fig)
         ax = fig.add_subplot()
         if draw(run, ax):
@@ -88,8 +89,8 @@ def _block_ratio(run: RunData, ax: Axes) -> bool:
         ax.plot(zero, np.full(len(zero), top), "^", color="tab:red", label="first block's gradient exactly 0")
     ax.axhline(VANISH_RATIO, color="tab:red", ls="--", lw=1, label=f"vanishing_gradients above {VANISH_RATIO:g}")
     ax.axhline(1.0, color="grey", lw=0.8)
-    ax.set_yscale("log")
-    ax.set(xlabel="step", ylabel="gradient norm ratio (median over weights)")
+    _log_axis(ax, "log")
+    ax.set(xlabel="step", ylabel="norm ratio (median over weights)")
     return bool(len(ratio))
 
 
@@ -146,9 +147,17 @@ def _scale_for(ax: Axes, values: np.ndarray) -> None:
     if not len(positive) or positive.max() <= WIDE_RANGE * positive.min():
         return
     if len(positive) == len(values):
-        ax.set_yscale("log")
+        _log_axis(ax, "log")
     else:
-        ax.set_yscale("symlog", linthresh=float(positive.min()))
+        _log_axis(ax, "symlog", linthresh=float(positive.min()))
+
+
+def _log_axis(ax: Axes, scale: str, **options) -> None:
+    """A log-type y axis with plain-text tick labels ("0.001", "1e+05"): matplotlib's default
+    mathtext labels cost more to typeset than the rest of the figure."""
+    ax.set_yscale(scale, **options)
+    ax.yaxis.set_major_formatter(FuncFormatter(lambda value, _: f"{value:g}"))
+    ax.yaxis.set_minor_formatter(NullFormatter())
 
 
 PLOTS: tuple[tuple[str, str, Draw], ...] = (

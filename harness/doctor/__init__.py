@@ -15,14 +15,14 @@ from harness.doctor.data_checks import check_inputs, check_labels
 from harness.doctor.gradcheck import check_gradients
 from harness.doctor.model_checks import check_gradient_flow, check_initial_loss, check_overfit
 from harness.doctor.report import headline, print_table, write
-from harness.doctor.result import CheckResult, Status
+from harness.doctor.result import CheckResult, Outcome, Status
 from harness.doctor.schedule_check import check_schedule
 from harness.lr_find.config import read_mode_config
 from harness.trainer import Trainer
 
-__all__ = ["CheckResult", "DoctorConfig", "Status", "diagnose_trainer", "run_doctor"]
+__all__ = ["CheckResult", "DoctorConfig", "Outcome", "Status", "diagnose_trainer", "run_doctor"]
 log = logging.getLogger("harness")
-Check = Callable[[Trainer], CheckResult]
+Check = Callable[[Trainer], Outcome]
 
 
 def checks(settings: DoctorConfig) -> list[tuple[str, Check]]:
@@ -41,11 +41,11 @@ def checks(settings: DoctorConfig) -> list[tuple[str, Check]]:
 def _run_check(name: str, check: Check, trainer: Trainer) -> CheckResult:
     """A check that crashes is a failure of the configuration, reported like the others."""
     try:
-        return check(trainer)
+        return CheckResult(name, check(trainer))
     except Exception as err:  # noqa: BLE001 - whatever the model or data raise, the user needs the row
         log.warning("doctor: check %r raised", name, exc_info=True)
-        return CheckResult(name, Status.FAIL, f"raised {type(err).__name__}: {err}",
-                           "the traceback is in the log above (and train.log)")
+        return CheckResult(name, Outcome(Status.FAIL, f"raised {type(err).__name__}: {err}",
+                                         "the traceback is in the log above (and train.log)"))
 
 
 def diagnose_trainer(trainer: Trainer, settings: DoctorConfig) -> list[CheckResult]:
@@ -67,4 +67,4 @@ def run_doctor(cfg: DictConfig, run_dir: Path, device: torch.device) -> int:
     print_table(results)
     write(results, run_dir)
     log.info("%s (%s)", headline(results), run_dir / "doctor.md")
-    return sum(r.status is Status.FAIL for r in results)
+    return sum(r.outcome.status is Status.FAIL for r in results)

@@ -4,7 +4,7 @@ from __future__ import annotations
 import torch
 
 from harness.data import DataMeta
-from harness.doctor.result import CheckResult, Status
+from harness.doctor.result import Outcome, Status
 from harness.doctor.sampling import sample_indices
 from harness.trainer import Trainer
 
@@ -17,65 +17,63 @@ def num_classes(meta: DataMeta) -> int | None:
 
 
 def _samples(trainer: Trainer) -> dict[str, tuple[torch.Tensor, torch.Tensor]]:
-    return {name: data.get(sample_indices(data, SAMPLES_PER_SPLIT))
-            for name, data in (("train", trainer.train_set), ("val", trainer.val_set))}
+    return {split: data.get(sample_indices(data, SAMPLES_PER_SPLIT))
+            for split, data in (("train", trainer.train_set), ("val", trainer.val_set))}
 
 
-def check_labels(trainer: Trainer) -> CheckResult:
+def check_labels(trainer: Trainer) -> Outcome:
     """Labels vary (a constant target teaches nothing) and, for classes and tokens, lie in [0, K)."""
-    name = "labels vary and are in range"
     meta = trainer.meta
     if meta.task == "regression":
-        return _regression_targets(name, _samples(trainer))
+        return _regression_targets(_samples(trainer))
     k = num_classes(meta)
     seen = []
     for split, (_, y) in _samples(trainer).items():
         low, high = int(y.min()), int(y.max())
         if low < 0 or high >= k:
-            return CheckResult(name, Status.FAIL, f"{split} labels span [{low}, {high}], outside [0, {k})",
+            return Outcome(Status.FAIL, f"{split} labels span [{low}, {high}], outside [0, {k})",
                                f"the model has {k} outputs: fix the label encoding or the data's "
                                f"{'vocab_size' if meta.task == 'lm' else 'num_classes'}")
         counts = torch.bincount(y.reshape(-1), minlength=k)
         if (counts > 0).sum() == 1:
-            return CheckResult(name, Status.FAIL, f"every sampled {split} label is {high}",
-                               "a constant target teaches nothing: check how labels are read "
-                               "(wrong column, a mask left on, a collapsed preprocessing step)")
+            return Outcome(Status.FAIL, f"every sampled {split} label is {high}",
+                           "a constant target teaches nothing: check how labels are read "
+                           "(wrong column, a mask left on, a collapsed preprocessing step)")
         seen.append(f"{split}: {int((counts > 0).sum())} of {k} classes, most common "
                     f"{counts.max().item() / counts.sum().item():.0%}")
-    return CheckResult(name, Status.PASS, "; ".join(seen))
+    return Outcome(Status.PASS, "; ".join(seen))
 
 
-def _regression_targets(name: str, samples: dict[str, tuple[torch.Tensor, torch.Tensor]]) -> CheckResult:
+def _regression_targets(samples: dict[str, tuple[torch.Tensor, torch.Tensor]]) -> Outcome:
     seen = []
     for split, (_, y) in samples.items():
         y = y.double()
         if not torch.isfinite(y).all():
-            return CheckResult(name, Status.FAIL, f"{int((~torch.isfinite(y)).sum())} non-finite {split} targets",
-                               "drop or impute the NaN/Inf targets: one of them makes the loss NaN")
+            return Outcome(Status.FAIL, f"{int((~torch.isfinite(y)).sum())} non-finite {split} targets",
+                           "drop or impute the NaN/Inf targets: one of them makes the loss NaN")
         if y.std() == 0:
-            return CheckResult(name, Status.FAIL, f"every sampled {split} target is {y.flatten()[0].item():.4g}",
-                               "a constant target teaches nothing: check how targets are read")
+            return Outcome(Status.FAIL, f"every sampled {split} target is {y.flatten()[0].item():.4g}",
+                           "a constant target teaches nothing: check how targets are read")
         seen.append(f"{split}: mean {y.mean().item():.3g}, std {y.std().item():.3g}")
-    return CheckResult(name, Status.PASS, "; ".join(seen))
+    return Outcome(Status.PASS, "; ".join(seen))
 
 
-def check_inputs(trainer: Trainer) -> CheckResult:
+def check_inputs(trainer: Trainer) -> Outcome:
     """Float inputs are finite; token ids index into the embedding table."""
-    name = "inputs finite / ids in vocab"
     seen = []
     for split, (x, _) in _samples(trainer).items():
         if x.is_floating_point():
             bad = int((~torch.isfinite(x)).sum())
             if bad:
-                return CheckResult(name, Status.FAIL, f"{bad} NaN/Inf values in sampled {split} inputs",
-                                   "clean or impute the inputs: one non-finite value poisons the whole batch")
+                return Outcome(Status.FAIL, f"{bad} NaN/Inf values in sampled {split} inputs",
+                               "clean or impute the inputs: one non-finite value poisons the whole batch")
             seen.append(f"{split}: finite, mean {x.mean().item():.3g}, std {x.std().item():.3g}")
             continue
         vocab = trainer.meta.vocab_size
         low, high = int(x.min()), int(x.max())
         if vocab is not None and (low < 0 or high >= vocab):
-            return CheckResult(name, Status.FAIL, f"{split} token ids span [{low}, {high}], outside [0, {vocab})",
+            return Outcome(Status.FAIL, f"{split} token ids span [{low}, {high}], outside [0, {vocab})",
                                "the embedding table would be indexed out of range: set data.vocab_size "
                                "(or DIR/meta.json) to the tokenizer's size")
         seen.append(f"{split}: ids in [{low}, {high}]" + (f" < vocab {vocab}" if vocab is not None else ""))
-    return CheckResult(name, Status.PASS, "; ".join(seen))
+    return Outcome(Status.PASS, "; ".join(seen))

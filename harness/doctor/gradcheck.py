@@ -16,7 +16,7 @@ from hydra.utils import get_object
 from omegaconf import OmegaConf
 from torch import nn
 
-from harness.doctor.result import CheckResult, Status
+from harness.doctor.result import Outcome, Status
 from harness.doctor.sampling import sample_indices
 from harness.models import build_model
 from harness.models.init import apply_init
@@ -61,11 +61,10 @@ def _loss64(output: torch.Tensor, target: torch.Tensor, task: str) -> torch.Tens
     return F.cross_entropy(output.reshape(-1, output.size(-1)), target.reshape(-1))
 
 
-def check_gradients(trainer: Trainer) -> CheckResult:
-    name = "numerical gradient check (float64)"
+def check_gradients(trainer: Trainer) -> Outcome:
     n_params = sum(p.numel() for p in trainer.raw_model.parameters())
     if not _rebuildable(trainer) and n_params > MAX_COPY_PARAMS:
-        return CheckResult(name, Status.SKIP, f"{n_params / 1e6:.0f}M parameters: too large for a float64 copy")
+        return Outcome(Status.SKIP, f"{n_params / 1e6:.0f}M parameters: too large for a float64 copy")
     model = tiny_model(trainer)
     x, y = trainer.train_set.get(sample_indices(trainer.train_set, TINY_SAMPLES))
     if trainer.meta.task == "lm":
@@ -100,7 +99,7 @@ def check_gradients(trainer: Trainer) -> CheckResult:
                 worst = max(worst, abs(analytic - numeric) / size)
     checked = f"{len(named[::step])} tensors of a {sum(p.numel() for p in model.parameters()):,}-parameter copy"
     if bad:
-        return CheckResult(name, Status.FAIL, f"autograd vs finite differences disagree on {', '.join(bad)}",
-                           "a backward pass is wrong upstream of these tensors: check custom autograd Functions, "
-                           "in-place ops on saved tensors, and .detach() in the middle of a computation")
-    return CheckResult(name, Status.PASS, f"{checked}; worst relative error {worst:.1e} (<= {RTOL:g})")
+        return Outcome(Status.FAIL, f"autograd vs finite differences disagree on {', '.join(bad)}",
+                       "a backward pass is wrong upstream of these tensors: check custom autograd Functions, "
+                       "in-place ops on saved tensors, and .detach() in the middle of a computation")
+    return Outcome(Status.PASS, f"{checked}; worst relative error {worst:.1e} (<= {RTOL:g})")

@@ -5,7 +5,7 @@ import torch
 
 from harness.doctor.config import DoctorConfig
 from harness.doctor.data_checks import num_classes
-from harness.doctor.result import CheckResult, Status
+from harness.doctor.result import Outcome, Status
 from harness.doctor.sampling import batches, sample_indices
 from harness.lr_find.driver import driven
 from harness.trainer import Trainer
@@ -21,7 +21,7 @@ INITIAL_LOSS_SAMPLES = 64  # enough to pin the mean loss to ~0.01 nats
 # batch (0.27 nats of ln 222 = 5.4 for characters) yet no model that only learned the label prior.
 OVERFIT_RATIO = 0.05
 OVERFIT_CHECK_EVERY = 10  # updates between clean measurements of the batch loss
-NAMES_SHOWN = 8  # the table stays readable; doctor.json lists every name
+NAMES_SHOWN = 8  # keeps the table readable; the rest are counted
 
 
 @torch.no_grad()
@@ -37,28 +37,26 @@ def clean_loss(trainer: Trainer, indices: torch.Tensor) -> float:
     return total / len(indices)
 
 
-def check_initial_loss(trainer: Trainer) -> CheckResult:
-    name = "initial loss vs ln(K)"
+def check_initial_loss(trainer: Trainer) -> Outcome:
     loss = clean_loss(trainer, sample_indices(trainer.train_set, INITIAL_LOSS_SAMPLES))
     chance = trainer.meta.chance_loss
     if chance is None:
-        return CheckResult(name, Status.SKIP, f"regression (no ln K reference); initial MSE {loss:.4g}")
+        return Outcome(Status.SKIP, f"regression (no ln K reference); initial MSE {loss:.4g}")
     measured = f"{loss:.3f} vs ln({num_classes(trainer.meta)}) = {chance:.3f} ({loss - chance:+.3f})"
     if loss > chance + INITIAL_LOSS_EXCESS:
-        return CheckResult(name, Status.FAIL, measured,
-                           "the untrained model is confidently wrong: scale down the output layer's init "
-                           "(init=normal init.std=0.02, or zero the head), and make sure the loss gets logits, "
-                           "not probabilities")
+        return Outcome(Status.FAIL, measured,
+                       "the untrained model is confidently wrong: scale down the output layer's init "
+                       "(init=normal init.std=0.02, or zero the head), and make sure the loss gets logits, "
+                       "not probabilities")
     if loss < chance - INITIAL_LOSS_DEFICIT:
-        return CheckResult(name, Status.WARN, measured,
-                           "the untrained model already beats chance by a wide margin: check that the targets "
-                           "cannot be read off the inputs (e.g. language-model targets not shifted by one)")
-    return CheckResult(name, Status.PASS, measured)
+        return Outcome(Status.WARN, measured,
+                       "the untrained model already beats chance by a wide margin: check that the targets "
+                       "cannot be read off the inputs (e.g. language-model targets not shifted by one)")
+    return Outcome(Status.PASS, measured)
 
 
-def check_gradient_flow(trainer: Trainer) -> CheckResult:
+def check_gradient_flow(trainer: Trainer) -> Outcome:
     """One backward pass in float32: every trainable parameter must get a finite, non-zero gradient."""
-    name = "every parameter gets a gradient"
     model = trainer.raw_model
     model.zero_grad(set_to_none=True)
     x, y = next(batches(trainer.train_set, sample_indices(trainer.train_set, trainer.micro_batch),
@@ -70,16 +68,16 @@ def check_gradient_flow(trainer: Trainer) -> CheckResult:
     nonfinite = [n for n, p in named if p.grad is not None and not torch.isfinite(p.grad).all()]
     model.zero_grad(set_to_none=True)
     if nonfinite:
-        return CheckResult(name, Status.FAIL, f"non-finite gradient in {_names(nonfinite)}",
-                           "the forward pass overflows or divides by zero for these: look for exp/log/sqrt/division "
-                           "without an epsilon, or inputs with NaN")
+        return Outcome(Status.FAIL, f"non-finite gradient in {_names(nonfinite)}",
+                       "the forward pass overflows or divides by zero for these: look for exp/log/sqrt/division "
+                       "without an epsilon, or inputs with NaN")
     if missing or zero:
         parts = [f"no gradient: {_names(missing)}"] * bool(missing) + [f"zero gradient: {_names(zero)}"] * bool(zero)
-        return CheckResult(name, Status.FAIL, f"{len(missing) + len(zero)} of {len(named)} tensors; " + "; ".join(parts),
-                           "these never train: use them in forward or delete them; look for .detach(), "
-                           "torch.no_grad(), an integer cast or a dead branch on their path; "
-                           "set requires_grad=False if they are frozen on purpose")
-    return CheckResult(name, Status.PASS, f"all {len(named)} parameter tensors")
+        return Outcome(Status.FAIL, f"{len(missing) + len(zero)} of {len(named)} tensors; " + "; ".join(parts),
+                       "these never train: use them in forward or delete them; look for .detach(), "
+                       "torch.no_grad(), an integer cast or a dead branch on their path; "
+                       "set requires_grad=False if they are frozen on purpose")
+    return Outcome(Status.PASS, f"all {len(named)} parameter tensors")
 
 
 def _names(names: list[str]) -> str:
@@ -97,9 +95,8 @@ class _FixedBatch:
         return self.indices
 
 
-def check_overfit(trainer: Trainer, settings: DoctorConfig) -> CheckResult:
+def check_overfit(trainer: Trainer, settings: DoctorConfig) -> Outcome:
     """The real training step, at the configured peak LR, memorises a tiny batch; the trainer is restored after."""
-    name = f"overfits {settings.overfit_samples} samples"
     indices = sample_indices(trainer.train_set, settings.overfit_samples)
     initial = clean_loss(trainer, indices)
     target = OVERFIT_RATIO * initial
@@ -113,8 +110,8 @@ def check_overfit(trainer: Trainer, settings: DoctorConfig) -> CheckResult:
                 loss = clean_loss(trainer, indices)
     measured = f"{initial:.3f} -> {loss:.3g} in {steps} updates (target <= {target:.3g})"
     if loss <= target:
-        return CheckResult(name, Status.PASS, measured)
-    return CheckResult(name, Status.FAIL, measured,
-                       "a working model memorises a few samples: if the loss barely moved, check the LR "
-                       "(mode=lr_find), frozen or disconnected layers and the input/label pairing; if it fell "
-                       "but too slowly, raise doctor.overfit_steps or reduce regularisation (weight decay, dropout)")
+        return Outcome(Status.PASS, measured)
+    return Outcome(Status.FAIL, measured,
+                   "a working model memorises a few samples: if the loss barely moved, check the LR "
+                   "(mode=lr_find), frozen or disconnected layers and the input/label pairing; if it fell "
+                   "but too slowly, raise doctor.overfit_steps or reduce regularisation (weight decay, dropout)")

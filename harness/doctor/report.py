@@ -11,7 +11,7 @@ STYLES = {Status.PASS: "green", Status.WARN: "yellow", Status.FAIL: "bold red", 
 
 
 def counts(results: list[CheckResult]) -> dict[str, int]:
-    return {s.value.lower(): sum(r.status is s for r in results) for s in Status}
+    return {s.value.lower(): sum(r.outcome.status is s for r in results) for s in Status}
 
 
 def headline(results: list[CheckResult]) -> str:
@@ -24,9 +24,9 @@ def plain_table(results: list[CheckResult]) -> str:
     width = max(len(r.name) for r in results)
     lines = []
     for r in results:
-        lines.append(f"{r.status.value:<4}  {r.name:<{width}}  {r.measured}")
-        if r.fix:
-            lines.append(f"{'':<4}  {'':<{width}}  fix: {r.fix}")
+        lines.append(f"{r.outcome.status.value:<4}  {r.name:<{width}}  {r.outcome.measured}")
+        if r.outcome.fix:
+            lines.append(f"{'':<4}  {'':<{width}}  fix: {r.outcome.fix}")
     return "\n".join(lines)
 
 
@@ -34,7 +34,8 @@ def markdown(results: list[CheckResult]) -> str:
     def cell(text: str) -> str:
         return text.replace("|", "\\|")
 
-    rows = [f"| {r.status.value} | {cell(r.name)} | {cell(r.measured)} | {cell(r.fix)} |" for r in results]
+    rows = [f"| {r.outcome.status.value} | {cell(r.name)} | {cell(r.outcome.measured)} | {cell(r.outcome.fix)} |"
+            for r in results]
     return "\n".join([f"# Doctor\n\n{headline(results)}\n", "| status | check | measured | fix |",
                       "|---|---|---|---|", *rows, ""])
 
@@ -50,13 +51,14 @@ def print_table(results: list[CheckResult]) -> None:
     for column in ("status", "check", "measured", "fix"):
         table.add_column(column, overflow="fold")
     for r in results:
-        table.add_row(f"[{STYLES[r.status]}]{r.status.value}[/]", r.name, r.measured, r.fix)
+        o = r.outcome
+        table.add_row(f"[{STYLES[o.status]}]{o.status.value}[/]", r.name, o.measured, o.fix)
     Console().print(table)
 
 
 def write(results: list[CheckResult], run_dir: Path) -> None:
     (run_dir / "doctor.md").write_text(markdown(results))
     data = {"counts": counts(results),
-            "checks": [{"name": r.name, "status": r.status.value, "measured": r.measured, "fix": r.fix}
-                       for r in results]}
+            "checks": [{"name": r.name, "status": r.outcome.status.value, "measured": r.outcome.measured,
+                        "fix": r.outcome.fix} for r in results]}
     (run_dir / "doctor.json").write_text(json.dumps(data, indent=2))

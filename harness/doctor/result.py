@@ -1,4 +1,4 @@
-"""One row of the doctor's table: what was checked, the verdict, what was measured and how to fix it."""
+"""What a check finds, and the table row it becomes."""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -13,8 +13,17 @@ class Status(str, Enum):
 
 
 @dataclass(frozen=True)
-class CheckResult:
-    name: str
+class Outcome:
+    """A check's verdict, what it measured, and for FAIL/WARN how to fix it."""
+
     status: Status
     measured: str
     fix: str = ""
+
+
+@dataclass(frozen=True)
+class CheckResult:
+    """One row of the doctor's table: the check's name and its outcome."""
+
+    name: str
+    outcome: Outcome

@@ -1,7 +1,7 @@
 """The LR schedule as built fits the run: warmup ends well inside it and any decay ends exactly at its end."""
 from __future__ import annotations
 
-from harness.doctor.result import CheckResult, Status
+from harness.doctor.result import Outcome, Status
 from harness.schedule import warmup_steps
 from harness.trainer import Trainer
 
@@ -11,11 +11,10 @@ RATIO_TOL = 1e-6  # float slack when comparing the last step's LR factor with mi
 PEAK_PROBES = 1000  # steps sampled to find the schedule's peak without walking a million-step run
 
 
-def check_schedule(trainer: Trainer) -> CheckResult:
-    name = "schedule fits max_steps"
+def check_schedule(trainer: Trainer) -> Outcome:
     lambdas = getattr(trainer.scheduler, "lr_lambdas", None)
     if not lambdas:
-        return CheckResult(name, Status.SKIP, f"{type(trainer.scheduler).__name__} is not an LR-multiplier schedule")
+        return Outcome(Status.SKIP, f"{type(trainer.scheduler).__name__} is not an LR-multiplier schedule")
     factor, cfg = lambdas[0], trainer.cfg.schedule
     max_steps, last = int(trainer.cfg.trainer.max_steps), int(trainer.cfg.trainer.max_steps) - 1
     warmup = warmup_steps(cfg, max_steps)
@@ -25,17 +24,17 @@ def check_schedule(trainer: Trainer) -> CheckResult:
     measured = (f"{cfg.name}: warmup {warmup}/{max_steps} steps ({warmup / max_steps:.0%}), "
                 f"LR x{factor(0):.3g} at step 0, x{peak:.3g} peak, x{final:.3g} at step {last}")
     if factor(0) <= 0:
-        return CheckResult(name, Status.FAIL, measured, "the first update has LR 0 and is wasted: let warmup start above 0, e.g. (step + 1) / (warmup + 1)")
+        return Outcome(Status.FAIL, measured, "the first update has LR 0 and is wasted: let warmup start above 0, e.g. (step + 1) / (warmup + 1)")
     if final < peak and max_steps > 1 and factor(last - 1) <= final:
-        return CheckResult(name, Status.FAIL, measured,
-                           "the decay reaches its floor before the last step: the schedule's length must be "
-                           "trainer.max_steps")
+        return Outcome(Status.FAIL, measured,
+                       "the decay reaches its floor before the last step: the schedule's length must be "
+                       "trainer.max_steps")
     if final < peak and "min_lr_ratio" in cfg and abs(final - float(cfg.min_lr_ratio)) > RATIO_TOL:
-        return CheckResult(name, Status.FAIL, measured,
-                           f"the decay ends at x{final:.3g}, not schedule.min_lr_ratio={cfg.min_lr_ratio}: "
-                           "the schedule and trainer.max_steps disagree")
+        return Outcome(Status.FAIL, measured,
+                       f"the decay ends at x{final:.3g}, not schedule.min_lr_ratio={cfg.min_lr_ratio}: "
+                       "the schedule and trainer.max_steps disagree")
     if warmup > WARMUP_WARN_FRACTION * max_steps:
-        return CheckResult(name, Status.WARN, measured,
-                           f"warmup takes over {WARMUP_WARN_FRACTION:.0%} of the run: shorten schedule.warmup "
-                           "(1-10% is usual) unless the run is deliberately short")
-    return CheckResult(name, Status.PASS, measured)
+        return Outcome(Status.WARN, measured,
+                       f"warmup takes over {WARMUP_WARN_FRACTION:.0%} of the run: shorten schedule.warmup "
+                       "(1-10% is usual) unless the run is deliberately short")
+    return Outcome(Status.PASS, measured)

@@ -90,10 +90,10 @@ def plateau_at_chance(run: RunData) -> Finding | None:
         parts.append(f"best val accuracy {fmt(accuracy)} (chance {fmt(1 / k)})")
     return Finding("plateau_at_chance", Severity.CRITICAL, "the model predicts no better than uniform guessing",
                    "; ".join(parts) + ".",
-                   "check that labels belong to their inputs (data.shuffle_labels, a misaligned join or "
-                   "augmentation); check that gradients reach the layers (see vanishing_gradients / dead_relu "
-                   "if reported); run `mode=doctor`: it overfits one small batch, which must work; "
-                   "then try optim.lr 3-10x either way.")
+                   "if another finding names a cause (vanishing_gradients, dead_relu, clip_pinned, "
+                   "fp16_underflow), fix that first; otherwise check that labels belong to their inputs "
+                   "(data.shuffle_labels, a misaligned join or augmentation), run `mode=doctor` (it must "
+                   "overfit one small batch), then try optim.lr 3-10x either way.")
 
 
 def oscillating(run: RunData) -> Finding | None:

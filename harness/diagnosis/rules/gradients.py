@@ -46,7 +46,8 @@ def clip_pinned(run: RunData) -> Finding | None:
     p90 = float(np.percentile(pre.values, 90))
     return Finding("clip_pinned", Severity.WARNING, "the gradient norm is pinned at the clip threshold",
                    f"clipping acted on {mean_rate:.0%} of updates; median pre-clip norm {fmt(ratio * clip)} vs "
-                   f"clip={fmt(clip)} ({fmt(ratio)}x): every update is shrunk that much.",
+                   f"clip={fmt(clip)}: every gradient is shrunk ~{fmt(ratio)}x (for SGD a {fmt(ratio)}x smaller LR; "
+                   "Adam-like optimizers rescale it away, but then the clip no longer singles out spikes).",
                    f"raise clip to about the 90th percentile of the pre-clip norm (here {fmt(p90)}) or a few "
                    "times the typical norm, so that it only catches spikes; or lower optim.lr on purpose.")
 
@@ -79,8 +80,8 @@ def vanishing_gradients(run: RunData) -> Finding | None:
     early, late = sorted(ratios, key=ratios.get)[len(ratios) // 2]  # the median kind, as an example
     return Finding("vanishing_gradients", Severity.CRITICAL, "early layers get almost no gradient",
                    f"gradient norm of the last / the first block = {fmt(ratio)} (median over weight kinds and the "
-                   f"{len(rows)} logged steps of the run's last third); at step {row['step']}: {early.split('/', 1)[1]} {fmt(row[early])} "
-                   f"vs {late.split('/', 1)[1]} {fmt(row[late])}.",
+                   f"{len(rows)} logged steps of the run's last third); at step {row['step']}: "
+                   f"{early.split('/', 1)[1]} {fmt(row[early])} vs {late.split('/', 1)[1]} {fmt(row[late])}.",
                    _vanishing_fix(run))
 
 
@@ -120,8 +121,7 @@ def dead_relu(run: RunData) -> Finding | None:
         if not frozen:
             return None
         evidence = (f"{len(frozen)} weight tensor(s) got exactly zero gradient on every logged step of the last "
-                    f"third of the run ({name_some(frozen)}): every "
-                    "ReLU feeding them outputs 0.")
+                    f"third of the run ({name_some(frozen)}): every ReLU feeding them outputs 0.")
     else:
         return None
     return Finding("dead_relu", Severity.CRITICAL, "ReLU units died: they output 0 and never recover", evidence,
@@ -168,11 +168,13 @@ def _block_pairs(keys: list[str]) -> list[tuple[str, str]]:
 def _vanishing_fix(run: RunData) -> str:
     fixes = []
     if run.cfg("model.ln_position") == "post":
-        fixes.append("post-LN: use model.ln_position=pre, or a warmup (schedule.warmup) so the early layers "
-                     "can catch up")
+        fixes.append("post-LN: use model.ln_position=pre; or keep post-LN with a much lower optim.lr and a "
+                     "warmup (schedule.warmup)")
     if run.cfg("model.activation") in ("sigmoid", "tanh"):
         fixes.append(f"{run.cfg('model.activation')} saturates: model.activation=relu or gelu")
     if run.cfg("model.residual") is False:
         fixes.append("model.residual=true gives gradients a path around each layer")
-    fixes.append("normalisation (model.norm=layer) and a depth-aware init (init=kaiming, init=scaled_residual)")
+    if run.cfg("model.norm") == "none":
+        fixes.append("model.norm=layer keeps every layer's input in range")
+    fixes.append("a depth-aware init (init=kaiming for ReLU MLPs, init=scaled_residual for transformers)")
     return "; ".join(fixes) + "."
