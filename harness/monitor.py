@@ -85,17 +85,16 @@ class Monitor:
             self.metrics[f"grad_norm/{name}"] = norm
         if self.histograms:
             self.hist_tensors.update({f"grad/{n}": p.grad.detach().clone() for n, p in with_grad})
-        self._before = [p.detach().clone() for _, p in self.named]
+        self._before = torch._foreach_mul([p.detach() for _, p in self.named], 1.0)  # one batched copy
 
     @torch.no_grad()
     def after_step(self) -> None:
         params = [p.detach() for _, p in self.named]
         param_norms = torch._foreach_norm(params)
         if self._before is not None:
-            deltas = torch._foreach_sub(params, self._before)
-            before_norms = torch._foreach_norm(self._before)
-            for (name, _), d, b in zip(self.named, torch._foreach_norm(deltas), before_norms):
-                self.metrics[f"update_ratio/{name}"] = d / b.clamp_min(1e-12)
+            torch._foreach_sub_(self._before, params)  # in place: the snapshot becomes -update
+            for (name, _), delta, norm in zip(self.named, torch._foreach_norm(self._before), param_norms):
+                self.metrics[f"update_ratio/{name}"] = delta / norm.clamp_min(1e-12)
             self._before = None
         for (name, _), norm in zip(self.named, param_norms):
             self.metrics[f"param_norm/{name}"] = norm

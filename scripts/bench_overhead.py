@@ -105,7 +105,10 @@ def main() -> None:
     parser.add_argument("--block", type=int, default=15)
     parser.add_argument("--warmup", type=int, default=5)
     parser.add_argument("--workloads", nargs="+", default=list(WORKLOADS), choices=list(WORKLOADS))
+    parser.add_argument("--threads", type=int, default=1,
+                        help="torch threads; 1 keeps the comparison steady when other work shares the cores")
     args = parser.parse_args()
+    torch.set_num_threads(args.threads)
     for workload in args.workloads:
         bench(workload, args.rounds, args.block, args.warmup)
 

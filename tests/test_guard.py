@@ -110,3 +110,16 @@ def test_monitors_hook_only_logging_steps(tmp_path):
         else:
             assert metrics == {}
     assert len(set(hooks_seen)) == 1  # monitor hooks never outlive their logging step
+
+
+def test_update_ratio_and_norms_are_what_they_claim(tmp_path):
+    cfg = compose_cfg([*MLP, "trainer.max_steps=10", "trainer.log_every=1", "monitor=basic", "optim=sgd", "clip=null"])
+    trainer = _build_trainer(cfg, tmp_path, torch.device("cpu"), resume_from=None)
+    name, param = next(iter(trainer.raw_model.named_parameters()))
+    before = param.detach().clone()
+    trainer.train_step()
+    metrics, _ = trainer.monitor.pop()
+    after = param.detach()
+    assert metrics[f"update_ratio/{name}"].item() == pytest.approx(((after - before).norm() / after.norm()).item(), rel=1e-4)
+    assert metrics[f"param_norm/{name}"].item() == pytest.approx(after.norm().item(), rel=1e-5)
+    assert metrics[f"grad_norm/{name}"].item() > 0
