@@ -119,7 +119,7 @@ def run(cfg: DictConfig, run_dir: Path | None = None) -> Any:
         destroy_process_group()
 
 
-def _build_trainer(cfg: DictConfig, run_dir: Path, device: torch.device,
+def build_trainer(cfg: DictConfig, run_dir: Path, device: torch.device,
                    resume_from: tuple[Path, dict[str, Any]] | None, dist: DistInfo = DistInfo()) -> Trainer:
     """Every component from its config group, wired into a Trainer (resumed when asked)."""
     run_dir.mkdir(parents=True, exist_ok=True)
@@ -141,7 +141,9 @@ def _build_trainer(cfg: DictConfig, run_dir: Path, device: torch.device,
     if cfg.compile:
         model = torch.compile(model)
     resume_step = resume_from[1]["step"] if resume_from else 0
-    tracker = Tracker(run_dir, cfg.logger.name, cfg.trainer.max_steps, resume_step) if dist.is_main else None
+    # lr_find and doctor drive the trainer for their own purposes: no training log for them
+    logs = dist.is_main and cfg.mode == "train"
+    tracker = Tracker(run_dir, cfg.logger.name, cfg.trainer.max_steps, resume_step) if logs else None
     trainer = Trainer(cfg, model=model, raw_model=raw_model, optimizer=optimizer, scheduler=scheduler,
                       precision=precision, train_set=train_set, val_set=val_set, meta=meta, device=device,
                       dist=dist, run_dir=run_dir, tracker=tracker, reporter=TrialReporter.from_env())
@@ -173,7 +175,7 @@ def write_diagnosis(run_dir: Path) -> None:
 def _train(cfg: DictConfig, run_dir: Path, device: torch.device, dist: DistInfo,
            resume_from: tuple[Path, dict[str, Any]] | None) -> Any:
     started = time.perf_counter()
-    trainer = _build_trainer(cfg, run_dir, device, resume_from, dist)
+    trainer = build_trainer(cfg, run_dir, device, resume_from, dist)
     try:
         status = trainer.fit()
     finally:

@@ -17,8 +17,6 @@ import tempfile
 import time
 from pathlib import Path
 
-import torch
-
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from hydra import compose, initialize_config_dir  # noqa: E402
 
@@ -56,7 +54,6 @@ def main() -> None:
     parser.add_argument("--seeds", type=int, nargs="+", default=[1337, 1, 2], help="finder runs")
     args = parser.parse_args()
     logging.getLogger("harness").setLevel(logging.WARNING)
-    torch.set_num_threads(max(1, torch.get_num_threads()))
 
     with tempfile.TemporaryDirectory() as tmp:
         suggestions = []

@@ -21,7 +21,7 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from hydra import compose, initialize_config_dir  # noqa: E402
 
-from harness.run import _build_trainer  # noqa: E402
+from harness.run import build_trainer  # noqa: E402
 
 CONF = Path(__file__).resolve().parent.parent / "conf"
 WORKLOADS = {
@@ -42,7 +42,7 @@ VARIANTS = {
 def make_trainer(overrides: list[str], tmp: Path):
     with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
         cfg = compose(config_name="train", overrides=[*overrides, "logger=none", "diagnose=false"])
-    trainer = _build_trainer(cfg, tmp, torch.device("cpu"), resume_from=None)
+    trainer = build_trainer(cfg, tmp, torch.device("cpu"), resume_from=None)
     trainer.tracker.progress.update = lambda *a, **k: None  # keep the console out of the timing
     return trainer
 

@@ -297,6 +297,13 @@ def test_run_without_config_or_summary_is_still_diagnosed(tmp_path):
     assert "unknown (no summary.json)" in (run_dir / "report.md").read_text()
 
 
+def test_run_that_logged_nothing_gets_an_empty_report(tmp_path):
+    (tmp_path / "metrics.jsonl").write_text("")
+    assert write_report(tmp_path) == []
+    assert "No pathology found" in (tmp_path / "report.md").read_text()
+    assert not list((tmp_path / "plots").glob("*.png"))
+
+
 def test_missing_metrics_is_an_error(tmp_path):
     with pytest.raises(MissingMetricsError):
         write_report(tmp_path)

@@ -8,7 +8,7 @@ import torch
 
 from conftest import compose_cfg, train
 from harness.checkpoint import load_checkpoint, step_checkpoints
-from harness.run import _build_trainer
+from harness.run import build_trainer
 from harness.tracking import read_metrics
 
 MLP = ["model=mlp", "data=synthetic", "model.width=32", "logger=none", "trainer.log_every=5",
@@ -59,7 +59,7 @@ def test_faults_that_never_stop_end_the_run_as_diverged(tmp_path):
 
 def test_loss_spike_is_skipped_without_touching_parameters(tmp_path):
     cfg = compose_cfg([*MLP, "trainer.max_steps=40", "fault=spike", "fault.at=[30]", "fault.scale=1000"])
-    trainer = _build_trainer(cfg, tmp_path, torch.device("cpu"), resume_from=None)
+    trainer = build_trainer(cfg, tmp_path, torch.device("cpu"), resume_from=None)
     for _ in range(29):
         trainer.train_step()
         trainer.state.step += 1
@@ -94,7 +94,7 @@ def test_early_stopping_counts_across_resume(tmp_path):
 
 def test_monitors_hook_only_logging_steps(tmp_path):
     cfg = compose_cfg([*MLP, "trainer.max_steps=10", "monitor=full", "model.depth=3"])
-    trainer = _build_trainer(cfg, tmp_path, torch.device("cpu"), resume_from=None)
+    trainer = build_trainer(cfg, tmp_path, torch.device("cpu"), resume_from=None)
     hooks_seen = []
     for step in range(1, 11):
         before = sum(len(m._forward_hooks) for m in trainer.raw_model.modules())
@@ -114,7 +114,7 @@ def test_monitors_hook_only_logging_steps(tmp_path):
 
 def test_update_ratio_and_norms_are_what_they_claim(tmp_path):
     cfg = compose_cfg([*MLP, "trainer.max_steps=10", "trainer.log_every=1", "monitor=basic", "optim=sgd", "clip=null"])
-    trainer = _build_trainer(cfg, tmp_path, torch.device("cpu"), resume_from=None)
+    trainer = build_trainer(cfg, tmp_path, torch.device("cpu"), resume_from=None)
     name, param = next(iter(trainer.raw_model.named_parameters()))
     before = param.detach().clone()
     trainer.train_step()

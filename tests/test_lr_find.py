@@ -14,8 +14,10 @@ from harness.lr_find import LRFindConfig, find_lr, sweep_config
 from harness.lr_find.config import read_mode_config
 from harness.lr_find.driver import driven
 from harness.lr_find.suggest import suggest_lr
-from harness.run import _build_trainer
+from harness.run import build_trainer
 
+# one thread per subprocess: spin-waiting OpenMP threads crawl on a busy shared machine
+ONE_THREAD = {"OMP_NUM_THREADS": "1"}
 VECTOR = ["model=mlp", "data=synthetic", "model.width=32", "logger=none"]
 
 
@@ -26,7 +28,7 @@ def make_trainer(tmp_path):
     def make(overrides: list[str], sweep: bool = False):
         torch.set_num_threads(1)
         cfg = compose_cfg(overrides)
-        trainer = _build_trainer(sweep_config(cfg) if sweep else cfg, tmp_path / f"run{len(built)}",
+        trainer = build_trainer(sweep_config(cfg) if sweep else cfg, tmp_path / f"run{len(built)}",
                                  torch.device("cpu"), None)
         built.append(trainer)
         return trainer
@@ -83,6 +85,13 @@ def test_a_loss_that_only_rises_gets_a_warning_and_a_low_suggestion():
     assert "no descent" in s.note and s.lr < lrs[5]
 
 
+def test_a_fall_within_the_noise_is_flagged_unreliable():
+    lrs = np.geomspace(1e-7, 1.0, 30).tolist()
+    flat = (2.3 + np.random.default_rng(0).normal(0, 0.05, 30)).tolist()
+    assert suggest_lr(lrs, flat, 0.1).note.startswith("unreliable")
+    assert suggest_lr(*noisy_curve(0), 0.1).note == ""
+
+
 # ------------------------------------------------------------------ the sweep on a real trainer
 def test_sweep_leaves_model_optimizer_and_data_exactly_as_before(make_trainer):
     overrides = [*VECTOR, "model.dropout=0.1", "accum=2", "batch_size=16"]
@@ -127,11 +136,24 @@ def test_every_param_group_keeps_its_ratio_to_optim_lr(make_trainer):
     assert sorted(set(seen[0])) == pytest.approx([2e-4, 4e-3])
 
 
+def test_sweep_counts_updates_like_training_does(make_trainer):
+    trainer = make_trainer([*VECTOR, "fault=inf_loss", "fault.at=[5]"], sweep=True)  # update 5's loss is +Inf
+    sweep, _ = find_lr(trainer, LRFindConfig(num_steps=30))
+    assert len(sweep.lrs) == 4 and sweep.stop_reason.startswith("non-finite loss or gradients")
+
+
 def test_sweep_stops_when_the_loss_diverges(make_trainer):
     trainer = make_trainer([*VECTOR, "optim=sgd", "clip=null"], sweep=True)
     sweep, suggestion = find_lr(trainer, LRFindConfig(num_steps=60, min_lr=1e-4, max_lr=1e4))
-    assert len(sweep.lrs) < 60 and ("diverged" in sweep.stop_reason or "loss became" in sweep.stop_reason)
+    assert len(sweep.lrs) < 60 and ("diverged" in sweep.stop_reason or "non-finite" in sweep.stop_reason)
     assert suggestion.lr < sweep.lrs[-1] / 10
+
+
+def test_a_sweep_that_breaks_at_once_asks_for_a_lower_min_lr(make_trainer):
+    trainer = make_trainer([*VECTOR, "optim=sgd", "clip=null"], sweep=True)
+    with pytest.raises(ConfigError) as info:
+        find_lr(trainer, LRFindConfig(num_steps=20, min_lr=1e8, max_lr=1e9))
+    assert info.value.key == "lr_find.min_lr" and "stopped after 1" in str(info.value)
 
 
 # ------------------------------------------------------------------ config and command line
@@ -145,7 +167,7 @@ def test_bad_settings_are_one_line_config_errors(override, key):
 
 
 def test_cli_writes_plot_and_json_and_prints_the_override(tmp_path):
-    result = run_cli(["mode=lr_find", f"hydra.run.dir={tmp_path}", *VECTOR, "++lr_find.num_steps=40"])
+    result = run_cli(["mode=lr_find", f"hydra.run.dir={tmp_path}", *VECTOR, "++lr_find.num_steps=40"], env=ONE_THREAD)
     assert result.returncode == 0, result.stderr
     data = json.loads((tmp_path / "lr_find.json").read_text())
     assert len(data["lrs"]) == len(data["losses"]) == len(data["smoothed"]) == len(data["curve"]) <= 40

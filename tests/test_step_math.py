@@ -7,7 +7,7 @@ from torch import nn
 
 from conftest import compose_cfg
 from harness.clipping import clip_gradients, global_grad_norm
-from harness.run import _build_trainer
+from harness.run import build_trainer
 
 VECTOR = ["model=mlp", "data=synthetic", "model.width=32", "model.dropout=0.0", "logger=none"]
 
@@ -46,7 +46,7 @@ def test_value_layer_and_adaptive_clipping_bound_what_they_promise():
 
 def _trainer(overrides, tmp_path):
     cfg = compose_cfg(VECTOR + ["trainer.max_steps=20", "trainer.log_every=1", "schedule.warmup=2", *overrides])
-    return _build_trainer(cfg, tmp_path, torch.device("cpu"), resume_from=None)
+    return build_trainer(cfg, tmp_path, torch.device("cpu"), resume_from=None)
 
 
 def test_fp16_clipping_sees_unscaled_gradients(tmp_path, monkeypatch):

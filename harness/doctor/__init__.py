@@ -55,10 +55,10 @@ def diagnose_trainer(trainer: Trainer, settings: DoctorConfig) -> list[CheckResu
 
 def run_doctor(cfg: DictConfig, run_dir: Path, device: torch.device) -> int:
     """mode=doctor: prints the table, writes RUN_DIR/doctor.md and doctor.json; returns the number of failures."""
-    from harness.run import _build_trainer
+    from harness.run import build_trainer
 
     settings = read_mode_config(cfg, "doctor", DoctorConfig)
-    trainer = _build_trainer(cfg, run_dir, device, resume_from=None)
+    trainer = build_trainer(cfg, run_dir, device, resume_from=None)
     try:
         results = diagnose_trainer(trainer, settings)
     finally:

@@ -72,7 +72,7 @@ def check_gradient_flow(trainer: Trainer) -> Outcome:
                        "the forward pass overflows or divides by zero for these: look for exp/log/sqrt/division "
                        "without an epsilon, or inputs with NaN")
     if missing or zero:
-        parts = [f"no gradient: {_names(missing)}"] * bool(missing) + [f"zero gradient: {_names(zero)}"] * bool(zero)
+        parts = [f"{kind} gradient: {_names(names)}" for kind, names in (("no", missing), ("zero", zero)) if names]
         return Outcome(Status.FAIL, f"{len(missing) + len(zero)} of {len(named)} tensors; " + "; ".join(parts),
                        "these never train: use them in forward or delete them; look for .detach(), "
                        "torch.no_grad(), an integer cast or a dead branch on their path; "

@@ -24,7 +24,8 @@ def check_schedule(trainer: Trainer) -> Outcome:
     measured = (f"{cfg.name}: warmup {warmup}/{max_steps} steps ({warmup / max_steps:.0%}), "
                 f"LR x{factor(0):.3g} at step 0, x{peak:.3g} peak, x{final:.3g} at step {last}")
     if factor(0) <= 0:
-        return Outcome(Status.FAIL, measured, "the first update has LR 0 and is wasted: let warmup start above 0, e.g. (step + 1) / (warmup + 1)")
+        return Outcome(Status.FAIL, measured,
+                       "the first update has LR 0 and is wasted: let warmup start above 0, e.g. (step + 1) / (warmup + 1)")
     if final < peak and max_steps > 1 and factor(last - 1) <= final:
         return Outcome(Status.FAIL, measured,
                        "the decay reaches its floor before the last step: the schedule's length must be "

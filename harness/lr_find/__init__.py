@@ -8,6 +8,7 @@ from pathlib import Path
 import torch
 from omegaconf import DictConfig, OmegaConf
 
+from harness.errors import ConfigError
 from harness.lr_find.config import LRFindConfig, read_mode_config
 from harness.lr_find.report import as_json, plot, summary_line, write_json
 from harness.lr_find.suggest import Suggestion, suggest_lr
@@ -29,17 +30,18 @@ def find_lr(trainer: Trainer, settings: LRFindConfig) -> tuple[Sweep, Suggestion
     """Sweep on this trainer (its state is restored afterwards) and suggest an LR."""
     sweep = range_test(trainer, settings)
     if len(sweep.lrs) < 2:
-        raise RuntimeError(f"the LR sweep stopped after {len(sweep.lrs)} update(s) ({sweep.stop_reason}); "
-                           f"lower lr_find.min_lr or check the model with mode=doctor")
+        raise ConfigError("lr_find.min_lr", settings.min_lr,
+                          f"an LR low enough for the first updates to train (the sweep stopped after "
+                          f"{len(sweep.lrs)}: {sweep.stop_reason}); if it is already tiny, run mode=doctor")
     return sweep, suggest_lr(sweep.lrs, sweep.losses, settings.window)
 
 
 def run_lr_find(cfg: DictConfig, run_dir: Path, device: torch.device) -> float:
     """mode=lr_find: writes RUN_DIR/lr_find.json and lr_find.png; returns the suggested LR."""
-    from harness.run import _build_trainer
+    from harness.run import build_trainer
 
     settings = read_mode_config(cfg, "lr_find", LRFindConfig)
-    trainer = _build_trainer(sweep_config(cfg), run_dir, device, resume_from=None)
+    trainer = build_trainer(sweep_config(cfg), run_dir, device, resume_from=None)
     try:
         sweep, suggestion = find_lr(trainer, settings)
     finally:

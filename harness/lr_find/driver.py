@@ -7,6 +7,7 @@ trace: the trainer's full state is snapshotted to the CPU first and loaded back 
 from __future__ import annotations
 
 import contextlib
+import math
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -19,7 +20,7 @@ LossFn = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
 
 class _LossRecorder:
     """Wraps `trainer.loss_fn`: an update's loss is its micro-batch losses weighted by their
-    sample counts, the same sum the trainer logs."""
+    sample counts, as the trainer weights them."""
 
     def __init__(self, loss_fn: LossFn) -> None:
         self.loss_fn = loss_fn
@@ -48,12 +49,15 @@ class StepDriver:
         self.ratios = [base / self.reference_lr for base in trainer.scheduler.base_lrs]
 
     def step(self, lr: float) -> float:
-        """One `train_step` with `optim.lr` = lr; returns that update's training loss."""
+        """One `train_step` with `optim.lr` = lr; returns that update's training loss, or NaN when
+        the guard skipped the update for a non-finite loss or gradient."""
         for group, ratio in zip(self.trainer.optimizer.param_groups, self.ratios):
             group["lr"] = lr * ratio
+        skipped = self.trainer.state.skipped_steps
         self.trainer.train_step()  # its scheduler.step() resets the LR; the next call sets it again
         self.trainer.state.step += 1  # as `fit` counts: faults, monitors and guard events see true step numbers
-        return self.recorder.pop()
+        loss = self.recorder.pop()
+        return math.nan if self.trainer.state.skipped_steps > skipped else loss
 
 
 def reference_lr(trainer: Trainer) -> float:

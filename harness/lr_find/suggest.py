@@ -17,8 +17,10 @@ The rule, in log10(LR):
    that stays at one LR for thousands of updates profits from more, up to a margin below the
    minimum, where the loss stops improving and stability ends. Halfway keeps a factor
    sqrt(minimum / steepest) (typically 2-5x) below that edge.
-Fallback, named in the result's `note`: no descent before the minimum (the loss only rose, or
-bottomed out in the first half-window) -> the minimum's LR / NO_DESCENT_MARGIN.
+Caveats, named in the result's `note`: with no descent before the minimum (the loss only rose,
+or bottomed out in the first half-window) the suggestion is the minimum's LR / NO_DESCENT_MARGIN;
+a descent smaller than MIN_DESCENT_NOISE times the losses' scatter around the curve is noise,
+not learning, so the suggestion is kept but called unreliable.
 """
 from __future__ import annotations
 
@@ -30,9 +32,12 @@ import numpy as np
 MEDIAN_POINTS = 5  # removes isolated outliers up to two points wide; wider than that is a real feature
 MIN_WINDOW = 5  # fewer points make a line fit as noisy as the raw losses
 NO_DESCENT_MARGIN = 10.0  # an order of magnitude below the minimum: the classic rule of thumb
+MIN_DESCENT_NOISE = 3.0  # a fall of 3 standard deviations of the scatter is unlikely to be chance
+MAD_TO_STD = 1.4826  # median absolute deviation -> standard deviation, for Gaussian noise
 
 RULE = ("running median (5 points), then centred least-squares lines over `window` of the points in log10(lr); "
-        "suggestion = geometric mean of the LR of steepest descent before the minimum and the LR of the minimum")
+        "suggestion = geometric mean of the LR of steepest descent before the minimum and the LR of the minimum "
+        "(no descent: minimum LR / 10)")
 
 
 @dataclass
@@ -49,6 +54,11 @@ def running_median(y: np.ndarray, points: int = MEDIAN_POINTS) -> np.ndarray:
     half = points // 2
     padded = np.pad(y, half, mode="edge")
     return np.median(np.lib.stride_tricks.sliding_window_view(padded, points), axis=1)
+
+
+def robust_scatter(residuals: np.ndarray) -> float:
+    """Standard deviation estimated from the median absolute deviation: stray batches do not inflate it."""
+    return float(MAD_TO_STD * np.median(np.abs(residuals - np.median(residuals))))
 
 
 def local_lines(x: np.ndarray, y: np.ndarray, half: int) -> tuple[np.ndarray, np.ndarray]:
@@ -76,4 +86,9 @@ def suggest_lr(lrs: list[float], losses: list[float], window: float) -> Suggesti
                           note="no descent before the loss minimum: lower lr_find.min_lr, or the model is not learning")
     steepest = half + int(np.argmin(slopes[half:minimum]))
     steepest_lr = float(lrs[steepest])
-    return Suggestion(math.sqrt(steepest_lr * minimum_lr), steepest_lr, minimum_lr, curve.tolist(), slopes.tolist())
+    descent, scatter = curve[half] - curve[minimum], robust_scatter(y - curve)
+    note = "" if descent > MIN_DESCENT_NOISE * scatter else (
+        f"unreliable: the loss fell by {descent:.3g}, within its scatter (±{scatter:.2g}); "
+        "raise lr_find.num_steps or the batch size, or check the model learns with mode=doctor")
+    return Suggestion(math.sqrt(steepest_lr * minimum_lr), steepest_lr, minimum_lr, curve.tolist(), slopes.tolist(),
+                      note)

@@ -35,7 +35,7 @@ def range_test(trainer: Trainer, settings: LRFindConfig) -> Sweep:
         for i, lr in enumerate(lr_grid(settings)):
             loss = driver.step(float(lr))
             if not math.isfinite(loss):
-                reason = f"loss became {loss} at lr={lr:.3g}"
+                reason = f"non-finite loss or gradients at lr={lr:.3g}"
                 break
             average = settings.beta * average + (1 - settings.beta) * loss
             value = average / (1 - settings.beta ** (i + 1))  # bias correction: early values are not pulled to 0
