@@ -67,6 +67,7 @@ def test_cli_mission_command_runs(tmp_path):
     result = run_cli(["optim=adamw", "clip=1.0", "debug=smoke", f"hydra.run.dir={tmp_path}"])
     assert result.returncode == 0, result.stderr[-2000:]
     assert (tmp_path / "summary.json").exists() and (tmp_path / "tb").is_dir()
+    assert (tmp_path / "report.md").exists()  # the diagnosis runs at the end of every run
 
 
 def test_cli_unknown_plugin_group_option(tmp_path):

@@ -129,6 +129,14 @@ def test_plateau_at_chance(tmp_path):
     assert "ln(10)" in found["plateau_at_chance"].evidence
 
 
+def test_plateau_is_not_judged_before_the_run_had_time_at_full_lr(tmp_path):
+    """A run still at chance when its warmup has barely ended (or a 6-step smoke run) is not stuck."""
+    run = Run().set("train/loss", lambda s, v: CHANCE)
+    run.set("val/loss", lambda s, v: CHANCE, kind="eval")
+    run.config["schedule"]["warmup"] = 360
+    assert "plateau_at_chance" not in run.findings(tmp_path)
+
+
 def test_plateau_needs_the_loss_near_chance(tmp_path):
     run = Run().set("train/loss", lambda s, v: 0.85 * CHANCE)
     run.set("val/loss", lambda s, v: 0.85 * CHANCE, kind="eval")

@@ -42,8 +42,8 @@ def test_removing_the_cause_removes_the_finding(preset, finding, cure, tmp_path)
 
 
 def test_healthy_baseline_has_no_finding_and_the_run_writes_its_report(tmp_path):
-    """The preset keeps `diagnose: true`, so the run itself writes report.md at the end."""
-    _, summary = train(["experiment=pathology/healthy"], tmp_path / "run")
+    """With diagnose=true the run itself writes report.md at the end."""
+    _, summary = train(["experiment=pathology/healthy", "diagnose=true"], tmp_path / "run")
     assert summary["status"] == "completed"
     report = (tmp_path / "run" / "report.md").read_text()
     assert "No pathology found" in report and (tmp_path / "run" / "plots" / "loss.png").is_file()

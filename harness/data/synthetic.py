@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 import torch
 from omegaconf import DictConfig
@@ -40,6 +41,9 @@ def build_synthetic(cfg: DictConfig):
         meta = DataMeta("regression", in_features=d, out_features=cfg.out_features, optimum_loss=cfg.noise**2)
     if cfg.get("shuffle_labels", False):
         y = y[torch.randperm(n, generator=g)]
+        if cfg.task == "classification":  # nothing to learn: the best loss is the labels' entropy
+            p = torch.bincount(y, minlength=cfg.num_classes).float() / n
+            meta = replace(meta, optimum_loss=float(-(p[p > 0] * p[p > 0].log()).sum()))
     train = TensorPairs(x[: cfg.n_train], y[: cfg.n_train])
     val = TensorPairs(x[cfg.n_train :], y[cfg.n_train :])
     return train, val, meta

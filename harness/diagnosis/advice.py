@@ -3,14 +3,6 @@ symptom before the generic advice, so the report reads like a reviewer who saw t
 from __future__ import annotations
 
 from harness.diagnosis.load import RunData
-from harness.schedule import warmup_steps
-
-
-def warmup_of(run: RunData) -> int | None:
-    schedule, max_steps = run.cfg("schedule"), run.max_steps
-    if not isinstance(schedule, dict) or max_steps is None:
-        return None
-    return warmup_steps(schedule, max_steps)
 
 
 def instability_fixes(run: RunData) -> str:
@@ -22,9 +14,9 @@ def instability_fixes(run: RunData) -> str:
                      f"(a {accum}x gradient, a {accum}x LR for SGD): use accum_reduction=mean")
     if run.cfg("model.ln_position") == "post":
         fixes.append("post-LN transformers need a warmup: set schedule.warmup, or use model.ln_position=pre")
-    elif warmup_of(run) == 0:
+    elif run.warmup == 0:
         fixes.append("there is no warmup: set schedule.warmup (e.g. 5% of trainer.max_steps)")
-    if not run.cfg("clip"):
+    if run.config and not run.cfg("clip"):
         fixes.append("clipping is off: set clip=1.0")
     lr = run.cfg("optim.lr")
     fixes.append(f"lower optim.lr{f' (now {lr:g})' if isinstance(lr, (int, float)) else ''} by 3-10x; "

@@ -15,6 +15,8 @@ from typing import Any
 import numpy as np
 from omegaconf import OmegaConf
 
+from harness.schedule import warmup_steps
+
 METRICS_FILE = "metrics.jsonl"
 
 
@@ -47,12 +49,14 @@ class Series:
 
 @dataclass
 class RunData:
+    """Everything the rules may read about one run: plain dicts and rows, no torch objects."""
+
     run_dir: Path
-    config: dict[str, Any]
-    summary: dict[str, Any]
-    train: list[dict[str, Any]]
-    evals: list[dict[str, Any]]
-    _key_order: list[str] = field(default_factory=list)
+    config: dict[str, Any]  # config.yaml as nested dicts ({} when missing)
+    summary: dict[str, Any]  # summary.json ({} when missing)
+    train: list[dict[str, Any]]  # metrics.jsonl train rows, in step order
+    evals: list[dict[str, Any]]  # metrics.jsonl eval rows
+    key_order: list[str] = field(default_factory=list)  # train keys in first-logged order
 
     def cfg(self, dotted: str, default: Any = None) -> Any:
         """A config value by dotted key (`precision.loss_scaling`), or `default` when absent."""
@@ -70,7 +74,7 @@ class RunData:
 
     def keys(self, prefix: str) -> list[str]:
         """Logged train keys starting with `prefix`, in first-logged order (= the model's parameter order)."""
-        return [k for k in self._key_order if k.startswith(prefix)]
+        return [k for k in self.key_order if k.startswith(prefix)]
 
     @property
     def events(self) -> list[dict[str, Any]]:
@@ -83,6 +87,14 @@ class RunData:
     def max_steps(self) -> int | None:
         value = self.summary.get("max_steps", self.cfg("trainer.max_steps"))
         return int(value) if value is not None else None
+
+    @property
+    def warmup(self) -> int | None:
+        """Warmup length in steps (the schedule's own rule for a fractional `warmup`); None without a config."""
+        schedule, max_steps = self.cfg("schedule"), self.max_steps
+        if not isinstance(schedule, dict) or max_steps is None:
+            return None
+        return warmup_steps(schedule, max_steps)
 
 
 def _as_float(value: Any) -> float:

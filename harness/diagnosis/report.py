@@ -45,7 +45,7 @@ def _facts(run: RunData) -> list[tuple[str, str]]:
     s = run.summary
     facts: list[tuple[str, Any]] = [
         ("status", s.get("status", "unknown (no summary.json)")),
-        ("steps", f"{s.get('steps', run.train[-1]['step'] if run.train else 0)} / {run.max_steps}"),
+        ("steps", f"{s.get('steps', run.train[-1]['step'] if run.train else 0)} / {run.max_steps or '?'}"),
         ("final train loss", s.get("final_train_loss")),
         ("best val loss", s.get("best_val_loss")),
         ("chance loss (ln K)", s.get("chance_loss")),

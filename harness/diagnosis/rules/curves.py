@@ -7,7 +7,7 @@ import numpy as np
 
 from harness.diagnosis.advice import instability_fixes
 from harness.diagnosis.findings import Finding, Severity
-from harness.diagnosis.load import RunData
+from harness.diagnosis.load import RunData, Series
 from harness.diagnosis.signals import (EDGE_POINTS, end_level, excursions, fmt, level_at, noise_level, rolling_median,
                                        start_level)
 
@@ -18,6 +18,9 @@ DIVERGE_RISE = 1.5
 # "At chance": within 5% of ln(K). A model that learned even the label frequencies of an
 # unbalanced task, or anything about the inputs, leaves this band within a few hundred updates.
 CHANCE_BAND = 0.05
+# ... given time at its full LR: judged only after 50 updates past warmup (the healthy preset
+# leaves the band within ~50); shorter runs (debug=smoke, a run cut off in warmup) are not judged.
+CHANCE_MIN_UPDATES = 50
 # Oscillating: the train loss, smoothed over 3 log points, climbs above its best so far by >25%,
 # by >0.05 nats and by >6x its own point-to-point noise, then comes back, at least 3 times: the
 # field's "loss goes up and down wildly -> LR too high". Smoothing and the noise floor keep batch
@@ -70,10 +73,14 @@ def diverging(run: RunData) -> Finding | None:
 
 def plateau_at_chance(run: RunData) -> Finding | None:
     chance = run.summary.get("chance_loss")
+    warmup = run.warmup or 0
     loss = run.series("train/loss").finite()
-    if not chance or len(loss) < 2:
+    loss = Series(loss.steps[loss.steps > warmup], loss.values[loss.steps > warmup])
+    if not chance or not len(loss) or loss.steps[-1] - warmup < CHANCE_MIN_UPDATES:
         return None
     late = loss.after_fraction(0.5)
+    if len(late) < EDGE_POINTS:
+        return None
     level = float(np.median(late.values))
     if abs(level - chance) > CHANCE_BAND * chance:
         return None

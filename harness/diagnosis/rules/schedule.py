@@ -32,6 +32,6 @@ def schedule_ended_early(run: RunData) -> Finding | None:
     return Finding("schedule_ended_early", Severity.WARNING, "the LR schedule ended long before the run",
                    f"the LR reached its floor {fmt(floor)} (peak {fmt(peak)}) at step {reached} and stayed there "
                    f"for the last {tail:.0%} of the {total} steps.",
-                   "make the schedule span the run: its length must equal trainer.max_steps (decaying schedules "
-                   "here use trainer.max_steps; a gentler shape: schedule.power, schedule=cosine); or stop "
-                   "the run earlier (trainer.max_steps).")
+                   "the decay should end at trainer.max_steps: a schedule length set on its own must match it; "
+                   "with schedule=poly a lower schedule.power; or end the run where the LR bottoms out "
+                   "(trainer.max_steps).")
