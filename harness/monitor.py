@@ -6,8 +6,10 @@ basic  per-parameter grad norm, param norm, update/param ratio           a few f
 full   basic + activation mean/std/dead fraction (forward hooks),
        attention entropy per head (gpt), optional TensorBoard histograms  hooks for one forward pass
 
-On other steps no hook is attached and nothing is computed. Values stay on the device until
-the trainer reads the whole log window at once.
+A collection happens on a logging step that crosses a multiple of `every` (so at most once per
+`every` steps, and on every logging step when `every <= log_every`); on all other steps no hook
+is attached and nothing is computed. Values stay on the device until the trainer reads the
+whole log window at once.
 """
 from __future__ import annotations
 
@@ -28,11 +30,15 @@ DEAD_CAPABLE = (nn.ReLU,)  # units that can output exactly 0 for every input
 def validate_monitor_config(cfg: DictConfig) -> None:
     if cfg.get("level") not in LEVELS:
         raise ConfigError("monitor.level", cfg.get("level"), f"one of {list(LEVELS)}")
+    every = cfg.get("every", 1)
+    if isinstance(every, bool) or not isinstance(every, int) or every < 1:
+        raise ConfigError("monitor.every", every, "an integer >= 1 (steps between collections)")
 
 
 class Monitor:
     def __init__(self, cfg: DictConfig, model: nn.Module) -> None:
         self.level = cfg.level
+        self.every = int(cfg.get("every", 1))
         self.histograms = bool(cfg.get("histograms", False)) and self.level == "full"
         self.named = [(n, p) for n, p in model.named_parameters() if p.requires_grad]
         self.model = model
@@ -40,9 +46,13 @@ class Monitor:
         self.hist_tensors: dict[str, torch.Tensor] = {}
         self._before: list[torch.Tensor] | None = None
 
-    @property
-    def active(self) -> bool:
-        return self.level != "off"
+    def due(self, step: int, log_every: int) -> bool:
+        """Collect on logging step `step`? True when a multiple of `every` lies in
+        (previous logging step, step]; stateless, so a resumed run collects on the same steps."""
+        if self.level == "off":
+            return False
+        previous_log = ((step - 1) // log_every) * log_every
+        return step // self.every != previous_log // self.every
 
     @contextlib.contextmanager
     def capture_forward(self, enabled: bool) -> Iterator[None]:
@@ -70,10 +80,9 @@ class Monitor:
     def _activation_hook(self, name: str, dead_capable: bool):
         def hook(_module: nn.Module, _inputs: tuple, output: torch.Tensor) -> None:
             out = output.detach().float()
-            self.metrics[f"act_mean/{name}"] = out.mean()
-            self.metrics[f"act_std/{name}"] = out.std()
+            self.metrics[f"act_std/{name}"], self.metrics[f"act_mean/{name}"] = torch.std_mean(out)
             if dead_capable:  # a unit is dead when it is 0 for every sample of the batch
-                self.metrics[f"act_dead/{name}"] = (out.reshape(-1, out.shape[-1]) <= 0).all(0).float().mean()
+                self.metrics[f"act_dead/{name}"] = (out.reshape(-1, out.shape[-1]).amax(0) <= 0).float().mean()
         return hook
 
     @torch.no_grad()

@@ -124,7 +124,7 @@ class Trainer:
         """One optimizer update over `accum` micro-batches (order matters; see README)."""
         step = self.state.step + 1
         log_step = self._is_log_step(step)
-        monitoring = log_step and self.monitor.active
+        monitoring = log_step and self.monitor.due(step, self.log_every)
         self.faults.arm(step)
         micro_batches = split_for_rank(self.stream.next_batch(), self.dist.rank, self.dist.world_size, self.accum)
         loss = None

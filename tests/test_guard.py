@@ -93,7 +93,7 @@ def test_early_stopping_counts_across_resume(tmp_path):
 
 
 def test_monitors_hook_only_logging_steps(tmp_path):
-    cfg = compose_cfg([*MLP, "trainer.max_steps=10", "monitor=full", "model.depth=3"])
+    cfg = compose_cfg([*MLP, "trainer.max_steps=10", "monitor=full", "monitor.every=5", "model.depth=3"])
     trainer = build_trainer(cfg, tmp_path, torch.device("cpu"), resume_from=None)
     hooks_seen = []
     for step in range(1, 11):
@@ -113,7 +113,7 @@ def test_monitors_hook_only_logging_steps(tmp_path):
 
 
 def test_update_ratio_and_norms_are_what_they_claim(tmp_path):
-    cfg = compose_cfg([*MLP, "trainer.max_steps=10", "trainer.log_every=1", "monitor=basic", "optim=sgd", "clip=null"])
+    cfg = compose_cfg([*MLP, "trainer.max_steps=10", "trainer.log_every=1", "monitor=basic", "monitor.every=1", "optim=sgd", "clip=null"])
     trainer = build_trainer(cfg, tmp_path, torch.device("cpu"), resume_from=None)
     name, param = next(iter(trainer.raw_model.named_parameters()))
     before = param.detach().clone()
@@ -123,3 +123,15 @@ def test_update_ratio_and_norms_are_what_they_claim(tmp_path):
     assert metrics[f"update_ratio/{name}"].item() == pytest.approx(((after - before).norm() / after.norm()).item(), rel=1e-4)
     assert metrics[f"param_norm/{name}"].item() == pytest.approx(after.norm().item(), rel=1e-5)
     assert metrics[f"grad_norm/{name}"].item() > 0
+
+
+def test_monitor_cadence_is_stateless_and_bounded():
+    from omegaconf import OmegaConf
+
+    from harness.monitor import Monitor
+
+    monitor = Monitor(OmegaConf.create({"level": "basic", "every": 100}), torch.nn.Linear(2, 2))
+    due = [s for s in range(1, 1001) if s % 25 == 0 and monitor.due(s, log_every=25)]
+    assert due == list(range(100, 1001, 100))
+    due = [s for s in range(1, 301) if s % 7 == 0 and monitor.due(s, log_every=7)]
+    assert due == [105, 203]  # the first logging step at or after each multiple of 100
