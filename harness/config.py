@@ -15,6 +15,7 @@ from harness.errors import ConfigError
 from harness.faults import validate_fault_config
 from harness.guard import validate_guard_config
 from harness.loss import validate_loss_config
+from harness.lr_scaling import validate_scale_lr_config
 from harness.models import validate_model_config
 from harness.models.init import validate_init_config
 from harness.monitor import validate_monitor_config
@@ -96,6 +97,7 @@ def validate_config(cfg: DictConfig, world_size: int = 1) -> torch.device:
     validate_model_config(cfg.model, data_task(cfg))
     validate_init_config(cfg.init)
     validate_loss_config(cfg.loss)
+    validate_scale_lr_config(cfg.scale_lr)
     validate_logger_config(cfg.logger)
     validate_monitor_config(cfg.monitor)
     validate_guard_config(cfg.guard)

@@ -20,6 +20,7 @@ from harness.config import validate_config
 from harness.data import build_data
 from harness.distributed import DistInfo, destroy_process_group, dist_info_from_env, init_process_group
 from harness.errors import ConfigError
+from harness.lr_scaling import apply_lr_scaling
 from harness.models import build_model
 from harness.models.init import apply_init
 from harness.optim import build_optimizer
@@ -100,6 +101,7 @@ def run(cfg: DictConfig, run_dir: Path | None = None) -> Any:
     """Train one run; returns the objective (a float, a list for multi-objective, or NaN)."""
     dist = dist_info_from_env()
     device = validate_config(cfg, dist.world_size)
+    cfg = apply_lr_scaling(cfg)
     run_dir = Path(run_dir) if run_dir is not None else hydra_run_dir()
     resume_from = find_resume_checkpoint(cfg.resume, run_dir)
     if dist.enabled and device.type == "cuda":

@@ -1,0 +1,44 @@
+"""Batch-size scaling of the LR (`scale_lr`): move a recipe tuned at one batch size to another.
+
+linear  lr x k, k = batch_size / base_batch (Goyal et al. 2017, SGD; pair it with warmup)
+sqrt    lr x sqrt(k) (Adam-family optimizers; Malladi et al. 2022)
+Warmup given in steps shrinks by k, so it still covers the same number of samples; a warmup
+given as a fraction of the run is left alone.
+"""
+from __future__ import annotations
+
+import logging
+import math
+
+from omegaconf import DictConfig, OmegaConf, open_dict
+
+from harness.errors import ConfigError
+
+RULES = ("linear", "sqrt")
+log = logging.getLogger("harness")
+
+
+def validate_scale_lr_config(cfg: DictConfig) -> None:
+    base = cfg.get("base_batch")
+    if base is not None and (isinstance(base, bool) or not isinstance(base, int) or base < 1):
+        raise ConfigError("scale_lr.base_batch", base, "null (off) or the batch size optim.lr was tuned at (>= 1)")
+    if cfg.get("rule") not in RULES:
+        raise ConfigError("scale_lr.rule", cfg.get("rule"), f"one of {list(RULES)}")
+
+
+def apply_lr_scaling(cfg: DictConfig) -> DictConfig:
+    """The config with optim.lr and schedule.warmup rescaled; `cfg` itself when scaling is off."""
+    base = cfg.scale_lr.base_batch
+    if base is None or base == cfg.batch_size:
+        return cfg
+    k = cfg.batch_size / base
+    factor = k if cfg.scale_lr.rule == "linear" else math.sqrt(k)
+    scaled = OmegaConf.create(OmegaConf.to_container(cfg, resolve=True))
+    warmup = cfg.schedule.get("warmup", 0)
+    with open_dict(scaled):
+        scaled.optim.lr = float(cfg.optim.lr) * factor
+        if isinstance(warmup, int) and warmup > 0:
+            scaled.schedule.warmup = max(1, round(warmup / k))
+    log.info("scale_lr (%s): batch %d = %.3gx base %d: optim.lr %g -> %g, warmup %s -> %s steps",
+             cfg.scale_lr.rule, cfg.batch_size, k, base, cfg.optim.lr, scaled.optim.lr, warmup, scaled.schedule.get("warmup"))
+    return scaled

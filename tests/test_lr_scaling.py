@@ -1,0 +1,36 @@
+import pytest
+from omegaconf import OmegaConf
+
+from conftest import compose_cfg, train
+from harness.config import validate_config
+from harness.errors import ConfigError
+from harness.lr_scaling import apply_lr_scaling
+
+
+@pytest.mark.parametrize("rule,factor", [("linear", 4.0), ("sqrt", 2.0)])
+def test_lr_and_warmup_follow_the_batch(rule, factor):
+    cfg = compose_cfg(["batch_size=32", "scale_lr.base_batch=8", f"scale_lr.rule={rule}", "optim.lr=1e-3",
+                       "schedule.warmup=100"])
+    scaled = apply_lr_scaling(cfg)
+    assert scaled.optim.lr == pytest.approx(1e-3 * factor)
+    assert scaled.schedule.warmup == 25  # the same 3200 warmup samples at 4x the batch
+    assert cfg.optim.lr == 1e-3  # the user's config is not modified
+
+
+def test_off_by_default_and_fractions_stay():
+    cfg = compose_cfg([])
+    assert apply_lr_scaling(cfg) is cfg
+    scaled = apply_lr_scaling(compose_cfg(["batch_size=64", "scale_lr.base_batch=32", "schedule.warmup=0.1"]))
+    assert scaled.schedule.warmup == 0.1
+
+
+def test_the_run_trains_with_the_scaled_values(tmp_path):
+    run = tmp_path / "run"
+    train(["model=mlp", "data=synthetic", "debug=smoke", "batch_size=16", "scale_lr.base_batch=8", "optim.lr=1e-3"], run)
+    used = OmegaConf.load(run / "config.yaml")
+    assert used.optim.lr == pytest.approx(2e-3) and used.schedule.warmup == 1
+
+
+def test_bad_base_batch():
+    with pytest.raises(ConfigError, match="scale_lr.base_batch"):
+        validate_config(compose_cfg(["scale_lr.base_batch=0"]))
