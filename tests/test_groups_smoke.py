@@ -50,3 +50,13 @@ def test_option_runs_with_smoke(group, option, tmp_path):
     assert summary["steps"] == 6
     assert math.isfinite(objective) and objective == summary["best_val_loss"]
     assert (tmp_path / "run" / "checkpoints" / "best.pt").exists()
+
+
+@pytest.mark.slow
+def test_compile_matches_eager(tmp_path):
+    """compile=true (torch.compile, ~20 s of compilation on CPU) trains like eager mode."""
+    overrides = [*VECTOR, "debug=smoke"]
+    eager, _ = train(overrides, tmp_path / "eager")
+    compiled, summary = train([*overrides, "compile=true"], tmp_path / "compiled")
+    assert summary["status"] == "completed"
+    assert compiled == pytest.approx(eager, rel=1e-3)
