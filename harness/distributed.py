@@ -39,6 +39,13 @@ def init_process_group(info: DistInfo, device: torch.device) -> None:
         dist.init_process_group(backend="nccl" if device.type == "cuda" else "gloo")
 
 
+def barrier(info: DistInfo) -> None:
+    """Wait for every rank. Before teardown: a gloo rank that destroys its process group while a
+    peer is still working aborts ("terminate called without an active exception")."""
+    if info.enabled:
+        dist.barrier()
+
+
 def destroy_process_group() -> None:
     if dist.is_initialized():
         dist.destroy_process_group()

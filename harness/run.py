@@ -18,7 +18,7 @@ from omegaconf import DictConfig, OmegaConf
 from harness.checkpoint import latest_valid_checkpoint, load_checkpoint
 from harness.config import validate_config
 from harness.data import build_data
-from harness.distributed import DistInfo, destroy_process_group, dist_info_from_env, init_process_group
+from harness.distributed import DistInfo, barrier, destroy_process_group, dist_info_from_env, init_process_group
 from harness.errors import ConfigError
 from harness.lr_scaling import apply_lr_scaling
 from harness.models import build_model
@@ -116,7 +116,9 @@ def run(cfg: DictConfig, run_dir: Path | None = None) -> Any:
         return run_doctor(cfg, run_dir, device)
     init_process_group(dist, device)
     try:
-        return _train(cfg, run_dir, device, dist, resume_from)
+        objective = _train(cfg, run_dir, device, dist, resume_from)
+        barrier(dist)  # rank 0 may still be writing summary.json and the report
+        return objective
     finally:
         destroy_process_group()
 
