@@ -8,12 +8,14 @@ renamed over the target, so a crash at any instant leaves every existing checkpo
 """
 from __future__ import annotations
 
+import json
 import os
 import random
 import re
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 import numpy as np
 import torch
@@ -22,12 +24,14 @@ CKPT_DIR = "checkpoints"
 STEP_PATTERN = re.compile(r"step_(\d{8})\.pt$")
 
 
-def atomic_torch_save(obj: Any, path: Path) -> None:
+def atomic_write(path: Path, write: Callable[[IO[bytes]], None]) -> None:
+    """Write through `write` to a temporary file beside `path`, fsync it, rename it over `path`
+    and fsync the directory: readers see the old file or the new one, never a torn one."""
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
         with os.fdopen(fd, "wb") as f:
-            torch.save(obj, f)
+            write(f)
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)
@@ -39,6 +43,14 @@ def atomic_torch_save(obj: Any, path: Path) -> None:
         os.fsync(dir_fd)  # make the rename itself durable
     finally:
         os.close(dir_fd)
+
+
+def atomic_torch_save(obj: Any, path: Path) -> None:
+    atomic_write(path, lambda f: torch.save(obj, f))
+
+
+def atomic_json_dump(obj: Any, path: Path) -> None:
+    atomic_write(path, lambda f: f.write(json.dumps(obj, indent=2).encode()))
 
 
 def rng_state() -> dict[str, Any]:

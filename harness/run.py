@@ -1,12 +1,9 @@
 """Build every component from the validated config, resume if asked, train, write summary.json."""
 from __future__ import annotations
 
-import json
 import logging
 import math
-import os
 import random
-import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -15,7 +12,7 @@ import numpy as np
 import torch
 from omegaconf import DictConfig, OmegaConf
 
-from harness.checkpoint import latest_valid_checkpoint, load_checkpoint
+from harness.checkpoint import atomic_json_dump, latest_valid_checkpoint, load_checkpoint
 from harness.config import validate_config
 from harness.data import build_data
 from harness.distributed import DistInfo, barrier, destroy_process_group, dist_info_from_env, init_process_group
@@ -61,15 +58,6 @@ def find_resume_checkpoint(resume: str | None, run_dir: Path) -> tuple[Path, dic
     if found is None:
         raise ConfigError("resume", resume, "a run directory with at least one valid checkpoint in checkpoints/")
     return found
-
-
-def write_json_atomic(obj: dict[str, Any], path: Path) -> None:
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
-    with os.fdopen(fd, "w") as f:
-        json.dump(obj, f, indent=2)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
 
 
 def summarize(trainer: Trainer, status: str, wall_time: float, cfg: DictConfig) -> dict[str, Any]:
@@ -187,7 +175,7 @@ def _train(cfg: DictConfig, run_dir: Path, device: torch.device, dist: DistInfo,
             trainer.tracker.close()
     summary = summarize(trainer, status, time.perf_counter() - started, cfg)
     if dist.is_main:
-        write_json_atomic(summary, run_dir / "summary.json")
+        atomic_json_dump(summary, run_dir / "summary.json")
         log.info("%s after %d steps: best val loss %s -> %s", status, summary["steps"],
                  summary["best_val_loss"], run_dir / "summary.json")
         if cfg.diagnose:
