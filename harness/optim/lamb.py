@@ -12,7 +12,7 @@ from typing import Any
 import torch
 from torch.optim import Optimizer
 
-from harness.optim.checks import check_lr_and_betas
+from harness.optim.checks import check_hyperparameters
 
 
 class Lamb(Optimizer):
@@ -30,11 +30,9 @@ class Lamb(Optimizer):
         eps: float = 1e-6,
         weight_decay: float = 0.0,
     ) -> None:
-        check_lr_and_betas(lr, betas)
+        check_hyperparameters(lr, betas, weight_decay)
         if not eps >= 0:
             raise ValueError(f"eps must be >= 0, got {eps}")
-        if not weight_decay >= 0:
-            raise ValueError(f"weight_decay must be >= 0, got {weight_decay}")
         defaults = {"lr": lr, "betas": tuple(betas), "eps": eps, "weight_decay": weight_decay}
         super().__init__(params, defaults)
 

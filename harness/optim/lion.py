@@ -12,7 +12,7 @@ from typing import Any
 import torch
 from torch.optim import Optimizer
 
-from harness.optim.checks import check_lr_and_betas
+from harness.optim.checks import check_hyperparameters
 
 
 class Lion(Optimizer):
@@ -28,9 +28,7 @@ class Lion(Optimizer):
         betas: tuple[float, float] = (0.9, 0.99),
         weight_decay: float = 0.0,
     ) -> None:
-        check_lr_and_betas(lr, betas)
-        if not weight_decay >= 0:
-            raise ValueError(f"weight_decay must be >= 0, got {weight_decay}")
+        check_hyperparameters(lr, betas, weight_decay)
         super().__init__(params, {"lr": lr, "betas": tuple(betas), "weight_decay": weight_decay})
 
     @torch.no_grad()
