@@ -9,6 +9,8 @@ import torch.nn.functional as F
 from torch import nn
 from torch.utils.checkpoint import checkpoint
 
+from harness.models.checks import Problem, size_and_dropout_problems
+
 
 @dataclass
 class GPTConfig:
@@ -27,20 +29,16 @@ class GPTConfig:
     """pre: LayerNorm before each sublayer (stable); post: after the residual add (original, needs warmup)."""
     qk_norm: bool = False
     """LayerNorm on per-head queries and keys, which bounds attention logits."""
-    tie_embeddings: bool = True
-    """Share the token embedding with the output head (fewer parameters, GPT-2 practice)."""
+    tie_embeddings: bool = False
+    """Share the token embedding with the output head (GPT-2 practice). Off by default: a tied,
+    untrained model favours echoing its input token, so its first loss sits below ln(vocab)."""
     activation_checkpointing: bool = False
     """Recompute each block in backward: less activation memory for ~30% more compute."""
 
-    def validate(self) -> list[tuple[str, object, str]]:
-        problems = []
-        for key in ("block_size", "n_layer", "n_head", "n_embd"):
-            if getattr(self, key) < 1:
-                problems.append((key, getattr(self, key), "an integer >= 1"))
+    def validate(self) -> list[Problem]:
+        problems = size_and_dropout_problems(self, ("block_size", "n_layer", "n_head", "n_embd"))
         if self.n_head >= 1 and self.n_embd % self.n_head:
             problems.append(("n_embd", self.n_embd, f"a multiple of n_head={self.n_head}"))
-        if not 0.0 <= self.dropout < 1.0:
-            problems.append(("dropout", self.dropout, "a number in [0, 1)"))
         if self.ln_position not in ("pre", "post"):
             problems.append(("ln_position", self.ln_position, "pre or post"))
         return problems

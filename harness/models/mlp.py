@@ -6,6 +6,8 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
+from harness.models.checks import Problem, size_and_dropout_problems
+
 ACTIVATIONS = {"relu": nn.ReLU, "gelu": nn.GELU, "silu": nn.SiLU, "tanh": nn.Tanh, "sigmoid": nn.Sigmoid}
 NORMS = {"none": lambda width: nn.Identity(), "layer": nn.LayerNorm, "batch": nn.BatchNorm1d}
 
@@ -26,17 +28,12 @@ class MLPConfig:
     """Hidden layers become x + f(x): gradients reach early layers even in deep stacks."""
     dropout: float = 0.0
 
-    def validate(self) -> list[tuple[str, object, str]]:
-        problems = []
-        for key in ("depth", "width"):
-            if getattr(self, key) < 1:
-                problems.append((key, getattr(self, key), "an integer >= 1"))
+    def validate(self) -> list[Problem]:
+        problems = size_and_dropout_problems(self, ("depth", "width"))
         if self.activation not in ACTIVATIONS:
             problems.append(("activation", self.activation, f"one of {sorted(ACTIVATIONS)}"))
         if self.norm not in NORMS:
             problems.append(("norm", self.norm, f"one of {sorted(NORMS)}"))
-        if not 0.0 <= self.dropout < 1.0:
-            problems.append(("dropout", self.dropout, "a number in [0, 1)"))
         return problems
 
 
