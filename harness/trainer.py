@@ -1,8 +1,8 @@
 """The training loop: one optimizer update per `train_step`, everything else hangs off `fit`.
 
 Host syncs are deliberate: metrics stay on the device and are read once every `log_every`
-steps; with the guard on, one flag per update (is this update finite?) is read so a bad
-update can be skipped before it touches the parameters or the optimizer state.
+steps; with the guard on, the update's loss and grad norm are read once (see guard.py) so a
+bad update can be skipped before it touches the parameters or the optimizer state.
 """
 from __future__ import annotations
 
