@@ -22,6 +22,16 @@ BAD_VALUES = [
     (["model=mlp"], "model", "harness.models.mlp.MLP"),
     (["data=tokens", "data.dir=/nonexistent"], "data.dir", "/nonexistent"),
     (["objective=accuracy"], "objective", "accuracy"),
+    (["accum_reduction=avg"], "accum_reduction", "avg"),
+    (["mode=train2"], "mode", "train2"),
+    (["guard.spike_zscore=-1"], "guard.spike_zscore", "-1"),
+    (["guard.rollback_lr_factor=2"], "guard.rollback_lr_factor", "2"),
+    (["guard.spike_min_history=500"], "guard.spike_min_history", "500"),
+    (["fault=nan_grad", "fault.at=[0]"], "fault.at", "[0]"),
+    (["early_stop=default", "early_stop.patience=0"], "early_stop.patience", "0"),
+    (["monitor.every=0"], "monitor.every", "0"),
+    (["monitor.level=verbose"], "monitor.level", "verbose"),
+    (["scale_lr.rule=cubic"], "scale_lr.rule", "cubic"),
 ]
 
 
