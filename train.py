@@ -1,17 +1,22 @@
 """Train a model: `python train.py optim=adamw clip=1.0` (see README for every group and key)."""
 from __future__ import annotations
 
+import os
 import sys
 
 import hydra
 from omegaconf import DictConfig
 
 from harness.cli import check_group_choices, fail
-from harness.errors import ConfigError
+from harness.errors import HarnessError
 from harness.resolvers import register_resolvers
 from hydra_plugins.harness_torchrun_launcher.relaunch import relaunch_if_asked
 
 register_resolvers()
+# Your own modules (model._target_=mymodels.Net) are importable from where you started train.py,
+# as `python -m` would allow; appended, so they never shadow an installed package.
+if os.getcwd() not in sys.path:
+    sys.path.append(os.getcwd())
 
 
 @hydra.main(version_base="1.3", config_path="conf", config_name="train")
@@ -20,7 +25,7 @@ def main(cfg: DictConfig) -> float | list[float]:
 
     try:
         result = run(cfg)
-    except ConfigError as err:
+    except HarnessError as err:
         fail(err, cleanup_hydra_dir=True)
     if cfg.mode == "doctor" and result:
         sys.exit(1)  # the doctor found failing checks; its table says which and how to fix them

@@ -6,7 +6,7 @@ import sys
 from pathlib import Path
 from typing import NoReturn
 
-from harness.errors import ConfigError
+from harness.errors import ConfigError, HarnessError
 
 CONF_DIR = Path(__file__).resolve().parent.parent / "conf"
 HYDRA_FILES = {".hydra", "train.log"}
@@ -50,8 +50,8 @@ def check_group_choices(argv: list[str]) -> None:
                 fail(ConfigError(key, choice, f"one of {options}"))
 
 
-def fail(err: ConfigError, cleanup_hydra_dir: bool = False) -> NoReturn:
-    """Print `error: key=value is invalid: allowed` and exit 2; drop a run dir holding nothing but Hydra's files."""
+def fail(err: HarnessError, cleanup_hydra_dir: bool = False) -> NoReturn:
+    """Print `error: ...` on one line and exit 2; drop a run dir holding nothing but Hydra's files."""
     print(f"error: {err}", file=sys.stderr)
     if cleanup_hydra_dir:
         _remove_empty_run_dir()

@@ -53,7 +53,13 @@ def resolve_device(name: str) -> torch.device:
 
 
 def data_task(cfg: DictConfig) -> str:
-    return cfg.data.get("task", "classification") if cfg.data.get("name") == "synthetic" else "lm"
+    """The task the data option declares (character and token corpora are language modelling)."""
+    return cfg.data.get("task") or "lm" if cfg.data.get("name") in ("synthetic", "custom", "hf") else "lm"
+
+
+def validate_model_output(value: object) -> None:
+    if isinstance(value, bool) or not isinstance(value, (str, int)) or value == "":
+        raise ConfigError("model_output", value, "auto, the name of an output field (e.g. logits) or a tuple position")
 
 
 def validate_resume(resume: object) -> None:
@@ -95,6 +101,7 @@ def validate_config(cfg: DictConfig, world_size: int = 1) -> torch.device:
     validate_optim_config(cfg.optim)
     validate_data_config(cfg.data)
     validate_model_config(cfg.model, data_task(cfg))
+    validate_model_output(cfg.model_output)
     validate_init_config(cfg.init)
     validate_loss_config(cfg.loss)
     validate_scale_lr_config(cfg.scale_lr)

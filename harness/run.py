@@ -14,12 +14,16 @@ from omegaconf import DictConfig, OmegaConf
 
 from harness.checkpoint import atomic_json_dump, latest_valid_checkpoint, load_checkpoint
 from harness.config import validate_config
-from harness.data import build_data
+from harness.data import BatchRecipe, build_data, loader_settings
+from harness.data.checks import spread_indices
+from harness.data.loader import fetch
 from harness.distributed import DistInfo, barrier, destroy_process_group, dist_info_from_env, init_process_group
-from harness.errors import ConfigError
+from harness.errors import ConfigError, one_line
 from harness.lr_scaling import apply_lr_scaling
 from harness.models import build_model
 from harness.models.init import apply_init
+from harness.models.output import OutputPicker
+from harness.models.probe import probe_model
 from harness.optim import build_optimizer
 from harness.precision import build_precision
 from harness.schedule import build_scheduler
@@ -114,14 +118,19 @@ def run(cfg: DictConfig, run_dir: Path | None = None) -> Any:
 def build_trainer(cfg: DictConfig, run_dir: Path, device: torch.device,
                    resume_from: tuple[Path, dict[str, Any]] | None, dist: DistInfo = DistInfo()) -> Trainer:
     """Every component from its config group, wired into a Trainer (resumed when asked)."""
-    run_dir.mkdir(parents=True, exist_ok=True)
-    if dist.is_main:
-        OmegaConf.save(cfg, run_dir / "config.yaml", resolve=True)
     seed_everything(cfg.seed)
     train_set, val_set, meta = build_data(cfg.data)
+    recipe = BatchRecipe.from_config(cfg.data)
     raw_model = build_model(cfg.model, meta)
     apply_init(raw_model, cfg.init)
     raw_model.to(device)
+    pick_output = OutputPicker(cfg.model_output)
+    micro_batch = cfg.batch_size // (cfg.accum * dist.world_size)
+    x, y = fetch(train_set, recipe, spread_indices(len(train_set), micro_batch))
+    probe_model(raw_model, pick_output, meta, x.to(device), y.to(device), cfg.model._target_)
+    run_dir.mkdir(parents=True, exist_ok=True)  # only now: a configuration that cannot train leaves nothing
+    if dist.is_main:
+        OmegaConf.save(cfg, run_dir / "config.yaml", resolve=True)
     seed_everything(cfg.seed + dist.rank)  # identical weights on every rank, own dropout draws per rank
     optimizer = build_optimizer(cfg.optim, raw_model)
     scheduler = build_scheduler(cfg.schedule, optimizer, cfg.trainer.max_steps)
@@ -132,18 +141,21 @@ def build_trainer(cfg: DictConfig, run_dir: Path, device: torch.device,
             raw_model, device_ids=[device.index] if device.type == "cuda" else None)
     if cfg.compile:
         model = torch.compile(model)
-    resume_step = resume_from[1]["step"] if resume_from else 0
-    # lr_find and doctor drive the trainer for their own purposes: no training log for them
-    logs = dist.is_main and cfg.mode == "train"
-    tracker = Tracker(run_dir, cfg.logger.name, cfg.trainer.max_steps, resume_step) if logs else None
     trainer = Trainer(cfg, model=model, raw_model=raw_model, optimizer=optimizer, scheduler=scheduler,
-                      precision=precision, train_set=train_set, val_set=val_set, meta=meta, device=device,
-                      dist=dist, run_dir=run_dir, tracker=tracker, reporter=TrialReporter.from_env())
+                      precision=precision, train_set=train_set, val_set=val_set, meta=meta, recipe=recipe,
+                      loader=loader_settings(cfg.data, device.type), pick_output=pick_output, device=device,
+                      dist=dist, run_dir=run_dir, tracker=None, reporter=TrialReporter.from_env())
     if resume_from:
-        trainer.load_state_dict(resume_from[1])
-        log.info("resumed from %s at step %d", resume_from[0], resume_step)
+        try:
+            trainer.load_state_dict(resume_from[1])
+        except (RuntimeError, KeyError, ValueError, IndexError) as err:  # another model's or optimizer's shapes
+            raise ConfigError("resume", str(resume_from[0]), f"a checkpoint written by this configuration: "
+                                                             f"loading it raised {one_line(err)}") from None
+        log.info("resumed from %s at step %d", resume_from[0], trainer.state.step)
     elif cfg.resume == "auto":
         log.info("resume=auto: no checkpoint in %s, starting fresh", run_dir)
+    if dist.is_main and cfg.mode == "train":  # lr_find and doctor drive the trainer for their own purposes
+        trainer.tracker = Tracker(run_dir, cfg.logger.name, cfg.trainer.max_steps, trainer.state.step)
     n_params = sum(p.numel() for p in raw_model.parameters())
     log.info("model %s: %.2fM parameters; data %s (%s); device %s; precision %s",
              type(raw_model).__name__, n_params / 1e6, cfg.data.name, meta.task, device, cfg.precision.name)
@@ -171,6 +183,7 @@ def _train(cfg: DictConfig, run_dir: Path, device: torch.device, dist: DistInfo,
     try:
         status = trainer.fit()
     finally:
+        trainer.batches.close()
         if trainer.tracker:
             trainer.tracker.close()
     summary = summarize(trainer, status, time.perf_counter() - started, cfg)

@@ -19,17 +19,20 @@ from typing import Any
 import torch
 from omegaconf import DictConfig, OmegaConf
 from torch import nn
+from torch.utils.data import Dataset
 
 from harness.checkpoint import (latest_valid_checkpoint, rng_state, save_best_checkpoint, save_step_checkpoint,
                                 set_rng_state, step_checkpoints)
 from harness.clipping import clip_gradients, global_grad_norm
-from harness.data import DataMeta, Dataset
-from harness.data.sampler import BatchStream, eval_indices, split_for_rank
+from harness.data import BatchRecipe, DataMeta, LoaderSettings
+from harness.data.loader import EvalBatches, TrainBatches
+from harness.data.sampler import BatchStream, eval_indices
 from harness.distributed import DistInfo, all_gather_objects, all_reduce_mean, all_reduce_min, any_rank, gradient_sync
 from harness.early_stop import EarlyStopping
 from harness.faults import FaultInjector
 from harness.guard import Guard, Verdict
 from harness.loss import compute_loss
+from harness.models.output import OutputPicker
 from harness.monitor import Monitor
 from harness.precision import Precision
 from harness.tracking import Tracker
@@ -81,6 +84,9 @@ class Trainer:
         train_set: Dataset,
         val_set: Dataset,
         meta: DataMeta,
+        recipe: BatchRecipe,
+        loader: LoaderSettings,
+        pick_output: OutputPicker,
         device: torch.device,
         dist: DistInfo,
         run_dir: Path,
@@ -90,7 +96,8 @@ class Trainer:
         self.cfg, self.model, self.raw_model = cfg, model, raw_model
         self.optimizer, self.scheduler, self.precision = optimizer, scheduler, precision
         self.scaler = precision.scaler
-        self.train_set, self.val_set, self.meta = train_set, val_set, meta
+        self.train_set, self.val_set, self.meta, self.recipe = train_set, val_set, meta, recipe
+        self.pick_output = pick_output  # the logits out of a tensor, tuple, dict or ModelOutput
         self.device, self.dist, self.run_dir = device, dist, run_dir
         self.tracker, self.reporter = tracker, reporter
         self.params = [p for p in raw_model.parameters() if p.requires_grad]
@@ -99,7 +106,11 @@ class Trainer:
                                z_loss=float(cfg.loss.z_loss))
         self.eval_loss_fn = partial(compute_loss, task=meta.task)
         self.micro_batch = cfg.batch_size // (cfg.accum * dist.world_size)
-        self.stream = BatchStream(len(train_set), cfg.batch_size, cfg.seed, dist.world_size)
+        self.batches = TrainBatches(train_set, recipe, loader, BatchStream(len(train_set), cfg.batch_size, cfg.seed,
+                                    dist.world_size), dist.rank, dist.world_size, cfg.accum, cfg.seed)
+        count = cfg.trainer.eval_batches * self.micro_batch * dist.world_size
+        eval_share = eval_indices(len(val_set), count).tensor_split(dist.world_size)[dist.rank]
+        self.eval_batches = EvalBatches(val_set, recipe, loader, eval_share, self.micro_batch, cfg.seed)
         self.state = TrainState()
         self.stop_request = StopRequest()
         self.guard = Guard(cfg.guard, dist)
@@ -126,15 +137,15 @@ class Trainer:
         log_step = self._is_log_step(step)
         monitoring = log_step and self.monitor.due(step, self.log_every)
         self.faults.arm(step)
-        micro_batches = split_for_rank(self.stream.next_batch(), self.dist.rank, self.dist.world_size, self.accum)
+        micro_batches = self.batches.next_update()
         loss = None
         for k, mb in enumerate(micro_batches):
             last = k == len(micro_batches) - 1
-            x, y = (t.to(self.device, non_blocking=True) for t in self.train_set.get(mb.indices))
+            x, y = (t.to(self.device, non_blocking=True) for t in self.batches.fetch(mb))
             # Under DDP, gradients are all-reduced only after the last micro-batch's backward.
             with gradient_sync(self.model, sync=last), self.monitor.capture_forward(monitoring and last):
                 with self.precision.autocast():
-                    micro_loss = self.faults.on_loss(self.loss_fn(self.model(x), y))
+                    micro_loss = self.faults.on_loss(self.loss_fn(self.pick_output(self.model(x)), y))
                 # Weighted by its share of the samples, the micro-batches' gradients sum to the
                 # gradient of the whole batch's mean loss (accum_reduction=sum skips this: a bug demo).
                 share = mb.weight if self.mean_reduction else 1.0
@@ -260,9 +271,9 @@ class Trainer:
             self._event("diverged", f"step {self.state.step}: repeated bad updates and no checkpoint to roll back to")
             return "diverged"
         path, ckpt = found
-        before, data_position, fired = self.state, self.stream.state_dict(), self.faults.state_dict()
+        before, data_position, fired = self.state, self.batches.state_dict(), self.faults.state_dict()
         self.load_state_dict(ckpt)
-        self.stream.load_state_dict(data_position)  # skip past the batches that went bad, do not replay them
+        self.batches.load_state_dict(data_position)  # skip past the batches that went bad, do not replay them
         self.faults.load_state_dict(fired)
         self.state.skipped_steps, self.state.overflow_steps = before.skipped_steps, before.overflow_steps
         self.state.events, self.state.rollbacks = before.events, before.rollbacks + 1
@@ -330,14 +341,12 @@ class Trainer:
     def evaluate(self) -> dict[str, float]:
         """Mean loss (and accuracy for classification) over the same fixed validation samples every time."""
         self.model.eval()
-        count = self.cfg.trainer.eval_batches * self.micro_batch * self.dist.world_size
-        indices = eval_indices(len(self.val_set), count).tensor_split(self.dist.world_size)[self.dist.rank]
         totals = torch.zeros(3, device=self.device)  # loss * n, correct, n
-        for chunk in indices.split(self.micro_batch):
-            x, y = (t.to(self.device) for t in self.val_set.get(chunk))
+        for x, y in self.eval_batches:
+            x, y = x.to(self.device), y.to(self.device)
             with self.precision.autocast():
-                out = self.model(x)
-            n = torch.tensor(float(len(chunk)), device=self.device)
+                out = self.pick_output(self.model(x))
+            n = torch.tensor(float(len(y)), device=self.device)
             correct = (out.argmax(-1) == y).float().sum() if self.meta.task == "classification" else n * 0
             totals += torch.stack([self.eval_loss_fn(out, y) * n, correct, n])
         self.model.train()
@@ -397,7 +406,7 @@ class Trainer:
             "scheduler": self.scheduler.state_dict(),
             "scaler": self.scaler.state_dict(),
             "rng": all_gather_objects(rng_state(), self.dist),  # one per rank
-            "data": self.stream.state_dict(),
+            "data": self.batches.state_dict(),
             "trainer": asdict(self.state),
             "guard": self.guard.state_dict(),
             "faults": self.faults.state_dict(),
@@ -411,7 +420,7 @@ class Trainer:
         self.optimizer.load_state_dict(ckpt["optimizer"])
         self.scheduler.load_state_dict(ckpt["scheduler"])
         self.scaler.load_state_dict(ckpt["scaler"])
-        self.stream.load_state_dict(ckpt["data"])
+        self.batches.load_state_dict(ckpt["data"])
         self.state = TrainState(**ckpt["trainer"])
         self.guard.load_state_dict(ckpt["guard"])
         self.faults.load_state_dict(ckpt["faults"])

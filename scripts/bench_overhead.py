@@ -59,11 +59,11 @@ def harness_step(trainer) -> None:
 
 def raw_step_fn(trainer):
     """nanoGPT's loop on the harness's own model, optimizer and data: the floor to compare against."""
-    model, opt, sched, stream, data = trainer.raw_model, trainer.optimizer, trainer.scheduler, trainer.stream, trainer.train_set
+    model, opt, sched, stream, data = trainer.raw_model, trainer.optimizer, trainer.scheduler, trainer.batches.stream, trainer.train_set
     loss_fn, clip = trainer.loss_fn, trainer.clip
 
     def step() -> None:
-        x, y = data.get(stream.next_batch())
+        x, y = data.gather(stream.next_batch())
         loss = loss_fn(model(x), y)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), clip)

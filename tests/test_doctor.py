@@ -160,7 +160,7 @@ def test_the_doctor_leaves_the_trainer_as_built(make_trainer):
     results = diagnose_trainer(trainer, DoctorConfig(overfit_steps=150))
     assert set(statuses(results).values()) == {"PASS"}, results
     assert all(torch.equal(before[k], v) for k, v in trainer.raw_model.state_dict().items())
-    assert trainer.state.step == 0 and not trainer.optimizer.state and trainer.stream.offset == 0
+    assert trainer.state.step == 0 and not trainer.optimizer.state and trainer.batches.stream.offset == 0
 
 
 def test_a_check_that_crashes_is_a_failure_row(make_trainer):

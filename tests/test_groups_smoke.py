@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import json
 import math
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -28,6 +29,16 @@ def extra_for(group: str, option: str, tmp_path) -> list[str]:
         rng.integers(0, 50, 4_000, dtype=np.uint16).tofile(tmp_path / "val.bin")
         (tmp_path / "meta.json").write_text(json.dumps({"vocab_size": 50}))
         return [f"data.dir={tmp_path}"]
+    if group == "data" and option == "custom":
+        return ["data._target_=user_code.pairs", "model=mlp", "model.width=32"]
+    if group == "data" and option == "hf":
+        datasets = pytest.importorskip("datasets", reason='data=hf needs the optional hf extra')
+        lines = Path(json.__file__).read_text().splitlines()
+        datasets.Dataset.from_dict({"text": lines}).save_to_disk(str(tmp_path / "texts"))
+        return [f"data.path={tmp_path / 'texts'}"]
+    if group == "model" and option == "hf_causal_lm":
+        pytest.importorskip("transformers", reason="model=hf_causal_lm needs the optional hf extra")
+        return ["model.block_size=32"]
     if (group, option) in {("data", "synthetic"), ("model", "mlp")}:
         return VECTOR
     return []
@@ -43,7 +54,7 @@ def test_option_runs_with_smoke(group, option, tmp_path):
     if (group, option) == ("optim", "adamw8bit"):
         pytest.importorskip("bitsandbytes", reason="optim=adamw8bit needs the optional bitsandbytes extra")
     overrides = [f"{group}={option}", "debug=smoke", *extra_for(group, option, tmp_path)]
-    if "model=mlp" not in overrides and group != "experiment":
+    if "model=mlp" not in overrides and group != "experiment" and (group, option) != ("model", "hf_causal_lm"):
         overrides += TINY_GPT
     objective, summary = train(overrides, tmp_path / "run")
     assert summary["status"] == "completed"

@@ -120,7 +120,7 @@ def test_sweep_leaves_model_optimizer_and_data_exactly_as_before(make_trainer):
 
 def test_recorded_loss_is_the_batch_mean_across_accumulation(make_trainer):
     trainer = make_trainer([*VECTOR, "accum=4", "batch_size=16"])
-    x, y = trainer.train_set.get(copy.deepcopy(trainer.stream).next_batch())
+    x, y = trainer.train_set.gather(copy.deepcopy(trainer.batches.stream).next_batch())
     with torch.no_grad():
         expected = trainer.loss_fn(trainer.raw_model(x), y).item()
     with driven(trainer) as driver:

@@ -89,11 +89,11 @@ def test_accumulation_matches_one_big_batch(tmp_path):
 def test_partial_tail_batch_is_a_weighted_mean(tmp_path):
     """An epoch tail smaller than the batch still averages over its samples."""
     trainer = _trainer(["batch_size=64", "accum=4", "data.n_train=100"], tmp_path)
-    trainer.stream.next_batch()  # 64 samples; 36 remain in the epoch
+    trainer.batches.stream.next_batch()  # 64 samples; 36 remain in the epoch
     from harness.data.sampler import split_for_rank
 
-    tail = trainer.stream.next_batch()
+    tail = trainer.batches.stream.next_batch()
     micro = split_for_rank(tail, 0, 1, 4)
     assert len(tail) == 36 and sum(len(m.indices) for m in micro) == 36
     assert sum(m.weight for m in micro) == pytest.approx(1.0)
-    assert trainer.stream.epoch == 1 and trainer.stream.offset == 0
+    assert trainer.batches.stream.epoch == 1 and trainer.batches.stream.offset == 0

@@ -1,10 +1,15 @@
-"""The `data` config group: one builder that returns train/val datasets and what the model must know."""
+"""The `data` config group: one builder per option returns train/val datasets and what the model must know;
+every option is read through the same DataLoader settings (conf/train.yaml, `data.num_workers`, ...)."""
 from __future__ import annotations
 
-from omegaconf import DictConfig
+from omegaconf import DictConfig, OmegaConf
 
-from harness.data.base import DataMeta, Dataset
+from harness.data.base import ArrayDataset, DataMeta
 from harness.data.chars import build_stdlib, build_text, validate_stdlib, validate_text
+from harness.data.checks import check_samples
+from harness.data.custom import build_custom, validate_custom
+from harness.data.hf import build_hf, validate_hf
+from harness.data.loader import BatchRecipe, LoaderSettings
 from harness.data.synthetic import build_synthetic, validate_synthetic
 from harness.data.tokens import build_tokens, validate_tokens
 from harness.errors import ConfigError
@@ -15,9 +20,33 @@ BUILDERS = {
     "text": (validate_text, build_text),
     "tokens": (validate_tokens, build_tokens),
     "synthetic": (validate_synthetic, build_synthetic),
+    "custom": (validate_custom, build_custom),
+    "hf": (validate_hf, build_hf),
 }
+PIN_MEMORY = ("auto", True, False)
 
-__all__ = ["DataMeta", "Dataset", "build_data", "validate_data_config"]
+__all__ = ["ArrayDataset", "BatchRecipe", "DataMeta", "LoaderSettings", "build_data",
+           "loader_settings", "validate_data_config"]
+
+
+def _validate_loader(cfg: DictConfig) -> None:
+    workers = cfg.get("num_workers", 0)
+    if isinstance(workers, bool) or not isinstance(workers, int) or workers < 0:
+        raise ConfigError("data.num_workers", workers, "an integer >= 0 (0 reads batches in the training process)")
+    if cfg.get("pin_memory", "auto") not in PIN_MEMORY:
+        raise ConfigError("data.pin_memory", cfg.get("pin_memory"), "auto (on for CUDA), true or false")
+    if not isinstance(cfg.get("persistent_workers", True), bool):
+        raise ConfigError("data.persistent_workers", cfg.get("persistent_workers"), "true or false")
+    prefetch = cfg.get("prefetch_factor")
+    if prefetch is not None and (isinstance(prefetch, bool) or not isinstance(prefetch, int) or prefetch < 1):
+        raise ConfigError("data.prefetch_factor", prefetch, "null (torch's default, 2) or an integer >= 1")
+    for key in ("input_key", "target_key"):
+        value = cfg.get(key)
+        names = list(value) if OmegaConf.is_list(value) and key == "input_key" else [value]
+        if value is not None and not (names and all(isinstance(n, str) and n for n in names)):
+            raise ConfigError(f"data.{key}", value, "null or the name of a field of dict samples"
+                                                    + (" (or a list of names)" if key == "input_key" else ""))
+    BatchRecipe.from_config(cfg)  # imports data.collate_fn
 
 
 def validate_data_config(cfg: DictConfig) -> None:
@@ -25,16 +54,31 @@ def validate_data_config(cfg: DictConfig) -> None:
     name = cfg.get("name")
     if name not in BUILDERS:
         raise ConfigError("data.name", name, f"one of {sorted(BUILDERS)}")
-    if "block_size" in cfg and (not isinstance(cfg.block_size, int) or cfg.block_size < 1):
+    if "block_size" in cfg and (isinstance(cfg.block_size, bool) or not isinstance(cfg.block_size, int)
+                                or cfg.block_size < 1):
         raise ConfigError("data.block_size", cfg.block_size, "an integer >= 1")
-    if "val_fraction" in cfg and not 0.0 < float(cfg.val_fraction) < 1.0:
+    if "val_fraction" in cfg and not (isinstance(cfg.val_fraction, (int, float)) and 0.0 < cfg.val_fraction < 1.0):
         raise ConfigError("data.val_fraction", cfg.val_fraction, "a number in (0, 1)")
+    if name != "custom" and cfg.get("_target_") is not None:
+        raise ConfigError("data._target_", cfg._target_, "set with data=custom (data=custom data._target_=mypkg.build)")
+    _validate_loader(cfg)
     validate, _ = BUILDERS[name]
     validate(cfg)
 
 
-def build_data(cfg: DictConfig) -> tuple[Dataset, Dataset, DataMeta]:
-    """Build (train, val, meta) for the configured data option."""
+def loader_settings(cfg: DictConfig, device_type: str) -> LoaderSettings:
+    pin = cfg.get("pin_memory", "auto")
+    return LoaderSettings(num_workers=int(cfg.get("num_workers", 0)),
+                          pin_memory=device_type == "cuda" if pin == "auto" else bool(pin),
+                          persistent_workers=bool(cfg.get("persistent_workers", True)),
+                          prefetch_factor=cfg.get("prefetch_factor"))
+
+
+def build_data(cfg: DictConfig) -> tuple[ArrayDataset, ArrayDataset, DataMeta]:
+    """Build (train, val, meta) for the configured data option; a sample of both splits is
+    checked against the declared sizes before any training starts."""
     validate_data_config(cfg)
     _, build = BUILDERS[cfg.name]
-    return build(cfg)
+    train, val, meta = build(cfg)
+    check_samples(train, val, meta, BatchRecipe.from_config(cfg))
+    return train, val, meta

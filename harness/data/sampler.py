@@ -24,6 +24,7 @@ class BatchStream:
         self.num_samples, self.batch_size = num_samples, batch_size
         self.seed, self.world_size = seed, world_size
         self.epoch, self.offset = 0, 0
+        self.batch_epoch = 0  # the epoch the last batch came from (seeds its samples' random transforms)
         self._perm: torch.Tensor | None = None
         self._perm_epoch = -1
 
@@ -42,6 +43,7 @@ class BatchStream:
             self.epoch, self.offset = self.epoch + 1, 0
             return self.next_batch()
         batch = self._permutation()[self.offset : self.offset + take]
+        self.batch_epoch = self.epoch
         self.offset += take
         if self.offset + self.world_size > self.num_samples:
             self.epoch, self.offset = self.epoch + 1, 0

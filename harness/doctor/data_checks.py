@@ -5,7 +5,7 @@ import torch
 
 from harness.data import DataMeta
 from harness.doctor.result import Outcome, Status
-from harness.doctor.sampling import sample_indices
+from harness.doctor.sampling import read, sample_indices
 from harness.trainer import Trainer
 
 SAMPLES_PER_SPLIT = 2048  # enough to see any realistic label set vary; a single cheap gather
@@ -17,7 +17,7 @@ def num_classes(meta: DataMeta) -> int | None:
 
 
 def _samples(trainer: Trainer) -> dict[str, tuple[torch.Tensor, torch.Tensor]]:
-    return {split: data.get(sample_indices(data, SAMPLES_PER_SPLIT))
+    return {split: read(trainer, data, sample_indices(data, SAMPLES_PER_SPLIT))
             for split, data in (("train", trainer.train_set), ("val", trainer.val_set))}
 
 

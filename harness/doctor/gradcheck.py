@@ -13,12 +13,12 @@ from collections.abc import Callable
 
 import torch
 import torch.nn.functional as F
-from hydra.utils import get_object
 from omegaconf import OmegaConf
 from torch import nn
 
+from harness.callables import locate
 from harness.doctor.result import Outcome, Status
-from harness.doctor.sampling import sample_indices
+from harness.doctor.sampling import read, sample_indices
 from harness.models import build_model
 from harness.models.init import apply_init
 from harness.trainer import Trainer
@@ -52,7 +52,7 @@ def tiny_model(trainer: Trainer) -> nn.Module:
 
 def _rebuildable(trainer: Trainer) -> bool:
     """Our models carry a typed Config whose size keys can be shrunk; others are opaque."""
-    return hasattr(get_object(trainer.cfg.model._target_), "Config")
+    return hasattr(locate("model._target_", trainer.cfg.model._target_), "Config")
 
 
 def _loss64(output: torch.Tensor, target: torch.Tensor, task: str) -> torch.Tensor:
@@ -63,7 +63,7 @@ def _loss64(output: torch.Tensor, target: torch.Tensor, task: str) -> torch.Tens
 
 
 def _tiny_batch(trainer: Trainer) -> tuple[torch.Tensor, torch.Tensor]:
-    x, y = trainer.train_set.get(sample_indices(trainer.train_set, TINY_SAMPLES))
+    x, y = read(trainer, trainer.train_set, sample_indices(trainer.train_set, TINY_SAMPLES))
     if trainer.meta.task == "lm":
         x, y = x[:, :TINY_BLOCK], y[:, :TINY_BLOCK]
     return (x.double() if x.is_floating_point() else x), y
@@ -90,7 +90,7 @@ def check_gradients(trainer: Trainer) -> Outcome:
     def loss() -> torch.Tensor:
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(0)  # the same dropout mask in every evaluation
-            return _loss64(model(x), y, trainer.meta.task)
+            return _loss64(trainer.pick_output(model(x)), y, trainer.meta.task)
 
     loss().backward()
     named = [(n, p) for n, p in model.named_parameters() if p.requires_grad and p.grad is not None]

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import torch
 
+from harness.data.loader import FixedBatches
 from harness.doctor.config import DoctorConfig
 from harness.doctor.data_checks import num_classes
 from harness.doctor.result import Outcome, Status
@@ -30,9 +31,9 @@ def clean_loss(trainer: Trainer, indices: torch.Tensor) -> float:
     model = trainer.raw_model
     model.eval()
     total = 0.0
-    for x, y in batches(trainer.train_set, indices, trainer.micro_batch, trainer.device):
+    for x, y in batches(trainer, indices):
         with trainer.precision.autocast():
-            total += trainer.eval_loss_fn(model(x), y).item() * len(x)
+            total += trainer.eval_loss_fn(trainer.pick_output(model(x)), y).item() * len(x)
     model.train()
     return total / len(indices)
 
@@ -59,9 +60,8 @@ def check_gradient_flow(trainer: Trainer) -> Outcome:
     """One backward pass in float32: every trainable parameter must get a finite, non-zero gradient."""
     model = trainer.raw_model
     model.zero_grad(set_to_none=True)
-    x, y = next(batches(trainer.train_set, sample_indices(trainer.train_set, trainer.micro_batch),
-                        trainer.micro_batch, trainer.device))
-    trainer.loss_fn(model(x), y).backward()
+    x, y = next(batches(trainer, sample_indices(trainer.train_set, trainer.micro_batch)))
+    trainer.loss_fn(trainer.pick_output(model(x)), y).backward()
     named = [(n, p) for n, p in model.named_parameters() if p.requires_grad]
     missing = [n for n, p in named if p.grad is None]
     zero = [n for n, p in named if p.grad is not None and not p.grad.any()]
@@ -85,16 +85,6 @@ def _names(names: list[str]) -> str:
     return shown + (f" (+{len(names) - NAMES_SHOWN} more)" if len(names) > NAMES_SHOWN else "")
 
 
-class _FixedBatch:
-    """Stands in for the trainer's BatchStream: the same samples for every update."""
-
-    def __init__(self, indices: torch.Tensor) -> None:
-        self.indices = indices
-
-    def next_batch(self) -> torch.Tensor:
-        return self.indices
-
-
 def check_overfit(trainer: Trainer, settings: DoctorConfig) -> Outcome:
     """The real training step, at the configured peak LR, memorises a tiny batch; the trainer is restored after."""
     indices = sample_indices(trainer.train_set, settings.overfit_samples)
@@ -102,7 +92,8 @@ def check_overfit(trainer: Trainer, settings: DoctorConfig) -> Outcome:
     target = OVERFIT_RATIO * initial
     loss, steps = initial, 0
     with driven(trainer) as driver:
-        trainer.stream = _FixedBatch(indices)
+        trainer.batches = FixedBatches(trainer.train_set, trainer.recipe, indices, trainer.dist.rank,
+                                       trainer.dist.world_size, trainer.accum)
         while steps < settings.overfit_steps and loss > target:
             driver.step(driver.reference_lr)
             steps += 1

@@ -3,23 +3,25 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-import numpy as np
 import torch
+from torch.utils.data import Dataset
 
-from harness.data import Dataset
-
-SAMPLE_SEED = 0
+from harness.data.checks import spread_indices
+from harness.data.loader import fetch
+from harness.trainer import Trainer
 
 
 def sample_indices(dataset: Dataset, count: int) -> torch.Tensor:
-    """`count` distinct indices spread over the whole dataset (not its first rows, which may be
-    unrepresentative); without permuting all of it, which takes seconds for a large corpus."""
-    rng = np.random.default_rng(SAMPLE_SEED)
-    return torch.from_numpy(rng.choice(len(dataset), size=min(count, len(dataset)), replace=False))
+    return spread_indices(len(dataset), count)
 
 
-def batches(dataset: Dataset, indices: torch.Tensor, size: int,
-            device: torch.device) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
-    for chunk in indices.split(size):
-        x, y = dataset.get(chunk)
-        yield x.to(device), y.to(device)
+def read(trainer: Trainer, dataset: Dataset, indices: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """The samples at `indices`, collated as training would collate them (on the CPU)."""
+    return fetch(dataset, trainer.recipe, indices)
+
+
+def batches(trainer: Trainer, indices: torch.Tensor) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
+    """Training samples in micro-batches, on the trainer's device."""
+    for chunk in indices.split(trainer.micro_batch):
+        x, y = read(trainer, trainer.train_set, chunk)
+        yield x.to(trainer.device), y.to(trainer.device)

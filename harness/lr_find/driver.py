@@ -80,13 +80,13 @@ def _to_cpu(obj: Any) -> Any:
 @contextlib.contextmanager
 def driven(trainer: Trainer) -> Iterator[StepDriver]:
     """A StepDriver; on exit the model, optimizer, scheduler, scaler, RNG, data position,
-    counters, loss function and batch stream are exactly what they were on entry."""
+    counters, loss function and batch source are exactly what they were on entry."""
     snapshot = _to_cpu(trainer.state_dict())
-    stream, recorder = trainer.stream, _LossRecorder(trainer.loss_fn)
+    batches, recorder = trainer.batches, _LossRecorder(trainer.loss_fn)
     trainer.loss_fn = recorder
     try:
         yield StepDriver(trainer, recorder)
     finally:
-        trainer.loss_fn, trainer.stream = recorder.loss_fn, stream
+        trainer.loss_fn, trainer.batches = recorder.loss_fn, batches
         trainer.optimizer.zero_grad(set_to_none=True)
         trainer.load_state_dict(snapshot)

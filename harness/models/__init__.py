@@ -2,49 +2,37 @@
 
 A class with a nested `Config` dataclass gets the group's keys type-checked into it, and the
 fields the data decides (vocab_size, block_size, in/out features) filled in. Any other
-callable (`model._target_=mypkg.Net`) is called with the group's keys, plus those data fields
-its signature asks for.
+callable (`model._target_=mypkg.Net`) is called with the keys the user set (never the defaults
+of the option it replaced, see keys.py), plus those data fields its signature names.
 """
 from __future__ import annotations
 
 import dataclasses
-import inspect
+from functools import partial
 from typing import Any
 
-from hydra.utils import get_object
 from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 from torch import nn
 
+from harness.callables import accepted_fields, call, check_accepts, locate
 from harness.data import DataMeta
+from harness.data.base import MODEL_FIELDS
 from harness.errors import ConfigError
+from harness.models.keys import user_keys
 
 LM_MODELS = ("harness.models.gpt.GPT",)
 VECTOR_MODELS = ("harness.models.mlp.MLP",)
 
 
 def _target(cfg: DictConfig) -> Any:
-    path = cfg.get("_target_")
-    try:
-        return get_object(path)
-    except Exception:
-        raise ConfigError("model._target_", path, "an importable class or function path, e.g. mypkg.models.Net") from None
-
-
-def _user_keys(cfg: DictConfig) -> dict[str, Any]:
-    return {k: v for k, v in OmegaConf.to_container(cfg, resolve=True).items() if k != "_target_"}
-
-
-def _data_fields(meta: DataMeta) -> dict[str, int]:
-    fields = {"vocab_size": meta.vocab_size, "block_size": meta.block_size,
-              "in_features": meta.in_features, "out_features": meta.out_features}
-    return {k: v for k, v in fields.items() if v is not None}
+    return locate("model._target_", cfg.get("_target_"))
 
 
 def _typed_config(target: Any, cfg: DictConfig) -> Any:
     """Merge the group's keys into the model's Config dataclass: wrong types and unknown keys fail here."""
     try:
-        typed = OmegaConf.merge(OmegaConf.structured(target.Config), _user_keys(cfg))
+        typed = OmegaConf.merge(OmegaConf.structured(target.Config), user_keys(cfg))
     except OmegaConfBaseException as err:
         key = getattr(err, "full_key", None) or "model"
         allowed = [f.name for f in dataclasses.fields(target.Config)]
@@ -56,25 +44,36 @@ def _typed_config(target: Any, cfg: DictConfig) -> Any:
     return config
 
 
+def _plain_keys(cfg: DictConfig) -> dict[str, Any]:
+    """The user's keys for a plain callable. Data facts (`model.block_size`, which the token data
+    options read for their windows) reach it only through its signature, with the data's value."""
+    return {k: v for k, v in user_keys(cfg).items() if k not in MODEL_FIELDS}
+
+
 def validate_model_config(cfg: DictConfig, task: str) -> None:
     target = _target(cfg)
     if cfg._target_ in LM_MODELS and task != "lm":
-        raise ConfigError("model", cfg._target_, "a vector model (model=mlp) for data=synthetic")
+        raise ConfigError("model", cfg._target_, f"a model for {task} data (model=mlp, or your own _target_)")
     if cfg._target_ in VECTOR_MODELS and task == "lm":
         raise ConfigError("model", cfg._target_, "a sequence model (model=gpt) for character/token data")
     if hasattr(target, "Config"):
         _typed_config(target, cfg)
+    else:
+        check_accepts(target, _plain_keys(cfg), "model", cfg._target_)
 
 
 def build_model(cfg: DictConfig, meta: DataMeta) -> nn.Module:
     target = _target(cfg)
-    data = _data_fields(meta)
+    data = meta.model_fields()
     if hasattr(target, "Config"):
         config = _typed_config(target, cfg)
         names = {f.name for f in dataclasses.fields(config)}
         config = dataclasses.replace(config, **{k: v for k, v in data.items() if k in names})
-        return target(config)
-    params = inspect.signature(target).parameters
-    kwargs = _user_keys(cfg)
-    kwargs.update({k: v for k, v in data.items() if k in params and k not in kwargs})
-    return target(**kwargs)
+        model = call(partial(target, config), {}, "model._target_", cfg._target_, "a model that builds")
+    else:
+        kwargs = {**_plain_keys(cfg), **accepted_fields(target, data)}
+        model = call(target, kwargs, "model._target_", cfg._target_, "a model that builds")
+    if not isinstance(model, nn.Module):
+        raise ConfigError("model._target_", cfg._target_, f"a callable that returns a torch.nn.Module, "
+                                                           f"not a {type(model).__name__}")
+    return model

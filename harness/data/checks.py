@@ -1,0 +1,47 @@
+"""Before training: a sample of both splits is read and checked against what the data declares,
+so a label past num_classes or a token id past vocab_size fails in one line, not as a CUDA
+device-side assert an hour in."""
+from __future__ import annotations
+
+import numpy as np
+import torch
+from torch.utils.data import Dataset
+
+from harness.data.base import DataMeta
+from harness.data.loader import BatchRecipe, fetch
+from harness.errors import ConfigError
+
+CHECKED_SAMPLES = 256  # per split: cheap even at ~1 ms a sample, and enough to see a bad encoding
+
+
+def spread_indices(num_samples: int, count: int, seed: int = 0) -> torch.Tensor:
+    """`count` distinct indices spread over the whole dataset (not its first rows, which may be
+    unrepresentative); without permuting all of it, which takes seconds for a large corpus."""
+    rng = np.random.default_rng(seed)
+    return torch.from_numpy(rng.choice(num_samples, size=min(count, num_samples), replace=False))
+
+
+def _ids_in_range(t: torch.Tensor, size: int, key: str, split: str, what: str) -> None:
+    if t.is_floating_point() or t.is_complex():
+        raise ConfigError("data.task", "lm" if what == "token id" else "classification",
+                          f"integer {what}s; the {split} {what}s are {str(t.dtype).removeprefix('torch.')} "
+                          f"(use data.task=regression for real-valued targets)")
+    low, high = int(t.min()), int(t.max())
+    if low < 0 or high >= size:
+        raise ConfigError(key, size, f"more than every {what}: sampled {split} {what}s span [{low}, {high}]; "
+                                     f"the model gets {size} outputs, so each must lie in [0, {size})")
+
+
+def check_samples(train: Dataset, val: Dataset, meta: DataMeta, recipe: BatchRecipe) -> None:
+    for split, dataset in (("train", train), ("val", val)):
+        if len(dataset) == 0:
+            raise ConfigError("data", split, "a non-empty split: it has no samples")
+        x, y = fetch(dataset, recipe, spread_indices(len(dataset), CHECKED_SAMPLES), split=split)
+        if meta.task == "lm":
+            _ids_in_range(x, meta.vocab_size, "data.vocab_size", split, "token id")
+            _ids_in_range(y, meta.vocab_size, "data.vocab_size", split, "token id")
+        elif meta.task == "classification":
+            _ids_in_range(y, meta.out_features, "data.num_classes", split, "label")
+        elif not y.is_floating_point() or not torch.isfinite(y).all():
+            raise ConfigError("data.task", "regression", f"finite real-valued targets; sampled {split} targets are "
+                                                         f"{str(y.dtype).removeprefix('torch.')} or not finite")

@@ -1,0 +1,108 @@
+"""`data=custom data._target_=mypkg.build`: your own map-style torch Datasets.
+
+The factory returns `(train, val)` (or a dict with `train` and `val`). Samples are `(input,
+target)` pairs or dicts (pick the fields with data.input_key / data.target_key) of tensors,
+numpy arrays or numbers. The task is declared by `data.task`; the sizes the model needs are read
+from the data when that is cheap and safe (`.classes`, `.num_classes`, `.vocab_size`, a
+TensorDataset's labels, one sample's shape) and required otherwise.
+"""
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import torch
+from omegaconf import DictConfig, OmegaConf
+from torch.utils.data import Dataset, IterableDataset, TensorDataset
+
+from harness.callables import call, check_accepts, locate
+from harness.data.base import TASKS, DataMeta
+from harness.data.loader import BatchRecipe, fetch
+from harness.errors import ConfigError
+
+# Keys the harness reads itself; every other key of the group is passed to the factory.
+HARNESS_KEYS = {"name", "_target_", "task", "num_classes", "vocab_size", "input_key", "target_key",
+                "num_workers", "pin_memory", "persistent_workers", "prefetch_factor", "collate_fn"}
+
+
+def factory_kwargs(cfg: DictConfig) -> dict[str, Any]:
+    return {k: v for k, v in OmegaConf.to_container(cfg, resolve=True).items() if k not in HARNESS_KEYS}
+
+
+def _positive_or_null(cfg: DictConfig, key: str, minimum: int) -> None:
+    value = cfg.get(key)
+    if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < minimum):
+        raise ConfigError(f"data.{key}", value, f"null (read from the data) or an integer >= {minimum}")
+
+
+def validate_custom(cfg: DictConfig) -> None:
+    if cfg.get("task") not in TASKS:
+        raise ConfigError("data.task", cfg.get("task"), f"one of {list(TASKS)}")
+    _positive_or_null(cfg, "num_classes", 2)
+    _positive_or_null(cfg, "vocab_size", 1)
+    target = locate("data._target_", cfg.get("_target_"))
+    check_accepts(target, factory_kwargs(cfg), "data", cfg._target_)
+
+
+def _splits(result: Any, path: str) -> tuple[Dataset, Dataset]:
+    if isinstance(result, Mapping) and {"train", "val"} <= set(result):
+        result = (result["train"], result["val"])
+    if not (isinstance(result, (tuple, list)) and len(result) == 2):
+        raise ConfigError("data._target_", path, f"a factory that returns (train, val) datasets, "
+                                                 f"not a {type(result).__name__}")
+    for split, dataset in zip(("train", "val"), result):
+        if isinstance(dataset, IterableDataset) or not (hasattr(dataset, "__getitem__") and hasattr(dataset, "__len__")):
+            raise ConfigError("data._target_", path, f"map-style datasets (__getitem__ and __len__); the {split} "
+                                                     f"one is a {type(dataset).__name__} (iterable/streaming "
+                                                     f"datasets are not supported: exact resume needs random access)")
+    return result[0], result[1]
+
+
+def _declared_or_read(cfg: DictConfig, key: str, dataset: Dataset, attrs: tuple[str, ...]) -> int:
+    """The size the config declares, else one the dataset states, else a TensorDataset's max label + 1."""
+    if cfg.get(key) is not None:
+        return int(cfg[key])
+    for attr in attrs:
+        value = getattr(dataset, attr, None)
+        if isinstance(value, int) and not isinstance(value, bool):
+            return value
+        if isinstance(value, (list, tuple, Mapping)) and value:
+            return len(value)
+    if isinstance(dataset, TensorDataset) and len(dataset.tensors) >= 2:
+        return int(dataset.tensors[1].max()) + 1
+    raise ConfigError(f"data.{key}", None, f"an integer: {cfg._target_}'s datasets do not state it "
+                                           f"(no {' / '.join('.' + a for a in attrs)} attribute)")
+
+
+def _check_fields(cfg: DictConfig, train: Dataset) -> None:
+    """Dict samples name their fields: the input and target keys must be among them."""
+    sample = train[0]
+    if not isinstance(sample, Mapping):
+        return
+    fields = sorted(map(str, sample))
+    for key in ("input_key", "target_key"):
+        wanted = cfg.get(key)
+        names = list(wanted) if OmegaConf.is_list(wanted) else [wanted]
+        if wanted is None or any(n not in sample for n in names):
+            raise ConfigError(f"data.{key}", wanted, f"a field of {cfg._target_}'s dict samples: one of {fields}")
+
+
+def build_custom(cfg: DictConfig) -> tuple[Dataset, Dataset, DataMeta]:
+    path = cfg._target_
+    result = call(locate("data._target_", path), factory_kwargs(cfg), "data._target_", path, "a factory that runs")
+    train, val = _splits(result, path)
+    if len(train) == 0:
+        raise ConfigError("data", "train", "a non-empty split: it has no samples")
+    _check_fields(cfg, train)
+    x, y = fetch(train, BatchRecipe.from_config(cfg), torch.tensor([0]))
+    x, y = x[0], y[0]
+    if cfg.task == "lm":
+        meta = DataMeta("lm", vocab_size=_declared_or_read(cfg, "vocab_size", train, ("vocab_size",)),
+                        block_size=int(x.shape[-1]) if x.dim() else 1)
+    elif cfg.task == "classification":
+        meta = DataMeta("classification", out_features=_declared_or_read(cfg, "num_classes", train,
+                                                                         ("num_classes", "classes")),
+                        in_features=x.numel(), input_shape=tuple(x.shape))
+    else:
+        meta = DataMeta("regression", out_features=max(y.numel(), 1), in_features=x.numel(), input_shape=tuple(x.shape))
+    return train, val, meta

@@ -1,0 +1,181 @@
+"""`data=hf`: a local Hugging Face `datasets` dataset (the optional `hf` extra). Never downloads.
+
+Loaded with `load_from_disk(path)` (a `save_to_disk` folder) or `load_dataset(format,
+data_files=path)` for local text/json/csv/parquet files. Language modelling tokenizes a text
+column (the harness's character vocabulary, or a local tokenizer directory) into one token
+stream cut into windows, as `data=text` does; classification and regression read feature and
+label columns.
+"""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from omegaconf import DictConfig, OmegaConf
+
+from harness.data.base import TASKS, ArrayDataset, DataMeta, TokenWindows
+from harness.data.chars import encode_chars, split
+from harness.errors import ConfigError, one_line
+
+FORMATS = ("text", "json", "csv", "parquet")
+INSTALL = 'the hf extra: pip install -e ".[hf]"'
+
+
+def _datasets() -> Any:
+    os.environ.setdefault("HF_DATASETS_OFFLINE", "1")  # a local dataset must never turn into a download
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    try:
+        import datasets
+    except ImportError:
+        raise ConfigError("data", "hf", INSTALL) from None
+    datasets.disable_progress_bars()
+    return datasets
+
+
+def validate_hf(cfg: DictConfig) -> None:
+    _datasets()
+    fmt, path = cfg.get("format"), cfg.get("path")
+    if fmt is not None and fmt not in FORMATS:
+        raise ConfigError("data.format", fmt, f"null (a save_to_disk folder) or one of {list(FORMATS)}")
+    if not isinstance(path, str) or not path:
+        raise ConfigError("data.path", path, "a local dataset folder (save_to_disk) or data file")
+    if fmt is None and not Path(path).is_dir():
+        raise ConfigError("data.path", path, "a folder written by Dataset.save_to_disk (or set data.format "
+                                             f"to one of {list(FORMATS)} for data files)")
+    if fmt is not None and "*" not in path and not Path(path).exists():
+        raise ConfigError("data.path", path, f"an existing {fmt} file, folder or glob pattern")
+    if cfg.get("task") not in TASKS:
+        raise ConfigError("data.task", cfg.get("task"), f"one of {list(TASKS)}")
+    tokenizer = cfg.get("tokenizer")
+    if cfg.task == "lm" and tokenizer != "char" and not (isinstance(tokenizer, str) and Path(tokenizer).is_dir()):
+        raise ConfigError("data.tokenizer", tokenizer, "char (the harness's character vocabulary) or a local "
+                                                       "tokenizer directory (one saved by save_pretrained)")
+    if cfg.task != "lm" and cfg.get("input_key") is None:
+        raise ConfigError("data.input_key", None, "the feature column (or a list of columns) to read inputs from")
+
+
+def _load(cfg: DictConfig) -> Any:
+    datasets = _datasets()
+    try:
+        if cfg.get("format") is None:
+            return datasets.load_from_disk(cfg.path)
+        return datasets.load_dataset(cfg.format, data_files=cfg.path)
+    except Exception as err:  # noqa: BLE001 - a corrupt or foreign folder, an unparsable file
+        raise ConfigError("data.path", cfg.path, f"a readable dataset: loading raised {one_line(err)}") from None
+
+
+def _split(loaded: Any, name: str | None, key: str) -> Any:
+    """One split of a DatasetDict; a plain Dataset is its own train split."""
+    if not hasattr(loaded, "keys"):
+        if key == "data.val_split":
+            raise ConfigError(key, name, "null: the dataset has a single split (val_fraction of it is held out)")
+        return loaded
+    if name not in loaded:
+        raise ConfigError(key, name, f"one of the dataset's splits {list(loaded.keys())}")
+    return loaded[name]
+
+
+def _column(dataset: Any, column: str, key: str) -> None:
+    if column not in dataset.column_names:
+        raise ConfigError(key, column, f"a column of the dataset: {dataset.column_names}")
+
+
+def build_hf(cfg: DictConfig) -> tuple[ArrayDataset, ArrayDataset, DataMeta]:
+    loaded = _load(cfg)
+    train = _split(loaded, cfg.get("train_split", "train"), "data.train_split")
+    val = _split(loaded, cfg.val_split, "data.val_split") if cfg.get("val_split") is not None else None
+    if cfg.task == "lm":
+        return _token_windows(cfg, train, val)
+    return _columns(cfg, train, val)
+
+
+def _texts(dataset: Any, column: str) -> list[str]:
+    _column(dataset, column, "data.text_column")
+    return [t for t in dataset[column] if isinstance(t, str) and t]
+
+
+def _token_windows(cfg: DictConfig, train: Any, val: Any) -> tuple[ArrayDataset, ArrayDataset, DataMeta]:
+    """Documents joined into one stream (newline or the tokenizer's EOS between them); the val split,
+    or the stream's tail when there is none, is validation."""
+    texts = {"train": _texts(train, cfg.text_column)}
+    if val is not None:
+        texts["val"] = _texts(val, cfg.text_column)
+    if cfg.tokenizer == "char":
+        joined = {k: "\n".join(v) for k, v in texts.items()}
+        ids, vocab = encode_chars("".join(joined.values()))
+        streams = {"train": ids[: len(joined["train"])], "val": ids[len(joined["train"]):]}
+        vocab_size = len(vocab)
+    else:
+        streams, vocab_size = _tokenize(cfg.tokenizer, texts)
+    if val is None:
+        streams["train"], streams["val"] = split(streams["train"], float(cfg.val_fraction))
+    block = int(cfg.block_size)
+    for name, stream in streams.items():
+        if len(stream) <= block + 1:
+            raise ConfigError("data.path", cfg.path, f"a {name} split of more than block_size+1 = {block + 1} "
+                                                     f"tokens; it has {len(stream)}")
+    meta = DataMeta("lm", vocab_size=vocab_size, block_size=block)
+    return TokenWindows(streams["train"], block), TokenWindows(streams["val"], block), meta
+
+
+def _tokenize(directory: str, texts: dict[str, list[str]]) -> tuple[dict[str, np.ndarray], int]:
+    try:
+        from transformers import AutoTokenizer
+
+        tokenizer = AutoTokenizer.from_pretrained(directory, local_files_only=True)
+    except Exception as err:  # noqa: BLE001 - missing extra, a folder without tokenizer files
+        raise ConfigError("data.tokenizer", directory, f"a local tokenizer directory ({INSTALL}): "
+                                                       f"loading raised {one_line(err)}") from None
+    eos = [tokenizer.eos_token_id] if tokenizer.eos_token_id is not None else []
+    streams = {}
+    for name, docs in texts.items():
+        ids = [i for doc in tokenizer(docs)["input_ids"] for i in [*doc, *eos]]
+        streams[name] = np.asarray(ids, dtype=np.int64)
+    return streams, len(tokenizer)
+
+
+class HFColumns(ArrayDataset):
+    """Feature and label columns of a `datasets.Dataset`, gathered a batch at a time through Arrow."""
+
+    def __init__(self, dataset: Any, inputs: list[str], target: str) -> None:
+        self.dataset = dataset.with_format("torch", columns=[*inputs, target])
+        self.inputs, self.target = inputs, target
+
+    def __len__(self) -> int:
+        return len(self.dataset)
+
+    def gather(self, idx: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        rows = self.dataset[idx.tolist()]
+        if len(self.inputs) == 1:
+            x = rows[self.inputs[0]]
+        else:  # scalar feature columns side by side
+            x = torch.stack([rows[c].float() for c in self.inputs], dim=-1)
+        x = x.float() if x.dtype == torch.float64 else x
+        y = rows[self.target]
+        return x, (y.float() if y.dtype == torch.float64 else y)
+
+
+def _columns(cfg: DictConfig, train: Any, val: Any) -> tuple[ArrayDataset, ArrayDataset, DataMeta]:
+    inputs = cfg.input_key if isinstance(cfg.input_key, str) else list(OmegaConf.to_container(cfg.input_key))
+    inputs = [inputs] if isinstance(inputs, str) else inputs
+    target = cfg.get("target_key") or "label"
+    for column, key in [*((c, "data.input_key") for c in inputs), (target, "data.target_key")]:
+        _column(train, column, key)
+    if val is None:
+        parts = train.train_test_split(test_size=float(cfg.val_fraction), seed=0, shuffle=True)
+        train, val = parts["train"], parts["test"]
+    train_set, val_set = HFColumns(train, inputs, target), HFColumns(val, inputs, target)
+    x, y = train_set.gather(torch.tensor([0]))
+    if cfg.task == "classification":
+        classes = cfg.get("num_classes") or getattr(train.features[target], "num_classes", None)
+        if classes is None:
+            raise ConfigError("data.num_classes", None, f"an integer: the {target!r} column is not a ClassLabel")
+        meta = DataMeta("classification", out_features=int(classes), in_features=x[0].numel(),
+                        input_shape=tuple(x[0].shape))
+    else:
+        meta = DataMeta("regression", out_features=max(y[0].numel(), 1), in_features=x[0].numel(),
+                        input_shape=tuple(x[0].shape))
+    return train_set, val_set, meta

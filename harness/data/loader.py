@@ -1,0 +1,300 @@
+"""From sample indices to (input, target) batches, through torch DataLoaders.
+
+The BatchStream stays the one source of truth for which samples an update, a rank and a
+micro-batch see. A DataLoader's batch sampler replays that same order from the stream's
+position, so workers, pinned memory, user Datasets and collate functions come for free while
+exact resume, accumulation invariance and world-size invariance keep holding: on resume (or a
+rollback) the sampler restarts at the stream's position and the workers simply refill.
+
+A sample's random transforms are seeded by (run seed, epoch, sample index) before it is read,
+so augmentation does not depend on the number of workers, ranks or micro-batches, and a
+resumed run draws exactly what an uninterrupted one would have drawn.
+"""
+from __future__ import annotations
+
+import random
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, NamedTuple
+
+import numpy as np
+import torch
+from omegaconf import DictConfig, OmegaConf
+from torch.utils.data import DataLoader, Dataset, default_collate, get_worker_info
+
+from harness.data.base import ArrayDataset
+from harness.data.sampler import BatchStream, MicroBatch, split_for_rank
+from harness.callables import locate
+from harness.errors import ConfigError, DataError, one_line
+
+EVAL_EPOCH = -1  # validation samples get the same transforms at every eval
+
+
+@dataclass(frozen=True)
+class LoaderSettings:
+    """The `data.num_workers`, `data.pin_memory`, ... keys, resolved for one device."""
+
+    num_workers: int = 0
+    pin_memory: bool = False
+    persistent_workers: bool = True
+    prefetch_factor: int | None = None
+
+    def loader_kwargs(self) -> dict[str, Any]:
+        kwargs: dict[str, Any] = {"num_workers": self.num_workers, "pin_memory": self.pin_memory}
+        if self.num_workers:
+            kwargs["persistent_workers"] = self.persistent_workers
+            if self.prefetch_factor is not None:
+                kwargs["prefetch_factor"] = self.prefetch_factor
+        return kwargs
+
+
+@dataclass(frozen=True)
+class BatchRecipe:
+    """How a list of samples becomes one (input, target) batch."""
+
+    collate_fn: Callable[[list[Any]], Any] | None = None  # None: torch's default_collate
+    input_key: str | list[str] | None = None  # dict samples: the input field(s)
+    target_key: str | None = None  # dict samples: the target field
+
+    @classmethod
+    def from_config(cls, cfg: DictConfig) -> BatchRecipe:
+        """From `data.collate_fn` (a path, or a node with `_target_`), `data.input_key`, `data.target_key`."""
+        collate = cfg.get("collate_fn")
+        path = collate.get("_target_") if OmegaConf.is_dict(collate) else collate
+        function = locate("data.collate_fn", path) if path is not None else None
+        if function is not None and not callable(function):
+            raise ConfigError("data.collate_fn", path, "a function that turns a list of samples into a batch")
+        input_key = cfg.get("input_key")
+        input_key = OmegaConf.to_container(input_key) if OmegaConf.is_list(input_key) else input_key
+        return cls(function, input_key, cfg.get("target_key"))
+
+    def pair(self, batch: Any) -> tuple[torch.Tensor, torch.Tensor]:
+        """The (input, target) of a collated batch; float64 becomes float32, as numpy arrays are float64."""
+        if isinstance(batch, Mapping):
+            x, y = (self._field(batch, key, name) for key, name in
+                    ((self.input_key, "data.input_key"), (self.target_key, "data.target_key")))
+        elif isinstance(batch, Sequence) and not isinstance(batch, str) and len(batch) >= 2:
+            x, y = batch[0], batch[1]
+        else:
+            raise ValueError(f"a sample must be an (input, target) pair or a dict, not {type(batch).__name__}")
+        return _as_tensor(x, "input"), _as_tensor(y, "target")
+
+    @staticmethod
+    def _field(batch: Mapping, key: str | list[str] | None, name: str) -> Any:
+        """One field, or several scalar fields side by side (`data.input_key=[age,height]`)."""
+        keys = key if isinstance(key, list) else [key]
+        missing = [k for k in keys if k is None or k not in batch]
+        if missing:
+            raise ValueError(f"dict samples need {name} set to their fields (one name or a list) among "
+                             f"{sorted(map(str, batch))}" + (f", not {key!r}" if key is not None else ""))
+        if isinstance(key, list):
+            return torch.stack([_as_tensor(batch[k], k).float() for k in keys], dim=-1)
+        return batch[key]
+
+
+def _as_tensor(value: Any, what: str) -> torch.Tensor:
+    if not isinstance(value, torch.Tensor):
+        raise ValueError(f"the batch's {what} is a {type(value).__name__}, not a tensor "
+                         f"(samples should hold tensors, numpy arrays or numbers)")
+    return value.float() if value.dtype == torch.float64 else value
+
+
+class Ticket(NamedTuple):
+    """One micro-batch to read: its sample indices, and the epoch its random transforms are seeded with."""
+
+    indices: list[int]
+    epoch: int
+
+
+class Fetched(NamedTuple):
+    indices: list[int]
+    x: torch.Tensor
+    y: torch.Tensor
+
+
+class FetchFailure(NamedTuple):
+    """Returned instead of raised, so the message survives the trip back from a worker intact."""
+
+    message: str
+
+
+def _sample_seed(seed: int, epoch: int, index: int) -> int:
+    return (seed * 1_000_003 + (epoch + 1) * 7_919 + index * 104_729) % 2**32
+
+
+class _RngSnapshot:
+    """Python, numpy and torch RNG states, put back after reading samples in the training process."""
+
+    def __init__(self) -> None:
+        self.states = random.getstate(), np.random.get_state(), torch.get_rng_state()
+
+    def restore(self) -> None:
+        random.setstate(self.states[0])
+        np.random.set_state(self.states[1])
+        torch.set_rng_state(self.states[2])
+
+
+def read_batch(dataset: Dataset, recipe: BatchRecipe, seed: int, ticket: Ticket) -> Fetched | FetchFailure:
+    """Read and collate one micro-batch; any error becomes a one-line FetchFailure naming the sample."""
+    if isinstance(dataset, ArrayDataset) and recipe.collate_fn is None:
+        return Fetched(ticket.indices, *dataset.gather(torch.tensor(ticket.indices, dtype=torch.long)))
+    snapshot = _RngSnapshot() if get_worker_info() is None else None  # a worker's RNG is its own
+    try:
+        samples = []
+        for index in ticket.indices:
+            s = _sample_seed(seed, ticket.epoch, index)
+            random.seed(s)
+            np.random.seed(s)
+            torch.default_generator.manual_seed(s)  # CPU only: torch.manual_seed also reseeds every
+            # accelerator (~0.1 ms a call), and a transform on an accelerator in a loader is rare
+            try:
+                samples.append(dataset[index])
+            except Exception as err:  # noqa: BLE001 - whatever a user's __getitem__ raises
+                return FetchFailure(f"sample {index} could not be read: {one_line(err)}")
+        try:
+            batch = (recipe.collate_fn or default_collate)(samples)
+            return Fetched(ticket.indices, *recipe.pair(batch))
+        except Exception as err:  # noqa: BLE001 - a user's collate_fn, or samples that do not stack
+            return FetchFailure(f"samples {_shorten(ticket.indices)} could not be collated: {one_line(err)}")
+    finally:
+        if snapshot is not None:
+            snapshot.restore()
+
+
+def _shorten(indices: list[int], shown: int = 4) -> str:
+    return str(indices[:shown])[:-1] + (", ...]" if len(indices) > shown else "]")
+
+
+class _Reader(Dataset):
+    """What the DataLoader indexes: a whole Ticket at a time (DataLoader hands `__getitems__` the batch)."""
+
+    def __init__(self, dataset: Dataset, recipe: BatchRecipe, seed: int) -> None:
+        self.dataset, self.recipe, self.seed = dataset, recipe, seed
+
+    def __len__(self) -> int:
+        return len(self.dataset)
+
+    def __getitems__(self, ticket: Ticket) -> Fetched | FetchFailure:
+        return read_batch(self.dataset, self.recipe, self.seed, ticket)
+
+
+def _as_is(batch: Any) -> Any:
+    return batch
+
+
+def _loader(dataset: Dataset, recipe: BatchRecipe, seed: int, tickets: Any, settings: LoaderSettings) -> DataLoader:
+    # Its own generator: creating an iterator must not draw from the global RNG (dropout's).
+    return DataLoader(_Reader(dataset, recipe, seed), batch_sampler=tickets, collate_fn=_as_is,
+                      generator=torch.Generator().manual_seed(seed), **settings.loader_kwargs())
+
+
+def _unpack(result: Fetched | FetchFailure, split: str) -> Fetched:
+    if isinstance(result, FetchFailure):
+        raise DataError(f"data: {split} {result.message}")
+    return result
+
+
+def _next(iterator: Iterator, split: str) -> Fetched:
+    try:
+        return _unpack(next(iterator), split)
+    except DataError:
+        raise
+    except Exception as err:  # noqa: BLE001 - a worker that died (killed, out of memory) ends the same way
+        raise DataError(f"data: the {split} DataLoader failed: {one_line(err)}") from None
+
+
+def fetch(dataset: Dataset, recipe: BatchRecipe, indices: torch.Tensor, seed: int = 0,
+          split: str = "train") -> tuple[torch.Tensor, torch.Tensor]:
+    """One batch read in this process, for checks that pick their own samples."""
+    return _unpack(read_batch(dataset, recipe, seed, Ticket(indices.tolist(), EVAL_EPOCH)), split)[1:]
+
+
+class _StreamTickets:
+    """A DataLoader batch sampler: this rank's micro-batches, from a copy of the stream at `start`."""
+
+    def __init__(self, stream: BatchStream, rank: int, world_size: int, accum: int) -> None:
+        self.template, self.rank, self.world_size, self.accum = stream, rank, world_size, accum
+        self.start: dict[str, int] = stream.state_dict()
+        self.skip = 0  # micro-batches of the first update already consumed
+
+    def __iter__(self) -> Iterator[Ticket]:
+        stream = BatchStream(self.template.num_samples, self.template.batch_size, self.template.seed,
+                             self.world_size)
+        stream.load_state_dict(self.start)
+        skip = self.skip
+        while True:
+            batch = stream.next_batch()
+            for mb in split_for_rank(batch, self.rank, self.world_size, self.accum):
+                if skip:
+                    skip -= 1
+                    continue
+                yield Ticket(mb.indices.tolist(), stream.batch_epoch)
+
+
+class TrainBatches:
+    """Each update's micro-batches: which ones from the stream, their data from a DataLoader running ahead."""
+
+    def __init__(self, dataset: Dataset, recipe: BatchRecipe, settings: LoaderSettings, stream: BatchStream,
+                 rank: int, world_size: int, accum: int, seed: int) -> None:
+        self.stream, self.rank, self.world_size, self.accum = stream, rank, world_size, accum
+        self._tickets = _StreamTickets(stream, rank, world_size, accum)
+        self._loader = _loader(dataset, recipe, seed, self._tickets, settings)
+        self._iter: Iterator | None = None
+        self._update_start = stream.state_dict()
+        self._fetched = 0  # micro-batches of the current update read so far
+
+    def next_update(self) -> list[MicroBatch]:
+        """This rank's micro-batches of the next update; advances the stream."""
+        self._update_start, self._fetched = self.stream.state_dict(), 0
+        return split_for_rank(self.stream.next_batch(), self.rank, self.world_size, self.accum)
+
+    def fetch(self, mb: MicroBatch) -> tuple[torch.Tensor, torch.Tensor]:
+        if self._iter is None:  # (re)start the loader where the stream stands
+            self._tickets.start, self._tickets.skip = self._update_start, self._fetched
+            self._iter = iter(self._loader)
+        fetched = _next(self._iter, "train")
+        self._fetched += 1
+        if fetched.indices != mb.indices.tolist():
+            raise RuntimeError("the DataLoader fell out of step with the batch stream")
+        return fetched.x, fetched.y
+
+    def state_dict(self) -> dict[str, int]:
+        return self.stream.state_dict()
+
+    def load_state_dict(self, state: dict[str, int]) -> None:
+        """Move the stream; the loader restarts there (its read-ahead batches are dropped)."""
+        self.stream.load_state_dict(state)
+        self._update_start, self._fetched = self.stream.state_dict(), 0
+        self._iter = None
+
+    def close(self) -> None:
+        self._iter = None  # shuts the workers down
+
+
+class FixedBatches:
+    """The same samples for every update, read in this process (the doctor's overfit check)."""
+
+    def __init__(self, dataset: Dataset, recipe: BatchRecipe, indices: torch.Tensor, rank: int,
+                 world_size: int, accum: int) -> None:
+        self.dataset, self.recipe, self.indices = dataset, recipe, indices
+        self.rank, self.world_size, self.accum = rank, world_size, accum
+
+    def next_update(self) -> list[MicroBatch]:
+        return split_for_rank(self.indices, self.rank, self.world_size, self.accum)
+
+    def fetch(self, mb: MicroBatch) -> tuple[torch.Tensor, torch.Tensor]:
+        return fetch(self.dataset, self.recipe, mb.indices)
+
+
+class EvalBatches:
+    """The same validation micro-batches at every eval, through a DataLoader of their own."""
+
+    def __init__(self, dataset: Dataset, recipe: BatchRecipe, settings: LoaderSettings, indices: torch.Tensor,
+                 micro_batch: int, seed: int) -> None:
+        tickets = [Ticket(chunk.tolist(), EVAL_EPOCH) for chunk in indices.split(micro_batch)]
+        self._loader = _loader(dataset, recipe, seed, tickets, settings)
+
+    def __iter__(self) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
+        iterator = iter(self._loader)
+        for _ in range(len(self._loader.batch_sampler)):
+            yield _next(iterator, "val")[1:]

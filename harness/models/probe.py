@@ -1,0 +1,63 @@
+"""One forward pass on one micro-batch before training: a model whose output does not fit the
+task fails in milliseconds with one line, not after minutes with a shape error in the loss."""
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+from harness.data import DataMeta
+from harness.errors import ConfigError, one_line
+from harness.models.output import AUTO, OutputPicker
+
+
+def describe(t: object) -> str:
+    if isinstance(t, torch.Tensor):
+        return f"{list(t.shape)} {str(t.dtype).removeprefix('torch.')}"
+    return type(t).__name__
+
+
+def expected_output(meta: DataMeta, x: torch.Tensor, y: torch.Tensor) -> str:
+    if meta.task == "lm":
+        return f"float logits [{', '.join(map(str, x.shape[:2]))}, {meta.vocab_size}] (batch, time, vocab_size)"
+    if meta.task == "classification":
+        return f"float logits [{x.shape[0]}, {meta.out_features}] (batch, num_classes)"
+    return f"float predictions with {y.numel()} elements, shaped like the targets {list(y.shape)}"
+
+
+def _fits(out: torch.Tensor, meta: DataMeta, x: torch.Tensor, y: torch.Tensor) -> bool:
+    if not out.is_floating_point():
+        return False
+    if meta.task == "lm":  # a vocabulary padded past the data's (e.g. to a multiple of 64) is fine
+        return out.dim() == 3 and out.shape[:2] == x.shape[:2] and out.shape[2] >= meta.vocab_size
+    if meta.task == "classification":
+        return out.dim() == 2 and tuple(out.shape) == (x.shape[0], meta.out_features)
+    return out.numel() == y.numel()
+
+
+@torch.no_grad()
+def probe_model(model: nn.Module, picker: OutputPicker, meta: DataMeta, x: torch.Tensor, y: torch.Tensor,
+                path: str) -> None:
+    """Run the model once in eval mode (no dropout draws, no batch-norm statistics updated) and
+    check its output against the task; the RNG streams are left exactly as they were."""
+    name = path.rsplit(".", 1)[-1]
+    devices = [x.device] if x.device.type == "cuda" else []
+    was_training = model.training
+    model.eval()
+    try:
+        with torch.random.fork_rng(devices=devices):
+            try:
+                raw = model(x)
+            except Exception as err:  # noqa: BLE001 - the user's forward
+                raise ConfigError("model._target_", path, f"a model whose forward runs on a batch of inputs "
+                                  f"{describe(x)}: {name}.forward raised {one_line(err)}") from None
+    finally:
+        model.train(was_training)
+    if picker.key != AUTO and isinstance(raw, torch.Tensor):
+        raise ConfigError("model_output", picker.key, f"auto: {name} returns a plain tensor, which has no fields")
+    try:
+        out = picker(raw)
+    except ValueError as err:
+        raise ConfigError("model_output", picker.key, f"a field of {name}'s output that holds the logits: {err}") from None
+    if not isinstance(out, torch.Tensor) or not _fits(out, meta, x, y):
+        raise ConfigError("model._target_", path, f"a model whose output fits the {meta.task} task: {name} returned "
+                          f"{describe(out)} for inputs {describe(x)}; expected {expected_output(meta, x, y)}")

@@ -1,0 +1,278 @@
+"""Your own model and your own data: any nn.Module, any map-style Dataset, through the DataLoader
+seam, with exact resume, accumulation and world-size invariance kept."""
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+import torch
+
+import user_code
+from conftest import compose_cfg, run_cli, train
+from harness.checkpoint import latest_valid_checkpoint, load_checkpoint, step_checkpoints
+from harness.errors import ConfigError
+from harness.models.output import OutputPicker
+from harness.run import run
+from harness.tracking import read_metrics
+
+TESTS = Path(__file__).resolve().parent
+USER_ENV = {"PYTHONPATH": os.pathsep.join(filter(None, [str(TESTS), os.environ.get("PYTHONPATH")]))}
+BLOBS = ["data=custom", "data._target_=user_code.blobs", "data.input_key=features", "data.target_key=label",
+         "model=mlp"]
+SMALL_MLP = ["model.width=32", "model.depth=2"]
+SHORT = ["trainer.max_steps=12", "trainer.log_every=1", "trainer.eval_every=4", "trainer.ckpt_every=4",
+         "schedule.warmup=2", "batch_size=16", "logger=none"]
+LSTM = ["model._target_=user_code.LSTMNet", "+model.hidden=16", "model.block_size=16"]
+
+
+def params(run_dir: Path) -> dict[str, torch.Tensor]:
+    return load_checkpoint(step_checkpoints(run_dir)[0])["model"]
+
+
+def assert_same_bits(a: Path, b: Path) -> None:
+    pa, pb = params(a), params(b)
+    assert pa.keys() == pb.keys()
+    for key in pa:
+        assert torch.equal(pa[key], pb[key]), key
+    assert [r.get("train/loss") for r in read_metrics(a)] == [r.get("train/loss") for r in read_metrics(b)]
+
+
+# ---------------------------------------------------------------- your own model
+def test_gpt_defaults_never_reach_a_user_model(tmp_path, monkeypatch):
+    record = tmp_path / "kwargs.json"
+    monkeypatch.setenv("RECORD_KWARGS", str(record))
+    _, summary = train([*LSTM, "model.n_layer=2", *SHORT], tmp_path / "run")
+    # n_layer=2 was set by the caller, so it is passed; gpt's n_head/n_embd defaults are not
+    assert json.loads(record.read_text()) == {"vocab_size": summary_vocab(tmp_path / "run"), "hidden": 16, "n_layer": 2}
+    assert summary["status"] == "completed"
+
+
+def summary_vocab(run_dir: Path) -> int:
+    return load_checkpoint(step_checkpoints(run_dir)[0])["model"]["emb.weight"].shape[0]
+
+
+def test_untouched_gpt_defaults_are_dropped(tmp_path, monkeypatch):
+    record = tmp_path / "kwargs.json"
+    monkeypatch.setenv("RECORD_KWARGS", str(record))
+    train([*LSTM, *SHORT, "trainer.max_steps=4"], tmp_path / "run")
+    assert json.loads(record.read_text())["n_layer"] == 1  # its own default, not gpt's n_layer=4
+
+
+def test_a_key_named_on_the_command_line_reaches_the_model_even_at_gpt_default(tmp_path):
+    """model.n_layer=4 equals gpt's default, but the user typed it: LSTMNet must get 4."""
+    record = tmp_path / "kwargs.json"
+    result = run_cli(["model._target_=user_code.LSTMNet", "model.n_layer=4", "model.block_size=8",
+                      "debug=smoke", "logger=none", "diagnose=false", f"hydra.run.dir={tmp_path / 'run'}"],
+                     env={**USER_ENV, "RECORD_KWARGS": str(record)})
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert json.loads(record.read_text())["n_layer"] == 4
+
+
+def test_module_in_the_working_directory_is_importable(tmp_path):
+    (tmp_path / "mymodels.py").write_text((TESTS / "user_code.py").read_text())
+    result = run_cli(["model._target_=mymodels.LSTMNet", "+model.hidden=8", "debug=smoke", "logger=none",
+                      "diagnose=false", "hydra.run.dir=run"], cwd=tmp_path)
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert (tmp_path / "run" / "summary.json").exists()
+
+
+def test_a_torch_nn_model_not_written_here_trains_and_its_loss_falls(tmp_path):
+    _, summary = train([*BLOBS, "model._target_=torch.nn.LazyLinear",
+                        "trainer.max_steps=60", "trainer.eval_every=30", "trainer.log_every=10", "batch_size=32",
+                        "optim.lr=3e-2", "logger=none"], tmp_path / "run")
+    losses = [r["train/loss"] for r in read_metrics(tmp_path / "run") if "train/loss" in r]
+    assert summary["status"] == "completed" and losses[-1] < 0.5 * losses[0]
+    assert summary["best_val_accuracy"] > 0.9
+
+
+@pytest.mark.parametrize("returns,model_output", [("tuple", "auto"), ("dict", "auto"), ("two_fields", "scores")])
+def test_tuple_and_dict_outputs_train(tmp_path, returns, model_output):
+    _, summary = train([*BLOBS, "model._target_=user_code.Classifier", f"+model.returns={returns}",
+                        f"model_output={model_output}", *SHORT], tmp_path / "run")
+    assert summary["status"] == "completed" and summary["best_val_loss"] < 1.386  # below ln 4
+
+
+def test_output_picker_reads_every_shape_of_output():
+    t = torch.ones(2, 3)
+    assert OutputPicker()(t) is t
+    assert OutputPicker()((t, None)) is t
+    assert OutputPicker(1)((None, t)) is t
+    assert OutputPicker()({"logits": t, "aux": 0}) is t
+    assert OutputPicker("aux")({"logits": 0, "aux": t}) is t
+    with pytest.raises(ValueError, match="set model_output"):
+        OutputPicker()({"a": t, "b": t})
+
+
+# ---------------------------------------------------------------- your own data
+def test_user_dataset_with_random_augmentation_resumes_bit_exact_with_workers(tmp_path):
+    """Two DataLoader workers, float64 numpy samples, transforms drawn from numpy/torch/python RNGs."""
+    overrides = [*BLOBS, *SMALL_MLP, "+data.noise=0.3", "data.num_workers=2", "model.dropout=0.1", *SHORT]
+    straight, pieces = tmp_path / "straight", tmp_path / "pieces"
+    train(overrides, straight)
+    train([*overrides, "trainer.stop_after=6"], pieces)
+    train([*overrides, "resume=auto"], pieces)
+    assert_same_bits(straight, pieces)
+
+
+def test_workers_do_not_change_the_numbers(tmp_path):
+    base = [*BLOBS, *SMALL_MLP, "+data.noise=0.3", *SHORT]
+    train([*base, "data.num_workers=0"], tmp_path / "w0")
+    train([*base, "data.num_workers=2", "data.prefetch_factor=3"], tmp_path / "w2")
+    assert_same_bits(tmp_path / "w0", tmp_path / "w2")
+
+
+def test_accumulation_invariance_with_a_user_dataset(tmp_path):
+    base = [*BLOBS, *SMALL_MLP, "+data.noise=0.3", *SHORT, "batch_size=32"]
+    train([*base, "accum=1"], tmp_path / "a1")
+    train([*base, "accum=4", "data.num_workers=1"], tmp_path / "a4")
+    a, b = params(tmp_path / "a1"), params(tmp_path / "a4")
+    assert max((a[k] - b[k]).abs().max().item() for k in a) <= 1e-5
+
+
+def test_tensor_dataset_reads_num_classes_from_its_labels(tmp_path):
+    _, summary = train(["data=custom", "data._target_=user_code.pairs", "model=mlp", "model.width=16",
+                        *SHORT], tmp_path / "run")
+    assert summary["status"] == "completed" and summary["chance_loss"] == pytest.approx(1.3863, abs=1e-4)
+
+
+def test_user_collate_fn_sees_the_samples(tmp_path):
+    _, summary = train([*BLOBS, *SMALL_MLP, "data.collate_fn=test_bring_your_own.stack_fields", *SHORT,
+                        "data.num_workers=1"], tmp_path / "run")
+    assert summary["status"] == "completed"
+
+
+def stack_fields(samples: list[dict]) -> tuple[torch.Tensor, torch.Tensor]:
+    """A collate_fn as users write one: dict samples in, (x, y) out."""
+    x = torch.stack([torch.as_tensor(s["features"], dtype=torch.float32) for s in samples])
+    return x, torch.tensor([s["label"] for s in samples])
+
+
+def test_a_worker_that_raises_fails_in_one_line_and_leaves_a_valid_checkpoint(tmp_path):
+    # sample 7 sits in a late batch of the first epoch: steps before it train and checkpoint
+    result = run_cli([*BLOBS, *SMALL_MLP, "+data.fail_at=7", "data.num_workers=2", "trainer.max_steps=200",
+                      "trainer.ckpt_every=2", "batch_size=16", "schedule.warmup=2", "logger=none", "diagnose=false",
+                      "guard=off", f"hydra.run.dir={tmp_path / 'run'}"], env=USER_ENV)
+    assert result.returncode == 2
+    lines = result.stderr.strip().splitlines()
+    assert lines[-1].startswith("error: data: train sample 7 could not be read: OSError: corrupt record 7")
+    assert "Traceback" not in result.stderr
+    found = latest_valid_checkpoint(tmp_path / "run")
+    assert found is not None and 0 < found[1]["step"] < 200
+
+
+# ---------------------------------------------------------------- bad input: one line, before any file is written
+BAD = [
+    (["model._target_=no_such_module.Net"], "model._target_", "no module 'no_such_module'"),
+    (["model._target_=user_code.NoSuchNet"], "model._target_", "has no NoSuchNet"),
+    (["model._target_=user_code.Exploding"], "model._target_", "raised ValueError: cannot build"),
+    (["model._target_=user_code.BrokenForward"], "model._target_", "forward raised RuntimeError"),
+    (["model._target_=user_code.not_a_module"], "model._target_", "returns a torch.nn.Module"),
+    (["model._target_=user_code.Classifier", "+model.returns=wrong_width"], "model._target_", "expected float logits"),
+    (["model._target_=user_code.Classifier", "+model.returns=ints"], "model._target_", "expected float logits"),
+    (["model._target_=user_code.Classifier", "+model.returns=two_fields"], "model_output", "scores"),
+    (["model._target_=user_code.Classifier", "model_output=nope"], "model_output", "returns a plain tensor"),
+    (["model._target_=user_code.Classifier", "+model.width2=3"], "model.width2", "which takes"),
+    (["data._target_=user_code.no_such"], "data._target_", "has no no_such"),
+    (["data._target_=user_code.raising_factory"], "data._target_", "FileNotFoundError"),
+    (["data._target_=user_code.one_dataset"], "data._target_", "(train, val)"),
+    (["data._target_=user_code.streaming"], "data._target_", "map-style"),
+    (["data._target_=user_code.bad_labels", "data.num_classes=5"], "data.num_classes", "[0, 6]"),
+    (["data._target_=user_code.float_labels"], "data.task", "integer label"),
+    (["data._target_=user_code.no_class_count"], "data.num_classes", "an integer"),
+    (["data._target_=user_code.blobs", "data.input_key=x"], "data.input_key", "['features', 'label']"),
+    (["+data.root=/x"], "data.root", "which takes"),
+    (["data.task=ranking"], "data.task", "ranking"),
+    (["data.num_workers=-1"], "data.num_workers", "-1"),
+    (["data.pin_memory=maybe"], "data.pin_memory", "maybe"),
+    (["data.prefetch_factor=0"], "data.prefetch_factor", "0"),
+    (["data.persistent_workers=sometimes"], "data.persistent_workers", "sometimes"),
+    (["data.collate_fn=user_code.nothing_here"], "data.collate_fn", "has no nothing_here"),
+]
+
+
+def _bad_cfg(overrides: list[str]):
+    return compose_cfg([*BLOBS, "debug=smoke", "logger=none", "diagnose=false", *overrides])
+
+
+@pytest.mark.parametrize("overrides,key,fragment", BAD, ids=[" ".join(b[0]) for b in BAD])
+def test_bad_user_code_and_data_fail_in_one_line_before_any_file(tmp_path, overrides, key, fragment):
+    with pytest.raises(ConfigError) as err:
+        run(_bad_cfg(overrides), run_dir=tmp_path / "run")
+    message = str(err.value)
+    assert err.value.key == key and "\n" not in message and fragment in message, message
+    assert not (tmp_path / "run").exists()
+
+
+def test_cli_user_model_error_is_one_line_with_no_run_dir(tmp_path):
+    result = run_cli(["model._target_=user_code.Exploding", "model=mlp", "data=synthetic",
+                      f"hydra.run.dir={tmp_path / 'run'}"], env=USER_ENV)
+    assert result.returncode == 2 and "Traceback" not in result.stderr
+    assert result.stderr.strip().splitlines() == [
+        "error: model._target_='user_code.Exploding' is invalid: a model that builds: "
+        "Exploding(in_features=32) raised ValueError: cannot build for 32 features"]
+    assert not (tmp_path / "run").exists()
+
+
+def test_doctor_and_lr_find_work_on_a_user_model(tmp_path):
+    common = [*BLOBS, "model._target_=user_code.Classifier", "debug=smoke", "logger=none"]
+    assert run(compose_cfg([*common, "mode=doctor"]), run_dir=tmp_path / "doctor") == 0
+    assert (tmp_path / "doctor" / "doctor.md").exists()
+    suggestion = run(compose_cfg([*common, "mode=lr_find", "lr_find.num_steps=20"]), run_dir=tmp_path / "lr")
+    assert suggestion > 0
+
+
+# ---------------------------------------------------------------- Hugging Face (the hf extra)
+def test_tiny_gpt2_from_config_trains_30_steps_on_the_stdlib_corpus(tmp_path):
+    pytest.importorskip("transformers", reason="the hf extra is not installed")
+    _, summary = train(["model=hf_causal_lm", "model.block_size=32", "trainer.max_steps=30", "trainer.log_every=5",
+                        "trainer.eval_every=30", "batch_size=16", "schedule.warmup=3", "optim.lr=3e-3",
+                        "logger=none"], tmp_path / "run")
+    losses = [r["train/loss"] for r in read_metrics(tmp_path / "run") if "train/loss" in r]
+    assert summary["status"] == "completed" and losses[-1] < losses[0] - 1.0
+
+
+def test_a_datasets_dataset_on_disk_trains_an_mlp(tmp_path):
+    datasets = pytest.importorskip("datasets", reason="the hf extra is not installed")
+    train_set, val_set = (blob_rows(d) for d in user_code.blobs())
+    features = datasets.Features({"x": datasets.Sequence(datasets.Value("float32"), length=16),
+                                  "label": datasets.ClassLabel(num_classes=4)})
+    datasets.DatasetDict({split: datasets.Dataset.from_dict(rows, features=features)
+                          for split, rows in (("train", train_set), ("test", val_set))}).save_to_disk(str(tmp_path / "ds"))
+    _, summary = train(["data=hf", f"data.path={tmp_path / 'ds'}", "data.task=classification", "data.input_key=x",
+                        "data.val_split=test", "model=mlp", "model.width=32", *SHORT, "trainer.max_steps=40",
+                        "optim.lr=1e-2"], tmp_path / "run")
+    assert summary["status"] == "completed" and summary["chance_loss"] == pytest.approx(1.3863, abs=1e-4)
+    assert summary["best_val_accuracy"] > 0.9
+
+
+def blob_rows(dataset) -> dict[str, list]:
+    samples = [dataset[i] for i in range(len(dataset))]
+    return {"x": [s["features"].astype("float32") for s in samples], "label": [s["label"] for s in samples]}
+
+
+@pytest.mark.parametrize("overrides,key,fragment", [
+    (["data.path=/nonexistent"], "data.path", "save_to_disk"),
+    (["data.format=xml"], "data.format", "xml"),
+    (["data.tokenizer=/nonexistent"], "data.tokenizer", "char"),
+    (["data.task=classification"], "data.input_key", "feature column"),
+])
+def test_hf_data_bad_input_is_one_line(tmp_path, overrides, key, fragment):
+    pytest.importorskip("datasets", reason="the hf extra is not installed")
+    with pytest.raises(ConfigError) as err:
+        run(compose_cfg(["data=hf", f"data.path={tmp_path}", *overrides, "debug=smoke"]), run_dir=tmp_path / "run")
+    assert err.value.key == key and fragment in str(err.value)
+    assert not (tmp_path / "run").exists()
+
+
+def test_two_ranks_with_workers_equal_one_process_on_a_user_dataset(tmp_path, monkeypatch):
+    from test_distributed import final_params, run_dirs, torchrun
+
+    monkeypatch.setenv("PYTHONPATH", USER_ENV["PYTHONPATH"])
+    overrides = [*BLOBS, *SMALL_MLP, "+data.noise=0.3", *SHORT, "batch_size=64", "diagnose=false"]
+    torchrun([*overrides, "data.num_workers=1"], cwd=tmp_path)
+    (ddp_dir,) = run_dirs(tmp_path)
+    train(overrides, tmp_path / "single")
+    a, b = final_params(ddp_dir), final_params(tmp_path / "single")
+    assert max((a[k] - b[k]).abs().max().item() for k in a) <= 1e-6

@@ -1,0 +1,73 @@
+"""README's "Bring your own model and data" examples, run as written (files and commands taken from README)."""
+from __future__ import annotations
+
+import json
+import re
+import shlex
+import subprocess
+import sys
+
+import pytest
+
+from conftest import ROOT
+from harness.tracking import read_metrics
+
+SECTION = re.search(r"^## Bring your own model and data\n(.*?)^## ", (ROOT / "README.md").read_text(),
+                    re.S | re.M).group(1)
+EXAMPLES = dict(re.findall(r"^### (Example \d)[^\n]*\n(.*?)(?=^### )", SECTION, re.S | re.M))
+
+
+def files_and_commands(text: str) -> tuple[dict[str, str], list[str]]:
+    files = {block.splitlines()[0].split()[1].rstrip(":"): block
+             for block in re.findall(r"```python\n(.*?)```", text, re.S)}
+    commands = [line for block in re.findall(r"```bash\n(.*?)```", text, re.S)
+                for line in block.splitlines() if line.strip() and not line.startswith("#")]
+    return files, commands
+
+
+def run_example(name: str, tmp_path) -> list:
+    files, commands = files_and_commands(EXAMPLES[name])
+    assert files and commands
+    for file_name, body in files.items():
+        (tmp_path / file_name).write_text(body)
+    run_dirs = []
+    for i, command in enumerate(commands):
+        args = shlex.split(command)
+        assert args[0] == "python"
+        if args[1] == "train.py":  # as typed in a clone, plus a run dir of the test's own
+            run_dirs.append(tmp_path / f"run{i}")
+            args = [str(ROOT / "train.py"), *args[2:], f"hydra.run.dir={run_dirs[-1]}", "diagnose=false"]
+        else:
+            args = args[1:]
+        result = subprocess.run([sys.executable, *args], cwd=tmp_path, capture_output=True, text=True, timeout=600)
+        assert result.returncode == 0, f"{command}\n{result.stderr[-3000:]}"
+    return run_dirs
+
+
+def falling_loss(run_dir) -> tuple[float, float]:
+    losses = [r["train/loss"] for r in read_metrics(run_dir) if "train/loss" in r]
+    return losses[0], losses[-1]
+
+
+def test_readme_has_three_examples():
+    assert sorted(EXAMPLES) == ["Example 1", "Example 2", "Example 3"]
+
+
+def test_example_1_a_module_in_the_current_directory(tmp_path):
+    (run_dir,) = run_example("Example 1", tmp_path)
+    first, last = falling_loss(run_dir)
+    assert json.loads((run_dir / "summary.json").read_text())["status"] == "completed" and last < first - 1.0
+
+
+def test_example_2_a_dataset_factory(tmp_path):
+    (run_dir,) = run_example("Example 2", tmp_path)
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert summary["status"] == "completed" and summary["best_val_accuracy"] > 0.95
+
+
+def test_example_3_a_local_hf_checkpoint_and_dataset(tmp_path):
+    pytest.importorskip("transformers", reason="the hf extra is not installed")
+    pytest.importorskip("datasets", reason="the hf extra is not installed")
+    (run_dir,) = run_example("Example 3", tmp_path)
+    first, last = falling_loss(run_dir)
+    assert last < first

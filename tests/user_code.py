@@ -1,0 +1,146 @@
+"""Models and datasets written the way a user writes them (no harness imports), for the bring-your-own tests."""
+from __future__ import annotations
+
+import json
+import os
+import random
+from collections import namedtuple
+
+import numpy as np
+import torch
+from torch import nn
+from torch.utils.data import Dataset, IterableDataset, TensorDataset, get_worker_info
+
+
+class LSTMNet(nn.Module):
+    """A character LSTM; records the keyword arguments it was built with when RECORD_KWARGS names a file."""
+
+    def __init__(self, vocab_size: int, hidden: int = 32, n_layer: int = 1) -> None:
+        super().__init__()
+        if os.environ.get("RECORD_KWARGS"):
+            with open(os.environ["RECORD_KWARGS"], "w") as f:
+                json.dump({"vocab_size": vocab_size, "hidden": hidden, "n_layer": n_layer}, f)
+        self.emb = nn.Embedding(vocab_size, hidden)
+        self.lstm = nn.LSTM(hidden, hidden, num_layers=n_layer, batch_first=True)
+        self.head = nn.Linear(hidden, vocab_size)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        h, _ = self.lstm(self.emb(x))
+        return self.head(h)
+
+
+class Classifier(nn.Module):
+    """A vector classifier whose output format is chosen: tensor, tuple, dict, namedtuple."""
+
+    Out = namedtuple("Out", ["scores", "features"])
+
+    def __init__(self, in_features: int, num_classes: int, returns: str = "tensor", hidden: int = 32) -> None:
+        super().__init__()
+        self.returns = returns
+        self.body = nn.Sequential(nn.Linear(in_features, hidden), nn.ReLU())
+        self.head = nn.Linear(hidden, num_classes)
+
+    def forward(self, x: torch.Tensor):
+        h = self.body(x.flatten(1))
+        logits = self.head(h)
+        if self.returns == "tuple":
+            return logits, h
+        if self.returns == "dict":
+            return {"logits": logits, "hidden": h}
+        if self.returns == "two_fields":
+            return {"scores": logits, "hidden": h}
+        if self.returns == "wrong_width":
+            return logits[:, :-1]
+        if self.returns == "ints":
+            return logits.argmax(-1)
+        return logits
+
+
+class Exploding(nn.Module):
+    def __init__(self, in_features: int) -> None:
+        super().__init__()
+        raise ValueError(f"cannot build for {in_features} features")
+
+
+class BrokenForward(nn.Module):
+    def __init__(self, in_features: int, num_classes: int) -> None:
+        super().__init__()
+        self.head = nn.Linear(in_features + 1, num_classes)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.head(x)
+
+
+def not_a_module(in_features: int):
+    return "a string"
+
+
+class Blobs(Dataset):
+    """Gaussian blobs, one per class, as dict samples of numpy arrays; `noise` adds a random
+    augmentation drawn from the global numpy and torch RNGs in __getitem__, as users write it."""
+
+    def __init__(self, n: int, seed: int, num_classes: int = 4, features: int = 16, noise: float = 0.0,
+                 fail_at: int | None = None) -> None:
+        g = torch.Generator().manual_seed(seed)
+        self.y = torch.randint(0, num_classes, (n,), generator=g)
+        centres = torch.randn(num_classes, features, generator=torch.Generator().manual_seed(123)) * 2
+        self.x = centres[self.y] + torch.randn(n, features, generator=g)
+        self.classes = [f"c{i}" for i in range(num_classes)]
+        self.noise, self.fail_at = noise, fail_at
+
+    def __len__(self) -> int:
+        return len(self.y)
+
+    def __getitem__(self, i: int) -> dict:
+        if self.fail_at is not None and i == self.fail_at and get_worker_info() is not None:
+            raise OSError(f"corrupt record {i}")  # only in a DataLoader worker, past the pre-flight read
+        x = self.x[i].numpy().astype(np.float64)  # float64, as numpy makes it
+        if self.noise:
+            x = x + self.noise * np.random.randn(*x.shape) + self.noise * torch.randn(x.shape).numpy()
+            x = x * (1 + 0.01 * random.random())
+        return {"features": x, "label": int(self.y[i])}
+
+
+def blobs(n_train: int = 512, noise: float = 0.0, fail_at: int | None = None):
+    return Blobs(n_train, 0, noise=noise, fail_at=fail_at), Blobs(128, 1, noise=noise)
+
+
+def pairs(n_train: int = 256):
+    """(input, target) tuples in a TensorDataset: num_classes is read from its labels."""
+    g = torch.Generator().manual_seed(0)
+    x = torch.randn(n_train + 64, 8, generator=g)
+    y = (x[:, 0] > 0).long() + 2 * (x[:, 1] > 0).long()
+    return TensorDataset(x[:n_train], y[:n_train]), TensorDataset(x[n_train:], y[n_train:])
+
+
+def bad_labels():
+    x = torch.randn(64, 8)
+    return TensorDataset(x, torch.arange(64) % 7), TensorDataset(x, torch.arange(64) % 7)
+
+
+def float_labels():
+    x = torch.randn(64, 8)
+    return TensorDataset(x, torch.rand(64)), TensorDataset(x, torch.rand(64))
+
+
+class Stream(IterableDataset):
+    def __iter__(self):
+        yield torch.zeros(8), 0
+
+
+def streaming():
+    return Stream(), Stream()
+
+
+def one_dataset():
+    return pairs()[0]
+
+
+def no_class_count():
+    train, val = blobs()
+    del train.classes
+    return train, val
+
+
+def raising_factory(root: str = "/nonexistent"):
+    raise FileNotFoundError(f"no data under {root}")
