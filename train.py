@@ -7,7 +7,7 @@ import sys
 import hydra
 from omegaconf import DictConfig
 
-from harness.cli import check_group_choices, fail
+from harness.cli import check_group_choices, check_overrides, check_run_dir, fail
 from harness.errors import HarnessError
 from harness.resolvers import register_resolvers
 from hydra_plugins.harness_torchrun_launcher.relaunch import relaunch_if_asked
@@ -34,5 +34,7 @@ def main(cfg: DictConfig) -> float | list[float]:
 
 if __name__ == "__main__":
     check_group_choices(sys.argv[1:])
+    check_overrides(sys.argv[1:])
+    check_run_dir(sys.argv[1:])
     relaunch_if_asked(sys.argv)
     main()

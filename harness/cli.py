@@ -1,12 +1,14 @@
 """Command-line front door: turn bad input into one line and a non-zero exit, not a traceback."""
 from __future__ import annotations
 
+import os
 import shutil
 import sys
 from pathlib import Path
 from typing import NoReturn
 
 from harness.errors import ConfigError, HarnessError
+from harness.rundir import claim_run_dir
 
 CONF_DIR = Path(__file__).resolve().parent.parent / "conf"
 HYDRA_FILES = {".hydra", "train.log"}
@@ -64,3 +66,63 @@ def _remove_empty_run_dir() -> None:
     run_dir = Path(HydraConfig.get().runtime.output_dir)
     if run_dir.is_dir() and {p.name for p in run_dir.iterdir()} <= HYDRA_FILES:
         shutil.rmtree(run_dir, ignore_errors=True)
+
+
+def check_run_dir(argv: list[str]) -> None:
+    """Before Hydra writes .hydra/ and train.log into an explicit run dir, make sure it does not
+    hold an earlier run's results (run() checks again, with the fully composed config)."""
+    if "-m" in argv or "--multirun" in argv or os.environ.get("RANK", "0") != "0":
+        return
+    given = dict(arg.lstrip("+").split("=", 1) for arg in argv if "=" in arg and not arg.startswith("-"))
+    if "hydra.run.dir" not in given:
+        return
+    run_dir = Path(given["hydra.run.dir"])
+    try:
+        run_dir.mkdir(parents=True, exist_ok=True)  # Hydra would fail here with a traceback
+    except OSError as err:
+        fail(ConfigError("hydra.run.dir", str(run_dir), f"a directory that can be created: {err.strerror}"))
+    if given.get("overwrite", "false").lower() == "true":
+        return
+    try:
+        claim_run_dir(run_dir, given.get("resume"), overwrite=False)
+    except ConfigError as err:
+        fail(err)
+
+
+def check_overrides(argv: list[str]) -> None:
+    """Hydra reports a bad override over several lines with exit 1: parse every override (sweep
+    syntax included) and, for a plain run, compose the config once, so the error is one line."""
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+    from hydra.errors import HydraException, OverrideParseException
+
+    overrides = [a for a in argv if not a.startswith("-")]
+    parser = OverridesParser.create()
+    for arg in overrides:
+        try:
+            parser.parse_overrides([arg])
+        except OverrideParseException as err:
+            key, _, value = arg.partition("=")
+            fail(ConfigError(key, value, f"Hydra's override syntax ({str(err).splitlines()[0]}); "
+                                         f"see README, Search-space syntax"))
+    if any(a.startswith("-") for a in argv):  # -m, --help, --cfg ...: Hydra composes per job itself
+        return
+    from hydra import compose, initialize_config_dir
+
+    try:
+        with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
+            compose(config_name="train", overrides=overrides)
+    except HydraException as err:
+        fail(_composition_error(" ".join(str(err).split()), overrides))
+
+
+def _composition_error(message: str, overrides: list[str]) -> ConfigError:
+    """The override Hydra's message names, with the message's advice, as one ConfigError."""
+    for arg in overrides:
+        key, _, value = arg.lstrip("+~").partition("=")
+        if f"'{key}'" in message:
+            if message.startswith("Could not override"):
+                return ConfigError(key, value, f"a key that exists in the config (to add a new key, write +{key}={value})")
+            if message.startswith("Could not append"):
+                return ConfigError(key, value, f"a new key: {key} already exists (drop the +, or write ++{key}={value})")
+            return ConfigError(key, value, message)
+    return ConfigError("overrides", " ".join(overrides), message)

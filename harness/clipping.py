@@ -8,6 +8,8 @@ adaptive  unit-wise AGC (Brock et al. 2021): each output unit's gradient norm
 """
 from __future__ import annotations
 
+import math
+
 import torch
 from torch import nn
 
@@ -18,7 +20,7 @@ AGC_EPS = 1e-3
 
 
 def validate_clip(clip: object, mode: object) -> None:
-    if clip is not None and (isinstance(clip, bool) or not isinstance(clip, (int, float)) or clip < 0):
+    if clip is not None and (isinstance(clip, bool) or not isinstance(clip, (int, float)) or not 0 <= clip < math.inf):
         raise ConfigError("clip", clip, "null or 0 (off), or a number > 0")
     if mode not in MODES:
         raise ConfigError("clip_mode", mode, f"one of {list(MODES)}")

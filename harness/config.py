@@ -86,10 +86,11 @@ def validate_config(cfg: DictConfig, world_size: int = 1) -> torch.device:
     if cfg.batch_size % (cfg.accum * world_size):
         raise ConfigError("batch_size", cfg.batch_size,
                           f"a multiple of accum x world size = {cfg.accum} x {world_size}")
-    if not isinstance(cfg.seed, int):
-        raise ConfigError("seed", cfg.seed, "an integer")
-    if not isinstance(cfg.compile, bool):
-        raise ConfigError("compile", cfg.compile, "true or false")
+    if isinstance(cfg.seed, bool) or not isinstance(cfg.seed, int) or not 0 <= cfg.seed < 2**32:
+        raise ConfigError("seed", cfg.seed, "an integer in [0, 2**32) (numpy's seed range)")
+    for key in ("compile", "overwrite", "diagnose"):
+        if not isinstance(cfg[key], bool):
+            raise ConfigError(key, cfg[key], "true or false")
     if cfg.accum_reduction not in ("mean", "sum"):
         raise ConfigError("accum_reduction", cfg.accum_reduction, "mean or sum")
     if cfg.mode not in MODES:

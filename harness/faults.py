@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 import torch
-from omegaconf import DictConfig
+from omegaconf import DictConfig, OmegaConf
 from torch import nn
 
 from harness.errors import ConfigError
@@ -13,7 +13,10 @@ KINDS = ("none", "nan_grad", "inf_loss", "spike")
 def validate_fault_config(cfg: DictConfig) -> None:
     if cfg.get("name") not in KINDS:
         raise ConfigError("fault", cfg.get("name"), f"one of {list(KINDS)}")
-    steps = list(cfg.get("at") or [])
+    at = cfg.get("at")
+    if at is not None and not OmegaConf.is_list(at):
+        raise ConfigError("fault.at", at, "a list of optimizer steps >= 1, e.g. [5,9,13] (a single step is [5])")
+    steps = list(at or [])
     if any(isinstance(s, bool) or not isinstance(s, int) or s < 1 for s in steps):
         raise ConfigError("fault.at", steps, "a list of optimizer steps >= 1, e.g. [5,9,13]")
 

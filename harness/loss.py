@@ -1,6 +1,8 @@
 """Loss per task, computed in float32 whatever the autocast dtype (softmax in bf16 loses the tail)."""
 from __future__ import annotations
 
+import math
+
 import torch
 import torch.nn.functional as F
 from omegaconf import DictConfig
@@ -11,7 +13,7 @@ from harness.errors import ConfigError
 def validate_loss_config(cfg: DictConfig) -> None:
     if not 0.0 <= float(cfg.label_smoothing) < 1.0:
         raise ConfigError("loss.label_smoothing", cfg.label_smoothing, "a number in [0, 1)")
-    if float(cfg.z_loss) < 0:
+    if not 0.0 <= float(cfg.z_loss) < math.inf:
         raise ConfigError("loss.z_loss", cfg.z_loss, "a number >= 0")
 
 

@@ -14,6 +14,7 @@ whole log window at once.
 from __future__ import annotations
 
 import contextlib
+import logging
 from collections.abc import Iterator
 
 import torch
@@ -35,10 +36,19 @@ def validate_monitor_config(cfg: DictConfig) -> None:
         raise ConfigError("monitor.every", every, "an integer >= 1 (steps between collections)")
 
 
+log = logging.getLogger("harness")
+
+
 class Monitor:
-    def __init__(self, cfg: DictConfig, model: nn.Module) -> None:
+    def __init__(self, cfg: DictConfig, model: nn.Module, max_steps: int | None = None) -> None:
         self.level = cfg.level
         self.every = int(cfg.get("every", 1))
+        if max_steps is not None and self.level != "off" and self.every > max_steps // 4:
+            # a run shorter than the cadence would log no statistics at all: collect ~4 times
+            adapted = max(1, max_steps // 4)
+            log.info("monitor.every=%d is long for a %d-step run: collecting every %d steps", self.every,
+                     max_steps, adapted)
+            self.every = adapted
         self.histograms = bool(cfg.get("histograms", False)) and self.level == "full"
         self.named = [(n, p) for n, p in model.named_parameters() if p.requires_grad]
         self.model = model

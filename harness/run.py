@@ -23,13 +23,14 @@ from harness.lr_scaling import apply_lr_scaling
 from harness.models import build_model
 from harness.models.init import apply_init
 from harness.models.output import OutputPicker
-from harness.models.probe import probe_model
+from harness.models.probe import check_batch_norm, probe_model
 from harness.optim import build_optimizer
 from harness.precision import build_precision
+from harness.rundir import claim_run_dir, remove_stale_temp_files
 from harness.schedule import build_scheduler
 from harness.tracking import Tracker, finite_or_none
 from harness.trainer import Trainer
-from harness.trial import TrialReporter
+from harness.trial import TrialReporter, watch_sweeper
 
 log = logging.getLogger("harness")
 
@@ -95,6 +96,8 @@ def run(cfg: DictConfig, run_dir: Path | None = None) -> Any:
     device = validate_config(cfg, dist.world_size)
     cfg = apply_lr_scaling(cfg)
     run_dir = Path(run_dir) if run_dir is not None else hydra_run_dir()
+    if dist.is_main:
+        claim_run_dir(run_dir, cfg.resume, cfg.overwrite)
     resume_from = find_resume_checkpoint(cfg.resume, run_dir)
     if dist.enabled and device.type == "cuda":
         device = torch.device("cuda", dist.local_rank)
@@ -126,11 +129,9 @@ def build_trainer(cfg: DictConfig, run_dir: Path, device: torch.device,
     raw_model.to(device)
     pick_output = OutputPicker(cfg.model_output)
     micro_batch = cfg.batch_size // (cfg.accum * dist.world_size)
+    check_batch_norm(raw_model, micro_batch, cfg.batch_size)
     x, y = fetch(train_set, recipe, spread_indices(len(train_set), micro_batch))
     probe_model(raw_model, pick_output, meta, x.to(device), y.to(device), cfg.model._target_)
-    run_dir.mkdir(parents=True, exist_ok=True)  # only now: a configuration that cannot train leaves nothing
-    if dist.is_main:
-        OmegaConf.save(cfg, run_dir / "config.yaml", resolve=True)
     seed_everything(cfg.seed + dist.rank)  # identical weights on every rank, own dropout draws per rank
     optimizer = build_optimizer(cfg.optim, raw_model)
     scheduler = build_scheduler(cfg.schedule, optimizer, cfg.trainer.max_steps)
@@ -141,10 +142,13 @@ def build_trainer(cfg: DictConfig, run_dir: Path, device: torch.device,
             raw_model, device_ids=[device.index] if device.type == "cuda" else None)
     if cfg.compile:
         model = torch.compile(model)
+    reporter = TrialReporter.from_env()
+    if reporter is not None and reporter.sweeper_pid is not None:
+        watch_sweeper(reporter.sweeper_pid)
     trainer = Trainer(cfg, model=model, raw_model=raw_model, optimizer=optimizer, scheduler=scheduler,
                       precision=precision, train_set=train_set, val_set=val_set, meta=meta, recipe=recipe,
                       loader=loader_settings(cfg.data, device.type), pick_output=pick_output, device=device,
-                      dist=dist, run_dir=run_dir, tracker=None, reporter=TrialReporter.from_env())
+                      dist=dist, run_dir=run_dir, tracker=None, reporter=reporter)
     if resume_from:
         try:
             trainer.load_state_dict(resume_from[1])
@@ -154,6 +158,12 @@ def build_trainer(cfg: DictConfig, run_dir: Path, device: torch.device,
         log.info("resumed from %s at step %d", resume_from[0], trainer.state.step)
     elif cfg.resume == "auto":
         log.info("resume=auto: no checkpoint in %s, starting fresh", run_dir)
+    run_dir.mkdir(parents=True, exist_ok=True)  # only now: a configuration that cannot train, or a
+    # checkpoint that does not fit it, leaves nothing
+    if dist.is_main:
+        for path in remove_stale_temp_files(run_dir):
+            log.info("removed %s, left by a checkpoint write that was interrupted", path)
+        OmegaConf.save(cfg, run_dir / "config.yaml", resolve=True)
     if dist.is_main and cfg.mode == "train":  # lr_find and doctor drive the trainer for their own purposes
         trainer.tracker = Tracker(run_dir, cfg.logger.name, cfg.trainer.max_steps, trainer.state.step)
     n_params = sum(p.numel() for p in raw_model.parameters())

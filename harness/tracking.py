@@ -11,19 +11,48 @@ import logging
 import math
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, TextIO
 
 from omegaconf import DictConfig
 
 from harness.errors import ConfigError
 
+if TYPE_CHECKING:
+    from rich.progress import Progress
+
 LOGGERS = ("tensorboard", "none")
 log = logging.getLogger("harness")
+# TensorBoard lists tag groups alphabetically and opens only the first two, so act_mean/ and
+# grad_norm/ (one chart per layer) would open first and bury the run's vital signs. In
+# TensorBoard only, every group but these gets TB_LATER_PREFIX, which sorts after every letter:
+# grad/ and train/ open (grad norm, loss, lr), val/ is the next header. metrics.jsonl, which the
+# diagnosis reads, keeps the plain keys.
+TB_FIRST_GROUPS = ("grad", "train", "val")
+TB_LATER_PREFIX = "~"
+# The monitor's groups that hold one tag per parameter or module (grad_norm/fc1.weight, ...).
+PER_TENSOR_GROUPS = ("grad_norm", "param_norm", "update_ratio", "act_mean", "act_std", "act_dead", "attn_entropy")
 
 
 def validate_logger_config(cfg: DictConfig) -> None:
     if cfg.get("name") not in LOGGERS:
         raise ConfigError("logger", cfg.get("name"), f"one of {list(LOGGERS)}")
+
+
+def tb_tag(key: str) -> str:
+    """The TensorBoard tag of a metrics.jsonl key (see TB_FIRST_GROUPS)."""
+    return key if key.split("/", 1)[0] in TB_FIRST_GROUPS else TB_LATER_PREFIX + key
+
+
+def custom_scalars_layout() -> dict[str, dict[str, list]]:
+    """TensorBoard's Custom Scalars tab: the run's vital signs on one page, then one chart per
+    per-tensor statistic with every layer in it (the Scalars tab shows one chart per tensor).
+    Entries are regexes matched from the start of a tag (group names and the prefix hold no
+    regex metacharacters)."""
+    overview = {"loss": ["Multiline", ["train/loss$", "val/loss$"]],
+                "learning rate": ["Multiline", ["train/lr$"]],
+                "gradient norm": ["Multiline", ["grad/norm_preclip$", "grad/norm_postclip$"]]}
+    per_tensor = {group: ["Multiline", [tb_tag(f"{group}/")]] for group in PER_TENSOR_GROUPS}
+    return {"overview": overview, "per tensor": per_tensor}
 
 
 def read_metrics(run_dir: Path) -> list[dict[str, Any]]:
@@ -47,6 +76,8 @@ class Tracker:
 
             # purge_step hides events a crashed run wrote after its last checkpoint
             self.tb = SummaryWriter(str(run_dir / "tb"), purge_step=resume_step + 1 if resume_step else None)
+            self.tb.add_custom_scalars(custom_scalars_layout())
+        log.info("run dir: %s", _shown(run_dir))
         self.progress = _Progress(max_steps, start=resume_step)
 
     def _truncate_jsonl(self, resume_step: int) -> None:
@@ -59,14 +90,14 @@ class Tracker:
         self._jsonl_file.write(json.dumps({"step": step, "kind": kind, **scalars}) + "\n")
         self._jsonl_file.flush()
         if self.tb is not None:
-            for tag, value in scalars.items():
-                self.tb.add_scalar(tag, value, step)
+            for key, value in scalars.items():
+                self.tb.add_scalar(tb_tag(key), value, step)
         self.progress.update(step, scalars, kind)
 
     def histograms(self, step: int, tensors: dict[str, Any]) -> None:
         if self.tb is not None:
-            for tag, values in tensors.items():
-                self.tb.add_histogram(tag, values.float().cpu(), step)
+            for tag, values in tensors.items():  # one per tensor: after the vital signs too
+                self.tb.add_histogram(TB_LATER_PREFIX + tag, values.float().cpu(), step)
 
     def text(self, tag: str, message: str, step: int) -> None:
         log.warning(message)
@@ -78,6 +109,13 @@ class Tracker:
         self._jsonl_file.close()
         if self.tb is not None:
             self.tb.close()
+
+
+def _shown(path: Path) -> Path:
+    """`outputs/...` as the user typed it: relative to the working directory when inside it
+    (and not the directory itself, as under hydra.job.chdir=true), else absolute."""
+    path, cwd = path.resolve(), Path.cwd()
+    return path.relative_to(cwd) if path != cwd and path.is_relative_to(cwd) else path
 
 
 def _fmt(scalars: dict[str, float], key: str, spec: str) -> str | None:
@@ -102,18 +140,23 @@ def console_line(step: int, max_steps: int, scalars: dict[str, float], kind: str
 
 
 class _Progress:
-    """A rich progress bar on a terminal; plain log lines otherwise (CI, files, pipes)."""
+    """A rich progress bar on a terminal; plain log lines otherwise (CI, files, pipes).
+
+    While the bar is live, the console log handlers write through rich's stdout/stderr proxies,
+    so a log line prints above the bar instead of being glued onto its line."""
 
     def __init__(self, total: int, start: int) -> None:
         self.total = total
         self.bar = None
+        self._rerouted: list[tuple[logging.StreamHandler, TextIO]] = []
         if sys.stdout.isatty():
-            from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
-
-            self.bar = Progress(TextColumn("train"), BarColumn(), MofNCompleteColumn(),
-                                TimeRemainingColumn(), TextColumn("{task.description}"), transient=False)
+            self.bar = _progress_bar()
             self.task = self.bar.add_task("", total=total, completed=start)
-            self.bar.start()
+            real_out, real_err = sys.stdout, sys.stderr
+            self.bar.start()  # swaps sys.stdout/stderr for proxies that print above the bar
+            proxies = {id(real): proxy for real, proxy in ((real_out, sys.stdout), (real_err, sys.stderr))
+                       if real.isatty()}  # a handler writing to a file or pipe keeps writing there
+            self._rerouted = _reroute_console_handlers(proxies)
 
     def update(self, step: int, scalars: dict[str, float], kind: str) -> None:
         line = console_line(step, self.total, scalars, kind)
@@ -126,6 +169,32 @@ class _Progress:
     def close(self) -> None:
         if self.bar is not None:
             self.bar.stop()
+            for handler, stream in self._rerouted:
+                handler.setStream(stream)
+            self._rerouted = []
+
+
+def _progress_bar() -> Progress:
+    """Step count, percentage and ETA keep their width; the metrics text takes what is left and
+    is cut with an ellipsis, so an 80-column terminal still shows where the run is."""
+    from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TaskProgressColumn, TextColumn,
+                               TimeRemainingColumn)
+    from rich.table import Column
+
+    metrics = TextColumn("{task.description}", table_column=Column(no_wrap=True, overflow="ellipsis", ratio=1))
+    return Progress(TextColumn("train"), BarColumn(bar_width=20), MofNCompleteColumn(), TaskProgressColumn(),
+                    TimeRemainingColumn(), metrics, expand=True, transient=False)
+
+
+def _reroute_console_handlers(proxies: dict[int, TextIO]) -> list[tuple[logging.StreamHandler, TextIO]]:
+    """Point every root handler that writes to the real stdout/stderr (Hydra's console handler)
+    at rich's proxy for that stream; returns (handler, original stream) pairs to undo it."""
+    rerouted = []
+    for handler in logging.getLogger().handlers:
+        stream = getattr(handler, "stream", None)
+        if isinstance(handler, logging.StreamHandler) and id(stream) in proxies:
+            rerouted.append((handler, handler.setStream(proxies[id(stream)])))
+    return rerouted
 
 
 def finite_or_none(value: float | None) -> float | None:

@@ -115,7 +115,7 @@ class Trainer:
         self.stop_request = StopRequest()
         self.guard = Guard(cfg.guard, dist)
         self.faults = FaultInjector(cfg.fault, dist.rank)
-        self.monitor = Monitor(cfg.monitor, raw_model)
+        self.monitor = Monitor(cfg.monitor, raw_model, cfg.trainer.max_steps)
         self.early_stop = EarlyStopping(cfg.early_stop)
         self._rollback_due = False
         # plain attributes: OmegaConf lookups cost microseconds each, too much for every step

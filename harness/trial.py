@@ -22,6 +22,8 @@ from __future__ import annotations
 import json
 import logging
 import os
+import signal
+import threading
 import time
 from pathlib import Path
 from typing import Any, Mapping, Optional
@@ -130,6 +132,10 @@ class TrialReporter:
         )
 
     @property
+    def sweeper_pid(self) -> Optional[int]:
+        return self._sweeper_pid
+
+    @property
     def number(self) -> int:
         return self._trial.number
 
@@ -167,3 +173,17 @@ def pid_alive(pid: int) -> bool:
     except PermissionError:  # exists, owned by someone else
         return True
     return True
+
+
+def watch_sweeper(pid: int, interval_s: float = 1.0) -> threading.Thread:
+    """Stop this trial (SIGTERM: checkpoint, then exit) once the sweeper that started it is gone,
+    wherever the kernel cannot be asked to do it (Linux's parent-death signal does it at once)."""
+    def watch() -> None:
+        while pid_alive(pid):
+            time.sleep(interval_s)
+        log.warning("the sweeper (pid %d) is gone; stopping this trial", pid)
+        os.kill(os.getpid(), signal.SIGTERM)
+
+    thread = threading.Thread(target=watch, name="watch-sweeper", daemon=True)
+    thread.start()
+    return thread

@@ -9,12 +9,13 @@ import sys
 from pathlib import Path
 
 import optuna
+import pytest
 from optuna.distributions import CategoricalDistribution, FloatDistribution
 from optuna.trial import TrialState
 
 from apps.sweep_helpers import REPO, sweep_env
 from harness.trial import open_storage
-from hydra_plugins.harness_optuna_sweeper._report import display_url, write_report
+from hydra_plugins.harness_optuna_sweeper._report import best_line, display_url, write_report
 
 optuna.logging.set_verbosity(optuna.logging.WARNING)
 SPACE = {"optim.lr": FloatDistribution(1e-4, 1e-2, log=True),
@@ -69,6 +70,22 @@ def test_multi_objective_report_saves_the_pareto_front(tmp_path: Path) -> None:
     summary = write_report(study, tmp_path, "sqlite:///:memory:", tensorboard=False)
     assert {t["number"] for t in summary["pareto_front"]} == {0, 1}
     assert (tmp_path / summary["files"]["pareto_front"]).stat().st_size > 0
+
+
+@pytest.mark.filterwarnings("ignore::optuna.exceptions.ExperimentalWarning")  # set_metric_names
+def test_report_calls_the_objective_by_its_metric_name(tmp_path: Path) -> None:
+    study = optuna.create_study()
+    study.set_metric_names(["best_val_loss"])
+    record(study, 4)
+    summary = write_report(study, tmp_path, "sqlite:///:memory:", plots=False)
+    assert summary["metric_names"] == ["best_val_loss"]
+    assert best_line(summary) == "best trial 0: best_val_loss 0.5 with optim=" + study.trials[0].params["optim"]
+    with open(tmp_path / "trials.csv") as f:
+        assert [float(r["best_val_loss"]) for r in csv.DictReader(f) if r["state"] == "COMPLETE"] == [0.5, 0.6]
+    from tensorboard.backend.event_processing.event_multiplexer import EventMultiplexer
+
+    runs = EventMultiplexer().AddRunsFromDirectory(str(tmp_path / "tb_hparams")).Reload()
+    assert "best_val_loss" in runs.Runs()["trial_0000"]["scalars"]
 
 
 def test_storage_password_never_reaches_the_files() -> None:

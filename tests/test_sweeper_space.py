@@ -3,16 +3,19 @@ Pure and in-process: nothing is launched."""
 from __future__ import annotations
 
 import math
+import re
 
 import optuna
 import pytest
 from hydra.core.override_parser.overrides_parser import OverridesParser
+from omegaconf import OmegaConf
 from optuna.distributions import CategoricalDistribution, FloatDistribution, IntDistribution
 
 from harness.errors import ConfigError
 from hydra_plugins.harness_optuna_sweeper._settings import parse_settings
 from hydra_plugins.harness_optuna_sweeper._space import SearchSpace, parse_search_space
-from hydra_plugins.harness_optuna_sweeper._study import build_sampler
+from hydra_plugins.harness_optuna_sweeper._study import (build_sampler, objective_names, open_study, storage_url,
+                                                         study_name)
 
 optuna.logging.set_verbosity(optuna.logging.WARNING)
 
@@ -118,6 +121,44 @@ def test_fingerprint_names_the_study_stably() -> None:
     again = space("optim.lr=tag(log,interval(1e-4,1e-2))", "clip=choice(0.5,1.0)")
     other = space("optim.lr=tag(log,interval(1e-4,1e-2))", "clip=choice(0.5,2.0)")
     assert a.fingerprint() == again.fingerprint() != other.fingerprint()
+
+
+def test_default_study_name_reads_as_the_search_and_stays_stable() -> None:
+    searched = ("optim.lr=tag(log,interval(1e-4,1e-2))", "clip=choice(0.5,1.0)", "model=mlp")
+
+    def name(*overrides: str, objectives: tuple[str, ...] = ("best_val_loss",), **changes: object) -> str:
+        return study_name(parse_settings(options(**changes)), "train", space(*overrides), objectives)
+
+    first = name(*searched)
+    assert re.fullmatch(r"train-clip\+optim\.lr-[0-9a-f]{6}", first)
+    assert name(*searched, n_trials=50, n_jobs=4, sampler={"name": "random"}) == first  # a rerun resumes
+    assert name(*searched[:2], "model=gpt") != first  # another fixed override: another study
+    assert name(*searched, objectives=("final_val_loss",)) != first
+    assert name(*searched, direction="maximize") != first
+    assert name(*searched, study_name="mine") == "mine"
+    # the name the refusal message suggests can be pasted back as one plain override
+    pasted = OverridesParser.create().parse_override(f"hydra.sweeper.study_name={first}")
+    assert not pasted.is_sweep_override() and pasted.value() == first
+
+
+def test_objective_names_come_from_the_app_config() -> None:
+    assert objective_names(OmegaConf.create({"objective": "best_val_loss"})) == ("best_val_loss",)
+    assert objective_names(OmegaConf.create({"objective": ["best_val_loss", "wall_time_s"]})) == (
+        "best_val_loss", "wall_time_s")
+    assert objective_names(OmegaConf.create({"loss": 1.0})) == ()
+
+
+def test_open_study_names_its_metrics_and_finds_itself_again(tmp_path) -> None:
+    settings = parse_settings(options(direction=["minimize", "minimize"], sampler={"name": "nsga2"}))
+    sp = space("optim.lr=tag(log,interval(1e-4,1e-2))")
+    study = open_study(settings, sp, tmp_path, "train", ("best_val_loss", "wall_time_s"))
+    assert study.metric_names == ["best_val_loss", "wall_time_s"]
+    again = open_study(settings, sp, tmp_path, "train", ("best_val_loss", "wall_time_s"))
+    assert again.study_name == study.study_name and again.metric_names == study.metric_names
+    assert optuna.get_all_study_names(storage_url(settings, tmp_path)) == [study.study_name]
+    with pytest.raises(ConfigError, match=r"objective=\['best_val_loss'\].*one summary field per "
+                                          r"hydra.sweeper.direction"):
+        open_study(settings, sp, tmp_path, "train", ("best_val_loss",))
 
 
 @pytest.mark.parametrize("changes, needle", [

@@ -6,11 +6,13 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import optuna
 import pytest
 
+from apps.sweep_helpers import run_sweep, start_sweep
 from harness import trial as trial_env
 from harness.trial import TrialReporter, build_pruner, open_storage
 
@@ -120,3 +122,48 @@ def test_only_rank_zero_writes_and_multi_objective_never_prunes(tmp_path: Path) 
     assert reporter is not None
     reporter.report(1.0, 10)  # Optuna would raise for a multi-objective study
     assert not reporter.should_prune()
+
+
+def _processes_with(text: str) -> list[int]:
+    found = []
+    for proc in Path("/proc").iterdir():
+        if proc.name.isdigit():
+            try:
+                cmdline = (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode()
+            except OSError:
+                continue
+            if text in cmdline:
+                found.append(int(proc.name))
+    return found
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
+def test_trials_die_with_a_sweeper_killed_by_sigkill(tmp_path):
+    sweeper = start_sweep(tmp_path / "sweep", "x=interval(0,1)", "mode=hang", "hydra.sweeper.n_trials=1")
+    deadline = time.time() + 60
+    while not list((tmp_path / "sweep").glob("*/trial.log")) and time.time() < deadline:
+        time.sleep(0.2)
+    trials = [pid for pid in _processes_with(str(tmp_path / "sweep")) if pid != sweeper.pid]
+    assert trials, "the trial never started"
+    sweeper.kill()
+    sweeper.wait()
+    deadline = time.time() + 10
+    while any(Path(f"/proc/{pid}").exists() and not _zombie(pid) for pid in trials) and time.time() < deadline:
+        time.sleep(0.2)
+    assert not [pid for pid in trials if Path(f"/proc/{pid}").exists() and not _zombie(pid)]
+
+
+def _zombie(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().split(") ")[1].startswith("Z")
+    except (OSError, IndexError):
+        return True
+
+
+def test_refused_sweep_leaves_the_sweep_dir_as_it_was(tmp_path):
+    sweep_dir = tmp_path / "sweep"
+    run_sweep(sweep_dir, "x=interval(0,1)", "hydra.sweeper.n_trials=1", "hydra.sweeper.study_name=s")
+    before = {p: p.read_bytes() for p in sweep_dir.rglob("*") if p.is_file()}
+    run_sweep(sweep_dir, "x=interval(0,1)", "hydra.sweeper.direction=maximize", "hydra.sweeper.n_trials=1",
+              "hydra.sweeper.study_name=s", expect_rc=2)
+    assert {p: p.read_bytes() for p in sweep_dir.rglob("*") if p.is_file()} == before

@@ -14,6 +14,8 @@ from omegaconf import DictConfig
 from harness.data.base import DataMeta, TokenWindows
 from harness.errors import ConfigError
 
+BINARY_SNIFF = 8192  # bytes read to tell a binary file from text
+MAX_UNDECODABLE = 0.01  # fraction of characters that may fail to decode as UTF-8
 EXCLUDED_DIRS = {"test", "tests", "idle_test", "site-packages", "__pycache__"}
 
 
@@ -74,8 +76,9 @@ def _stdlib_corpus(cache_dir: Path) -> tuple[np.ndarray, list[str]]:
     return np.memmap(target / "ids.bin", dtype=np.uint16, mode="r"), vocab
 
 
-def _char_data(ids: np.ndarray, vocab: list[str], cfg: DictConfig):
+def _char_data(ids: np.ndarray, vocab: list[str], cfg: DictConfig, key: str = "data.path"):
     train, val = split(ids, float(cfg.val_fraction))
+    check_long_enough(key, cfg.get("path", "stdlib"), {"train": train, "val": val}, int(cfg.block_size))
     meta = DataMeta(task="lm", vocab_size=len(vocab), block_size=int(cfg.block_size))
     return TokenWindows(train, meta.block_size), TokenWindows(val, meta.block_size), meta
 
@@ -91,7 +94,10 @@ def validate_stdlib(cfg: DictConfig) -> None:
 
 
 def build_text(cfg: DictConfig):
-    ids, vocab = encode_chars(Path(cfg.path).read_text(encoding="utf-8", errors="replace"))
+    text = Path(cfg.path).read_text(encoding="utf-8", errors="replace")
+    if text.count("\ufffd") > MAX_UNDECODABLE * max(len(text), 1):
+        raise ConfigError("data.path", cfg.path, "a UTF-8 text file: over 1% of it is not UTF-8")
+    ids, vocab = encode_chars(text)
     return _char_data(ids, vocab, cfg)
 
 
@@ -99,4 +105,15 @@ def validate_text(cfg: DictConfig) -> None:
     path = cfg.get("path")
     if not path or not Path(path).is_file():
         raise ConfigError("data.path", path, "an existing text file")
+    with open(path, "rb") as f:
+        if b"\0" in f.read(BINARY_SNIFF):
+            raise ConfigError("data.path", path, "a UTF-8 text file: it holds NUL bytes (a binary file?)")
+
+
+def check_long_enough(key: str, value: object, streams: dict[str, np.ndarray], block: int) -> None:
+    """Each split must hold at least one window of block_size+1 tokens."""
+    for split_name, stream in streams.items():
+        if len(stream) <= block + 1:
+            raise ConfigError(key, value, f"a corpus whose {split_name} split has more than block_size+1 = "
+                                          f"{block + 1} tokens; it has {len(stream)}")
 

@@ -8,14 +8,22 @@ import numpy as np
 from omegaconf import DictConfig
 
 from harness.data.base import DataMeta, TokenWindows
+from harness.data.chars import check_long_enough
 from harness.errors import ConfigError
 
 
 def _vocab_size(cfg: DictConfig) -> int | None:
-    if cfg.get("vocab_size"):
-        return int(cfg.vocab_size)
+    if cfg.get("vocab_size") is not None:
+        return cfg.vocab_size
     meta = Path(cfg.dir) / "meta.json"
-    return int(json.loads(meta.read_text())["vocab_size"]) if meta.is_file() else None
+    if not meta.is_file():
+        return None
+    try:
+        value = json.loads(meta.read_text())["vocab_size"]
+    except (ValueError, KeyError, TypeError, UnicodeDecodeError) as err:
+        raise ConfigError("data.dir", cfg.dir, f"a meta.json holding {{\"vocab_size\": N}}: reading it raised "
+                                               f"{type(err).__name__}") from None
+    return value
 
 
 def validate_tokens(cfg: DictConfig) -> None:
@@ -23,7 +31,14 @@ def validate_tokens(cfg: DictConfig) -> None:
     for split in ("train.bin", "val.bin"):
         if not root or not (Path(root) / split).is_file():
             raise ConfigError("data.dir", root, f"a directory holding train.bin and val.bin (uint16); {split} is missing")
-    if _vocab_size(cfg) is None:
+        size = (Path(root) / split).stat().st_size
+        if size == 0 or size % 2:
+            raise ConfigError("data.dir", root, f"uint16 token files: {split} has {size} bytes, not a positive "
+                                                f"whole number of 2-byte ids")
+    vocab = _vocab_size(cfg)
+    if vocab is not None and (isinstance(vocab, bool) or not isinstance(vocab, int) or not 1 <= vocab <= 2**16):
+        raise ConfigError("data.vocab_size", vocab, "an integer in [1, 65536] (ids are uint16)")
+    if vocab is None:
         raise ConfigError("data.vocab_size", None, f"a positive integer, or {root}/meta.json with a vocab_size field")
 
 
@@ -32,6 +47,7 @@ def build_tokens(cfg: DictConfig):
     block = int(cfg.block_size)
     train = np.memmap(root / "train.bin", dtype=np.uint16, mode="r")
     val = np.memmap(root / "val.bin", dtype=np.uint16, mode="r")
+    check_long_enough("data.dir", cfg.dir, {"train": train, "val": val}, block)
     meta = DataMeta(task="lm", vocab_size=_vocab_size(cfg), block_size=block)
     return TokenWindows(train, block), TokenWindows(val, block), meta
 

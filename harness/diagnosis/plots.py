@@ -10,6 +10,8 @@ import numpy as np
 from matplotlib import colormaps
 from matplotlib.axes import Axes
 from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.cm import ScalarMappable
+from matplotlib.colors import BoundaryNorm, ListedColormap
 from matplotlib.figure import Figure
 from matplotlib.ticker import FuncFormatter, NullFormatter
 
@@ -17,7 +19,10 @@ from harness.diagnosis.load import RunData, Series
 from harness.diagnosis.rules.gradients import VANISH_RATIO, block_ratio_series
 
 HEALTHY_UPDATE_RATIO = 1e-3  # Karpathy's rule of thumb for |update| / |weight| per step
-MAX_LEGEND = 12  # more lines than this get a colour ramp (dark = early layer) instead of a legend
+MAX_LEGEND = 12  # more lines than this get a colour bar naming the layers, and a legend of the extremes
+N_EXTREMES = 3  # lines named at each end (highest, lowest) when there are more than MAX_LEGEND
+MAX_BAR_LABELS = 10  # tensor names written on the colour bar
+COLOUR_BAR_ROOM = 0.25  # figure width taken from the axes for the colour bar and its labels
 WIDE_RANGE = 20.0  # positive values spanning more than this factor get a log axis
 EVENT_COLOURS = {"skip_nonfinite": "tab:red", "skip_spike": "tab:orange", "rollback": "tab:purple",
                  "diverged": "black", "early_stop": "tab:green"}
@@ -30,17 +35,26 @@ def make_plots(run: RunData, out_dir: Path) -> list[tuple[str, str]]:
     out_dir.mkdir(parents=True, exist_ok=True)
     made = []
     for title, name, draw in PLOTS:
-        fig = Figure(figsize=(8, 4.2))
-        fig.subplots_adjust(left=0.12, right=0.97, bottom=0.12, top=0.92)  # fixed margins: a layout engine costs 2x
-        FigureCanvasAgg(fig)
-        ax = fig.add_subplot()
-        if draw(run, ax):
-            ax.set_title(title)
-            if ax.get_legend_handles_labels()[0]:
-                ax.legend(fontsize=7, ncols=2 if len(ax.get_lines()) > 6 else 1)
+        fig = draw_figure(run, title, draw)
+        if fig is not None:
             fig.savefig(out_dir / name, dpi=100)
             made.append((title, name))
     return made
+
+
+def draw_figure(run: RunData, title: str, draw: Draw) -> Figure | None:
+    """One plot on a figure of its own, or None when the run did not log its metrics."""
+    fig = Figure(figsize=(8, 4.2))
+    fig.subplots_adjust(left=0.12, right=0.97, bottom=0.12, top=0.92)  # fixed margins: a layout engine costs 2x
+    FigureCanvasAgg(fig)
+    ax = fig.add_subplot()
+    if not draw(run, ax):
+        return None
+    ax.set_title(title)
+    handles = ax.get_legend_handles_labels()[0]
+    if handles and ax.get_legend() is None:
+        ax.legend(fontsize=7, ncols=2 if len(handles) > 6 else 1)
+    return fig
 
 
 def _loss(run: RunData, ax: Axes) -> bool:
@@ -95,23 +109,57 @@ def _block_ratio(run: RunData, ax: Axes) -> bool:
 
 
 def _per_tensor(prefix: str, ylabel: str, reference: float | None = None) -> Draw:
-    """One line per tensor/module logged under `prefix` (biases left out), coloured early -> late."""
+    """One line per tensor/module logged under `prefix` (biases left out), coloured early -> late.
+    Up to MAX_LEGEND lines are named in the legend; past that a colour bar names the layers and
+    the legend names only the lines that end highest and lowest, the ones a reader looks for."""
 
     def draw(run: RunData, ax: Axes) -> bool:
         keys = [k for k in run.keys(prefix) if not k.endswith(".bias")]
+        if not keys:
+            return False
+        names = [k.split("/", 1)[1] for k in keys]
+        series = [run.series(k).finite() for k in keys]
         ramp = colormaps["viridis"](np.linspace(0, 0.9, len(keys)))
-        for key, colour in zip(keys, ramp):
-            _line(ax, run.series(key).finite(), key.split("/", 1)[1] if len(keys) <= MAX_LEGEND else None,
-                  color=colour, lw=1)
+        labels = names if len(keys) <= MAX_LEGEND else _extreme_labels(names, series)
+        for line, label, colour in zip(series, labels, ramp):
+            _line(ax, line, label, color=colour, lw=1)
         if reference is not None:
             ax.axhline(reference, color="tab:red", ls="--", lw=1, label=f"{reference:g} (rule of thumb)")
-        if keys:
-            _scale_for(ax, np.concatenate([run.series(k).finite().values for k in keys]))
-        ramp_note = "" if len(keys) <= MAX_LEGEND else " (dark: early layers, yellow: late)"
-        ax.set(xlabel=f"step{ramp_note}", ylabel=ylabel)
-        return bool(keys)
+        _scale_for(ax, np.concatenate([line.values for line in series]))
+        if len(keys) > MAX_LEGEND:
+            _layer_colour_bar(ax, names, ramp)
+            if ax.get_legend_handles_labels()[0]:  # none when every value was NaN/Inf
+                ax.legend(fontsize=6, ncols=2, title="▲ highest, ▼ lowest at the last step", title_fontsize=6)
+        ax.set(xlabel="step", ylabel=ylabel)
+        return True
 
     return draw
+
+
+def _extreme_labels(names: list[str], series: list[Series]) -> list[str | None]:
+    """Legend labels for the N_EXTREMES lines that end highest (▲) and lowest (▼); None for the rest."""
+    ends = sorted((line.values[-1], i) for i, line in enumerate(series) if len(line))
+    labels: list[str | None] = [None] * len(names)
+    for _, i in ends[:N_EXTREMES]:
+        labels[i] = f"▼ {names[i]}"
+    for _, i in ends[-N_EXTREMES:]:
+        labels[i] = f"▲ {names[i]}"
+    return labels
+
+
+def _layer_colour_bar(ax: Axes, names: list[str], colours: np.ndarray) -> None:
+    """A colour bar right of the axes, one colour per tensor, labelled with tensor names
+    (first, last and evenly spaced ones between), first layer at the top."""
+    left, bottom, width, height = ax.get_position().bounds
+    ax.set_position((left, bottom, width - COLOUR_BAR_ROOM, height))
+    cax = ax.figure.add_axes((left + width - COLOUR_BAR_ROOM + 0.015, bottom, 0.015, height))
+    bounds = np.arange(len(names) + 1) - 0.5
+    mappable = ScalarMappable(norm=BoundaryNorm(bounds, len(names)), cmap=ListedColormap(colours))
+    bar = ax.figure.colorbar(mappable, cax=cax)
+    ticks = np.unique(np.linspace(0, len(names) - 1, min(len(names), MAX_BAR_LABELS)).round().astype(int))
+    bar.set_ticks(ticks, labels=[names[i] for i in ticks], fontsize=6)
+    bar.minorticks_off()  # one colour per tensor: minor ticks mean nothing and cost a third of the figure
+    bar.ax.invert_yaxis()
 
 
 def _single(key: str, ylabel: str) -> Draw:

@@ -34,6 +34,13 @@ def _fits(out: torch.Tensor, meta: DataMeta, x: torch.Tensor, y: torch.Tensor) -
     return out.numel() == y.numel()
 
 
+def check_batch_norm(model: nn.Module, micro_batch: int, batch_size: int) -> None:
+    """Batch norm cannot normalise a batch of one sample in training (torch raises mid-run)."""
+    if micro_batch < 2 and any(isinstance(m, nn.modules.batchnorm._BatchNorm) for m in model.modules()):
+        raise ConfigError("batch_size", batch_size, f"at least 2 samples per micro-batch for a model with batch norm "
+                                                    f"(batch_size / (accum x world size) = {micro_batch})")
+
+
 @torch.no_grad()
 def probe_model(model: nn.Module, picker: OutputPicker, meta: DataMeta, x: torch.Tensor, y: torch.Tensor,
                 path: str) -> None:

@@ -7,6 +7,8 @@ translating its complaint into a one-line ConfigError.
 """
 from __future__ import annotations
 
+import math
+
 import importlib
 import re
 from collections.abc import Mapping
@@ -97,18 +99,23 @@ def _param_groups(cls: type, options: Mapping[str, Any], model: nn.Module) -> li
     return decay_param_groups(model, no_decay)
 
 
+# How torch's optimizers name a bad argument in their messages ("Invalid epsilon value: -1").
+TORCH_WORDS = {"epsilon": "eps", "learning rate": "lr", "beta parameter": "betas"}
+
+
 def _is_number(value: Any) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool)
+    """A finite int or float: inf and nan train for a step, then poison every weight."""
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
 
 
 def _check_values(options: Mapping[str, Any]) -> None:
     """Range checks on the hyperparameters most optimizers share, by key name."""
     lr = options.get("lr")
     if "lr" in options and not (_is_number(lr) and lr > 0):
-        raise ConfigError("optim.lr", lr, "a number > 0")
+        raise ConfigError("optim.lr", lr, "a finite number > 0")
     adamw_lr = options.get("adamw_lr")
     if adamw_lr is not None and not (_is_number(adamw_lr) and adamw_lr > 0):
-        raise ConfigError("optim.adamw_lr", adamw_lr, "a number > 0, or null for the default")
+        raise ConfigError("optim.adamw_lr", adamw_lr, "a finite number > 0, or null for the default")
     for key in ("weight_decay", "adamw_weight_decay"):
         value = options.get(key)
         if key in options and not (_is_number(value) and value >= 0):
@@ -140,7 +147,8 @@ def _construct(cls: type, groups: list[dict[str, Any]], kwargs: dict[str, Any]) 
         if unexpected and unexpected.group(1) in kwargs:
             key = unexpected.group(1)
             raise ConfigError(f"optim.{key}", kwargs[key], f"{message} ({cls.__name__} has no such option)") from exc
-        named = [key for key in kwargs if re.search(rf"\b{re.escape(key)}\b", message)]
+        named = [key for key in kwargs if re.search(rf"\b{re.escape(key)}\b", message)
+                 or any(word in message.lower() and key == name for word, name in TORCH_WORDS.items())]
         if named:
             key = max(named, key=len)
             raise ConfigError(f"optim.{key}", kwargs[key], message) from exc

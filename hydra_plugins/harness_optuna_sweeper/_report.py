@@ -57,10 +57,19 @@ def write_report(study: optuna.Study, out_dir: Path, storage_url: str, plots: bo
     if plots:
         files.update(_plots(study, trials, out_dir))
     if tensorboard:
-        files["tensorboard"] = _tensorboard(trials, out_dir)
+        files["tensorboard"] = _tensorboard(study, trials, out_dir)
     summary["files"] = files
     (out_dir / SUMMARY_FILE).write_text(json.dumps(summary, indent=2, default=str) + "\n")
     return summary
+
+
+def value_names(study: optuna.Study, unnamed: str) -> list[str]:
+    """What to call each objective value: the study's metric names (the app's `objective`
+    fields, set by open_study), else `unnamed`, numbered when there are several."""
+    if study.metric_names:
+        return list(study.metric_names)
+    n = len(study.directions)
+    return [unnamed] if n == 1 else [f"{unnamed}_{i}" for i in range(n)]
 
 
 def best_line(summary: dict[str, Any]) -> str:
@@ -69,7 +78,10 @@ def best_line(summary: dict[str, Any]) -> str:
     best = summary.get("best_trial")
     if not best:
         return "no trial completed"
-    return f"best trial {best['number']}: {best['values']} with {' '.join(best['overrides'])}"
+    values = best["values"]
+    if summary.get("metric_names"):
+        values = ", ".join(f"{name} {value:.6g}" for name, value in zip(summary["metric_names"], values))
+    return f"best trial {best['number']}: {values} with {' '.join(best['overrides'])}"
 
 
 def _summary(study: optuna.Study, trials: list[FrozenTrial], storage_url: str) -> dict[str, Any]:
@@ -83,6 +95,7 @@ def _summary(study: optuna.Study, trials: list[FrozenTrial], storage_url: str) -
         "study_name": study.study_name,
         "storage": display_url(storage_url),
         "directions": [d.name.lower() for d in study.directions],
+        "metric_names": study.metric_names,
         "n_trials": study.user_attrs.get(STUDY_N_TRIALS),
         "search_space": study.user_attrs.get(STUDY_SEARCH_SPACE),
         "counts": counts,
@@ -120,8 +133,7 @@ def _rows(study: optuna.Study, trials: list[FrozenTrial], summary: dict[str, Any
           ) -> list[dict[str, Any]]:
     best = summary.get("pareto_front") or [summary.get("best_trial") or {}]
     best_numbers = {b.get("number") for b in best}
-    n_obj = len(study.directions)
-    value_cols = ["value"] if n_obj == 1 else [f"value_{i}" for i in range(n_obj)]
+    value_cols = value_names(study, "value")
     param_names = sorted({name for t in trials for name in t.params})
     rows = []
     for t in trials:
@@ -178,7 +190,7 @@ def _plots(study: optuna.Study, trials: list[FrozenTrial], out_dir: Path) -> dic
         return {"plots": "skipped: no completed trial"}
     multi = len(study.directions) > 1
     target: Optional[Callable[[FrozenTrial], float]] = (lambda t: t.values[0]) if multi else None
-    name = "objective 0" if multi else "Objective Value"
+    name = study.metric_names[0] if study.metric_names else "objective 0" if multi else "Objective Value"
     jobs: dict[str, Callable[[], Any]] = {
         "optimization_history.png": lambda: ovm.plot_optimization_history(
             study, target=target, target_name=name),
@@ -214,14 +226,15 @@ def _plots(study: optuna.Study, trials: list[FrozenTrial], out_dir: Path) -> dic
     return files
 
 
-def _tensorboard(trials: list[FrozenTrial], out_dir: Path) -> str:
+def _tensorboard(study: optuna.Study, trials: list[FrozenTrial], out_dir: Path) -> str:
     from torch.utils.tensorboard import SummaryWriter  # torch is slow to import: only here
 
     tb_dir = out_dir / TB_DIR
     shutil.rmtree(tb_dir, ignore_errors=True)  # regenerated whole: no duplicate runs
+    names = value_names(study, "objective")
     with SummaryWriter(log_dir=str(tb_dir)) as writer:
         for t in trials:
-            metrics = _metrics(t)
+            metrics = _metrics(t, names)
             if not t.state.is_finished() or not metrics:
                 continue
             hparams: dict[str, Any] = {k: _hparam(v) for k, v in t.params.items()}
@@ -230,11 +243,10 @@ def _tensorboard(trials: list[FrozenTrial], out_dir: Path) -> str:
     return TB_DIR
 
 
-def _metrics(t: FrozenTrial) -> dict[str, float]:
-    """The objective(s) and every finite number of the trial's summary.json."""
+def _metrics(t: FrozenTrial, names: list[str]) -> dict[str, float]:
+    """The objective(s), named by `names`, and every finite number of the trial's summary.json."""
     metrics: dict[str, float] = {}
     if t.values:
-        names = ["objective"] if len(t.values) == 1 else [f"objective_{i}" for i in range(len(t.values))]
         metrics.update(zip(names, map(float, t.values), strict=True))
     for key, value in (t.user_attrs.get(ATTR_SUMMARY) or {}).items():
         if key == "objective" or isinstance(value, bool) or not isinstance(value, (int, float)):

@@ -3,8 +3,10 @@ from __future__ import annotations
 
 import warnings
 from pathlib import Path
+from typing import Sequence
 
 import optuna
+from omegaconf import DictConfig, OmegaConf
 from sqlalchemy.engine import make_url
 
 from harness.errors import ConfigError
@@ -13,6 +15,7 @@ from hydra_plugins.harness_optuna_sweeper._settings import SAMPLERS, SweepSettin
 from hydra_plugins.harness_optuna_sweeper._space import SearchSpace
 
 STORAGE_FILE = "optuna.db"
+DIGEST_CHARS = 6  # of the search-space fingerprint in a default study name
 
 
 def storage_url(settings: SweepSettings, sweep_dir: Path) -> str:
@@ -27,19 +30,38 @@ def storage_url(settings: SweepSettings, sweep_dir: Path) -> str:
         hide_password=False)
 
 
-def study_name(settings: SweepSettings, job_name: str, space: SearchSpace) -> str:
-    """Stable across reruns of the same command: derived from what defines the study (search
-    space, fixed overrides, directions), not from n_trials, n_jobs or the sampler, so a rerun
-    with a larger n_trials extends the study instead of starting another."""
+def objective_names(cfg: DictConfig) -> tuple[str, ...]:
+    """The app's `objective` key (the summary.json field(s) a trial returns); () for an app
+    without one."""
+    value = cfg.get("objective")
+    if value is None:
+        return ()
+    return tuple(map(str, value)) if OmegaConf.is_list(value) else (str(value),)
+
+
+def study_name(settings: SweepSettings, job_name: str, space: SearchSpace,
+               objectives: Sequence[str]) -> str:
+    """Readable (`train-clip+optim.lr-3f2a9c`: the job, the searched keys, a short hash) and
+    stable across reruns of the same command: the hash covers what defines the study (search
+    space, fixed overrides, directions, objectives), not n_trials, n_jobs or the sampler, so a
+    rerun with a larger n_trials extends the study instead of starting another. `+` and `-`
+    keep the name usable as `hydra.sweeper.study_name=NAME` on a command line."""
     if settings.study_name:
         return settings.study_name
-    return f"{job_name}-{space.fingerprint(*settings.directions)}"
+    searched = "+".join(sorted(p.name for p in space.params))
+    digest = space.fingerprint(*settings.directions, *objectives)[:DIGEST_CHARS]
+    return f"{job_name}-{searched}-{digest}"
 
 
-def open_study(settings: SweepSettings, space: SearchSpace, sweep_dir: Path, job_name: str
-               ) -> optuna.Study:
+def open_study(settings: SweepSettings, space: SearchSpace, sweep_dir: Path, job_name: str,
+               objectives: Sequence[str] = ()) -> optuna.Study:
+    """Create or resume the study; `objectives` (see objective_names) become its metric names,
+    which optuna-dashboard and the report show instead of "Objective 0"."""
+    if objectives and len(objectives) != len(settings.directions):
+        raise ConfigError("objective", list(objectives),
+                          f"one summary field per hydra.sweeper.direction {list(settings.directions)}")
     url = storage_url(settings, sweep_dir)
-    name = study_name(settings, job_name, space)
+    name = study_name(settings, job_name, space, objectives)
     storage = open_storage(url)
     if settings.storage is None:
         _refuse_foreign_study(storage, name, sweep_dir)
@@ -57,6 +79,10 @@ def open_study(settings: SweepSettings, space: SearchSpace, sweep_dir: Path, job
             f"study '{name}' was created with {list(found)}; keep that or set another "
             "hydra.sweeper.study_name",
         )
+    if objectives:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+            study.set_metric_names(list(objectives))
     study.sampler = build_sampler(settings, n_existing=len(study.get_trials(deepcopy=False)))
     return study
 

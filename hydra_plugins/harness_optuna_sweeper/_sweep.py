@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import logging
+import shutil
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -17,7 +18,7 @@ from hydra_plugins.harness_optuna_sweeper._app import app_command
 from hydra_plugins.harness_optuna_sweeper._loop import TrialLoop
 from hydra_plugins.harness_optuna_sweeper._settings import SweepSettings, parse_settings
 from hydra_plugins.harness_optuna_sweeper._space import SearchSpace, parse_search_space
-from hydra_plugins.harness_optuna_sweeper._study import open_study, storage_url
+from hydra_plugins.harness_optuna_sweeper._study import objective_names, open_study, storage_url
 
 if TYPE_CHECKING:
     from hydra_plugins.harness_optuna_sweeper.optuna_sweeper import OptunaSweeper
@@ -36,11 +37,10 @@ def run_sweep(sweeper: "OptunaSweeper", arguments: list[str]) -> dict[str, Any]:
     target = len(space.grid()) if settings.is_grid else settings.n_trials
 
     sweep_dir = Path(cfg.hydra.runtime.cwd, str(cfg.hydra.sweep.dir)).resolve()
-    sweep_dir.mkdir(parents=True, exist_ok=True)
-    OmegaConf.save(cfg, sweep_dir / "multirun.yaml")
     url = storage_url(settings, sweep_dir)
-    study = open_study(settings, space, sweep_dir, str(cfg.hydra.job.name))
-    _catch_up(study, settings, space, target)
+    study = _open_or_leave_nothing(settings, space, sweep_dir, str(cfg.hydra.job.name), target,
+                                   objective_names(cfg))
+    OmegaConf.save(cfg, sweep_dir / "multirun.yaml")  # only once the sweep is accepted
     log.info("study '%s' in %s: %d/%d trials done, %d job(s); resume with the same command "
              "and hydra.sweep.dir=%s", study.study_name, _report.display_url(url),
              _ledger.progress(study).done, target, settings.n_jobs, sweep_dir)
@@ -62,6 +62,22 @@ def run_sweep(sweeper: "OptunaSweeper", arguments: list[str]) -> dict[str, Any]:
                                    tensorboard=settings.tensorboard)
     log.info("%s", _report.best_line(summary))
     return summary
+
+
+def _open_or_leave_nothing(settings: SweepSettings, space: SearchSpace, sweep_dir: Path, job_name: str,
+                           target: int, objectives: tuple[str, ...]) -> optuna.Study:
+    """The study, caught up with trials a killed sweeper left; a refused sweep leaves the disk as it was
+    (a sweep dir it had to create is removed again)."""
+    created = not sweep_dir.exists()
+    sweep_dir.mkdir(parents=True, exist_ok=True)
+    try:
+        study = open_study(settings, space, sweep_dir, job_name, objectives)
+        _catch_up(study, settings, space, target)
+    except ConfigError:
+        if created:
+            shutil.rmtree(sweep_dir, ignore_errors=True)
+        raise
+    return study
 
 
 def _catch_up(study: optuna.Study, settings: SweepSettings, space: SearchSpace, target: int) -> None:

@@ -32,18 +32,21 @@ No `from __future__ import annotations`: the scanner runs the module before it i
 sys.modules, and dataclasses then fail to resolve string annotations.
 """
 
+import ctypes
 import os
 import signal
 import subprocess
+import sys
 import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Mapping, Optional
+from typing import Callable, Mapping, Optional
 
 from hydra.core.override_parser.types import Quote, QuotedString
 
 LOG_NAME = "trial.log"
+PR_SET_PDEATHSIG = 1  # linux/prctl.h
 
 
 @dataclass(frozen=True)
@@ -123,6 +126,7 @@ class TrialRunner:
                 # Own process group: Ctrl-C reaches only the sweeper, which then stops trials
                 # deliberately, and killpg also reaches a trial's children (torchrun ranks).
                 start_new_session=True,
+                preexec_fn=_die_with_parent(),
             )
         # A blocking wait notices the exit at once (polling would leave the slot idle for up
         # to its interval); a watcher thread handles stop and timeout meanwhile.
@@ -174,3 +178,23 @@ def _signal_group(pgid: int, sig: signal.Signals) -> None:
     except ProcessLookupError:
         pass
 
+
+def _die_with_parent() -> Optional[Callable[[], None]]:
+    """Linux: have the kernel send SIGTERM to the trial when the sweeper dies, SIGKILL included
+    (the trial saves a checkpoint and stops). Elsewhere the trial watches its parent itself
+    (harness.trial.watch_sweeper). The C function is resolved here, in the parent: the child of
+    a threaded process must not load libraries."""
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        prctl = ctypes.CDLL(None, use_errno=True).prctl
+    except (OSError, AttributeError):
+        return None
+    parent = os.getpid()
+
+    def arm() -> None:
+        prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
+        if os.getppid() != parent:  # the sweeper died before the line above took effect
+            os._exit(1)
+
+    return arm

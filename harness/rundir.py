@@ -1,0 +1,44 @@
+"""A run directory's results are never overwritten by accident, and nothing half-written survives in it."""
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+from harness.checkpoint import CKPT_DIR
+from harness.errors import ConfigError
+
+# What a run leaves besides Hydra's own .hydra/ and train.log.
+RESULTS = (CKPT_DIR, "summary.json", "metrics.jsonl", "config.yaml", "tb", "report.md", "plots",
+           "doctor.md", "doctor.json", "lr_find.json", "lr_find.png")
+
+
+def results_in(run_dir: Path) -> list[str]:
+    """The results of an earlier run found in `run_dir` (an empty checkpoints/ does not count)."""
+    found = []
+    for name in RESULTS:
+        path = run_dir / name
+        if path.is_file() or (path.is_dir() and any(path.iterdir())):
+            found.append(name)
+    return found
+
+
+def claim_run_dir(run_dir: Path, resume: object, overwrite: bool) -> None:
+    """Refuse to start over an earlier run unless continuing it (resume=auto) or told to replace it."""
+    found = results_in(run_dir)
+    if not found or resume == "auto":
+        return
+    if not overwrite:
+        raise ConfigError("hydra.run.dir", str(run_dir),
+                          f"a directory without an earlier run's results (it holds {', '.join(found)}): continue "
+                          f"that run with resume=auto, replace it with overwrite=true, or choose another hydra.run.dir")
+    for name in found:
+        path = run_dir / name
+        shutil.rmtree(path) if path.is_dir() else path.unlink()
+
+
+def remove_stale_temp_files(run_dir: Path) -> list[Path]:
+    """Temporary files of a checkpoint write that a kill interrupted (checkpoint.atomic_write's names)."""
+    stale = sorted((run_dir / CKPT_DIR).glob(".*.tmp"))
+    for path in stale:
+        path.unlink(missing_ok=True)
+    return stale

@@ -1,0 +1,201 @@
+"""A catalogue of bad input, as a new user types it: every case fails in one line naming the key and
+the bad value, before any file is written (exit 2 and nothing left behind for the CLI cases)."""
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from conftest import compose_cfg, run_cli
+from harness.errors import ConfigError
+from harness.run import run
+
+VECTOR = ["model=mlp", "data=synthetic"]
+
+# (overrides, key, text the message must contain); validated by validate_config, in milliseconds.
+CONFIG_CASES = [
+    # run keys
+    (["seed=-1"], "seed", "-1"), (["seed=1.5"], "seed", "1.5"), (["seed=abc"], "seed", "abc"),
+    (["seed=99999999999"], "seed", "99999999999"),
+    (["device=gpu"], "device", "gpu"), (["device=cuda:7"], "device", "cuda:7"), (["device=tpu"], "device", "tpu"),
+    (["batch_size=0"], "batch_size", "0"), (["batch_size=-8"], "batch_size", "-8"), (["batch_size=3.5"], "batch_size", "3.5"),
+    (["batch_size=true"], "batch_size", "True"), (["batch_size=30", "accum=4"], "batch_size", "30"),
+    (["accum=-1"], "accum", "-1"), (["accum=two"], "accum", "two"),
+    (["clip=-0.5"], "clip", "-0.5"), (["clip=inf"], "clip", "inf"), (["clip=nan"], "clip", "nan"), (["clip=big"], "clip", "big"),
+    (["clip_mode=l2"], "clip_mode", "l2"), (["clip_mode=null"], "clip_mode", "None"),
+    (["compile=maybe"], "compile", "maybe"), (["compile=1"], "compile", "1"),
+    (["diagnose=maybe"], "diagnose", "maybe"), (["diagnose=0"], "diagnose", "0"),
+    (["overwrite=yes"], "overwrite", "yes"),
+    (["resume=/nonexistent/run"], "resume", "/nonexistent/run"),
+    (["objective=val_loss"], "objective", "val_loss"), (["objective=[best_val_loss,speed]"], "objective", "speed"),
+    (["mode=training"], "mode", "training"), (["mode=null"], "mode", "None"),
+    (["accum_reduction=avg"], "accum_reduction", "avg"),
+    (["model_output=null"], "model_output", "None"), (["model_output=true"], "model_output", "True"),
+    # trainer
+    (["trainer.max_steps=0"], "trainer.max_steps", "0"), (["trainer.max_steps=-5"], "trainer.max_steps", "-5"),
+    (["trainer.max_steps=1e3"], "trainer.max_steps", "1000.0"), (["trainer.max_steps=many"], "trainer.max_steps", "many"),
+    (["trainer.log_every=0"], "trainer.log_every", "0"), (["trainer.eval_every=0"], "trainer.eval_every", "0"),
+    (["trainer.eval_batches=0"], "trainer.eval_batches", "0"), (["trainer.ckpt_every=-1"], "trainer.ckpt_every", "-1"),
+    (["trainer.keep_last=0"], "trainer.keep_last", "0"), (["trainer.stop_after=0"], "trainer.stop_after", "0"),
+    # optim
+    (["optim.lr=0"], "optim.lr", "0"), (["optim.lr=-1e-3"], "optim.lr", "-0.001"), (["optim.lr=inf"], "optim.lr", "inf"),
+    (["optim.lr=nan"], "optim.lr", "nan"), (["optim.lr=fast"], "optim.lr", "fast"),
+    (["optim.betas=[0.9,1.5]"], "optim.betas", "1.5"), (["optim.betas=[0.9]"], "optim.betas", "0.9"),
+    (["optim.eps=-1"], "optim.eps", "-1"), (["optim.weight_decay=-0.1"], "optim.weight_decay", "-0.1"),
+    (["optim=sgd", "optim.momentum=-0.5"], "optim.momentum", "-0.5"),
+    (["+optim.amsgrad2=true"], "optim.amsgrad2", "True"),
+    (["optim=lion", "optim.betas=[2,0.99]"], "optim.betas", "2"),
+    (["optim=muon", "optim.ns_steps=0"], "optim.ns_steps", "0"),
+    (["optim=muon", "optim.adamw_lr=-1"], "optim.adamw_lr", "-1"),
+    # schedule
+    (["schedule.warmup=-1"], "schedule.warmup", "-1"), (["schedule.warmup=1.5"], "schedule.warmup", "1.5"),
+    (["trainer.max_steps=100", "schedule.warmup=100"], "schedule.warmup", "100"),
+    (["schedule.min_lr_ratio=2"], "schedule.min_lr_ratio", "2"), (["schedule.min_lr_ratio=-0.1"], "schedule.min_lr_ratio", "-0.1"),
+    (["schedule=poly", "schedule.power=0"], "schedule.power", "0"),
+    (["schedule=wsd", "schedule.decay_fraction=0"], "schedule.decay_fraction", "0"),
+    (["schedule=wsd", "schedule.decay_shape=exp"], "schedule.decay_shape", "exp"),
+    # precision, init, loss, logger, scale_lr
+    (["precision=bf16", "device=cuda"], "device", "cuda"),
+    (["init=normal", "init.std=0"], "init.std", "0"), (["init=normal", "init.std=-1"], "init.std", "-1"),
+    (["loss.label_smoothing=1.0"], "loss.label_smoothing", "1.0"), (["loss.label_smoothing=-0.1"], "loss.label_smoothing", "-0.1"),
+    (["loss.z_loss=-1e-4"], "loss.z_loss", "-0.0001"), (["loss.z_loss=nan"], "loss.z_loss", "nan"),
+    (["logger.name=wandb"], "logger", "wandb"),
+    (["scale_lr.base_batch=0"], "scale_lr.base_batch", "0"), (["scale_lr.rule=log"], "scale_lr.rule", "log"),
+    # guard, early_stop, monitor, fault
+    (["guard.spike_zscore=0"], "guard.spike_zscore", "0"), (["guard.spike_window=0"], "guard.spike_window", "0"),
+    (["guard.rollback_lr_factor=0"], "guard.rollback_lr_factor", "0"), (["guard.rollback_lr_factor=1.5"], "guard.rollback_lr_factor", "1.5"),
+    (["guard.max_rollbacks=-1"], "guard.max_rollbacks", "-1"), (["guard.spike_min_history=1000"], "guard.spike_min_history", "1000"),
+    (["early_stop=default", "early_stop.patience=-2"], "early_stop.patience", "-2"),
+    (["early_stop=default", "early_stop.min_delta=-1"], "early_stop.min_delta", "-1"),
+    (["monitor.every=-3"], "monitor.every", "-3"), (["monitor.level=all"], "monitor.level", "all"),
+    (["fault=nan_grad", "fault.at=5"], "fault.at", "5"), (["fault=nan_grad", "fault.at=[-1]"], "fault.at", "-1"),
+    (["fault=nan_grad", "fault.at=[a]"], "fault.at", "a"),
+    # model
+    (["model.n_head=3"], "model.n_embd", "128"), (["model.n_layer=0"], "model.n_layer", "0"),
+    (["model.n_layer=four"], "model.n_layer", "four"), (["model.dropout=1.5"], "model.dropout", "1.5"),
+    (["model.ln_position=middle"], "model.ln_position", "middle"), (["model.n_embd=-64"], "model.n_embd", "-64"),
+    ([*VECTOR, "model.activation=swish"], "model.activation", "swish"), ([*VECTOR, "model.norm=group"], "model.norm", "group"),
+    ([*VECTOR, "model.depth=0"], "model.depth", "0"), ([*VECTOR, "model.width=-1"], "model.width", "-1"),
+    (["model=mlp"], "model", "harness.models.mlp.MLP"), (["data=synthetic"], "model", "harness.models.gpt.GPT"),
+    (["model._target_=nowhere.Net"], "model._target_", "nowhere.Net"), (["model._target_=Net"], "model._target_", "Net"),
+    # data
+    (["data.val_fraction=0"], "data.val_fraction", "0"), (["data.val_fraction=1.2"], "data.val_fraction", "1.2"),
+    (["data.block_size=0"], "data.block_size", "0"), (["data.num_workers=-2"], "data.num_workers", "-2"),
+    (["data.num_workers=1.5"], "data.num_workers", "1.5"), (["data.pin_memory=sometimes"], "data.pin_memory", "sometimes"),
+    (["data.prefetch_factor=-1"], "data.prefetch_factor", "-1"), (["data.collate_fn=nowhere.fn"], "data.collate_fn", "nowhere.fn"),
+    (["data=text"], "data.path", "???"), (["data=text", "data.path=/nonexistent.txt"], "data.path", "/nonexistent.txt"),
+    (["data=tokens"], "data.dir", "???"), (["data=tokens", "data.dir=/nonexistent"], "data.dir", "/nonexistent"),
+    ([*VECTOR, "data.task=ranking"], "data.task", "ranking"), ([*VECTOR, "data.n_train=0"], "data.n_train", "0"),
+    ([*VECTOR, "data.num_classes=1"], "data.num_classes", "1"), ([*VECTOR, "data.noise=-1"], "data.noise", "-1"),
+    (["data=custom"], "data._target_", "???"),
+    # modes
+    (["mode=lr_find", "lr_find.min_lr=0"], "lr_find.min_lr", "0"),
+    (["mode=lr_find", "lr_find.max_lr=1e-9"], "lr_find.max_lr", "1e-09"),
+    (["mode=lr_find", "lr_find.num_steps=3"], "lr_find.num_steps", "3"),
+    (["mode=doctor", "doctor.overfit_steps=0"], "doctor.overfit_steps", "0"),
+]
+
+
+@pytest.mark.parametrize("overrides,key,value", CONFIG_CASES, ids=[" ".join(c[0]) for c in CONFIG_CASES])
+def test_config_case(tmp_path, overrides, key, value):
+    with pytest.raises(ConfigError) as err:
+        run(compose_cfg(["debug=smoke", "logger=none", "diagnose=false", *overrides]), run_dir=tmp_path / "run")
+    message = str(err.value)
+    assert err.value.key == key and "\n" not in message, message
+    assert value in message and " is invalid: " in message, message
+    assert not (tmp_path / "run").exists()
+
+
+def _text(tmp_path, body: bytes | str):
+    path = tmp_path / "corpus.txt"
+    path.write_bytes(body if isinstance(body, bytes) else body.encode())
+    return ["data=text", f"data.path={path}", "model.block_size=32"]
+
+
+def _tokens(tmp_path, train: bytes, val: bytes, meta: str | None = '{"vocab_size": 50}'):
+    (tmp_path / "train.bin").write_bytes(train)
+    (tmp_path / "val.bin").write_bytes(val)
+    if meta is not None:
+        (tmp_path / "meta.json").write_text(meta)
+    return ["data=tokens", f"data.dir={tmp_path}", "model.block_size=32"]
+
+
+IDS = np.arange(2000, dtype=np.uint16) % 50
+FILE_CASES = {
+    "empty text": (lambda t: _text(t, ""), "data.path", "block_size+1"),
+    "too-short text": (lambda t: _text(t, "hello world\n" * 3), "data.path", "block_size+1"),
+    "binary file as text": (lambda t: _text(t, bytes(range(256)) * 40), "data.path", "NUL bytes"),
+    "latin-1 file as text": (lambda t: _text(t, "caf\xe9 na\xefve ".encode("latin-1") * 500), "data.path", "not UTF-8"),
+    "odd-sized token file": (lambda t: _tokens(t, IDS.tobytes() + b"x", IDS.tobytes()), "data.dir", "2-byte ids"),
+    "empty train.bin": (lambda t: _tokens(t, b"", IDS.tobytes()), "data.dir", "0 bytes"),
+    "too few tokens": (lambda t: _tokens(t, IDS[:30].tobytes(), IDS.tobytes()), "data.dir", "block_size+1"),
+    "meta.json not JSON": (lambda t: _tokens(t, IDS.tobytes(), IDS.tobytes(), "{vocab_size: 50"), "data.dir", "meta.json"),
+    "meta.json without vocab_size": (lambda t: _tokens(t, IDS.tobytes(), IDS.tobytes(), '{"size": 50}'), "data.dir", "meta.json"),
+    "no meta.json, no vocab_size": (lambda t: _tokens(t, IDS.tobytes(), IDS.tobytes(), None), "data.vocab_size", "None"),
+    "token ids past the vocabulary": (lambda t: _tokens(t, (IDS * 3).tobytes(), IDS.tobytes()), "data.vocab_size", "[0, 147]"),
+    "vocab_size past uint16": (lambda t: [*_tokens(t, IDS.tobytes(), IDS.tobytes()), "data.vocab_size=70000"],
+                               "data.vocab_size", "65536"),
+    "batch norm with one sample per micro-batch": (lambda t: [*VECTOR, "model.norm=batch", "batch_size=2", "accum=2"],
+                                                   "batch_size", "batch norm"),
+    "checkpoint of another model": (lambda t: _other_checkpoint(t), "resume", "this configuration"),
+    "a checkpoint file that is not one": (lambda t: _junk_checkpoint(t), "resume", "readable checkpoint"),
+}
+
+
+def _other_checkpoint(tmp_path):
+    from conftest import train
+
+    train([*VECTOR, "model.width=16", "debug=smoke", "logger=none"], tmp_path / "other")
+    return [*VECTOR, "model.width=32", f"resume={tmp_path / 'other'}"]
+
+
+def _junk_checkpoint(tmp_path):
+    (tmp_path / "junk.pt").write_text("not a checkpoint")
+    return [*VECTOR, f"resume={tmp_path / 'junk.pt'}"]
+
+
+@pytest.mark.parametrize("case", sorted(FILE_CASES))
+def test_bad_file_case(tmp_path, case):
+    make, key, fragment = FILE_CASES[case]
+    overrides = make(tmp_path)
+    with pytest.raises(ConfigError) as err:
+        run(compose_cfg(["debug=smoke", "logger=none", "diagnose=false", *overrides]), run_dir=tmp_path / "run")
+    message = str(err.value)
+    assert err.value.key == key and "\n" not in message and fragment in message, message
+    assert not (tmp_path / "run").exists()
+
+
+# The command line: Hydra's own errors and the run directory, each one line, exit 2, nothing left behind.
+CLI_CASES = [
+    (["trainer.max_stepz=5"], "trainer.max_stepz", "+trainer.max_stepz=5"),
+    (["+trainer.max_steps=5"], "trainer.max_steps", "++trainer.max_steps=5"),
+    (["model.hidden=64"], "model.hidden", "+model.hidden=64"),
+    (["optim.lr=tag(log,interval(1e-4"], "optim.lr", "override syntax"),
+    (["optim=adamm"], "optim", "adamw"),
+    (["optim.lr=inf"], "optim.lr", "finite"),
+    (["fault=nan_grad", "fault.at=5"], "fault.at", "[5]"),
+    (["hydra.run.dir=/proc/forbidden/run"], "hydra.run.dir", "can be created"),
+]
+
+
+@pytest.mark.parametrize("args,key,fragment", CLI_CASES, ids=[" ".join(c[0]) for c in CLI_CASES])
+def test_cli_case(tmp_path, args, key, fragment):
+    run_dir = tmp_path / "run"
+    if not any(a.startswith("hydra.run.dir=") for a in args):
+        args = [*args, f"hydra.run.dir={run_dir}"]
+    result = run_cli([*args, "debug=smoke"], cwd=tmp_path)
+    assert result.returncode == 2, result.stderr[-2000:]
+    assert "Traceback" not in result.stderr + result.stdout
+    (line,) = result.stderr.strip().splitlines()
+    assert line.startswith(f"error: {key}=") and fragment in line, line
+    assert not run_dir.exists()
+    assert [p.name for p in tmp_path.iterdir()] == []  # no outputs/ either
+
+
+def test_cli_sweep_expression_that_does_not_parse(tmp_path):
+    result = run_cli(["-m", "optim.lr=choice(1e-3,", f"hydra.sweep.dir={tmp_path / 'sweep'}"], cwd=tmp_path)
+    assert result.returncode == 2 and "Traceback" not in result.stderr
+    (line,) = result.stderr.strip().splitlines()
+    assert line.startswith("error: optim.lr=") and not (tmp_path / "sweep").exists()
+

@@ -1,0 +1,50 @@
+"""Nothing is lost: a new run never overwrites an earlier run's results, and stale temp files go."""
+from __future__ import annotations
+
+import pytest
+
+from conftest import compose_cfg, run_cli, train
+from harness.errors import ConfigError
+from harness.run import run
+
+SMOKE = ["model=mlp", "data=synthetic", "model.width=16", "debug=smoke", "logger=none", "diagnose=false"]
+
+
+def snapshot(run_dir):
+    return {p: (p.read_bytes(), p.stat().st_mtime_ns) for p in run_dir.rglob("*") if p.is_file()}
+
+
+def test_a_second_run_in_a_finished_run_dir_is_refused_and_touches_nothing(tmp_path):
+    run_dir = tmp_path / "exp1"
+    first = run_cli([*SMOKE, f"hydra.run.dir={run_dir}"])
+    assert first.returncode == 0, first.stderr[-2000:]
+    before = snapshot(run_dir)
+    second = run_cli([*SMOKE, "seed=2", f"hydra.run.dir={run_dir}"])
+    assert second.returncode == 2 and "Traceback" not in second.stderr
+    (line,) = second.stderr.strip().splitlines()
+    assert line.startswith(f"error: hydra.run.dir='{run_dir}' is invalid:") and "resume=auto" in line
+    assert "overwrite=true" in line
+    assert snapshot(run_dir) == before  # .hydra/ and train.log included
+
+
+def test_in_process_the_same_rule_holds(tmp_path):
+    train(SMOKE, tmp_path / "run")
+    with pytest.raises(ConfigError, match="resume=auto"):
+        run(compose_cfg(["diagnose=false", *SMOKE]), run_dir=tmp_path / "run")
+
+
+def test_overwrite_true_replaces_the_earlier_results(tmp_path):
+    train(SMOKE, tmp_path / "run")
+    (tmp_path / "run" / "checkpoints" / "step_00000099.pt").write_bytes(b"from an earlier run")
+    _, summary = train([*SMOKE, "overwrite=true", "seed=3"], tmp_path / "run")
+    assert summary["status"] == "completed"
+    assert not (tmp_path / "run" / "checkpoints" / "step_00000099.pt").exists()
+
+
+def test_resume_auto_continues_and_removes_stale_temp_files(tmp_path):
+    train([*SMOKE, "trainer.stop_after=3"], tmp_path / "run")
+    stale = tmp_path / "run" / "checkpoints" / ".step_00000006.pt.x1y2.tmp"
+    stale.write_bytes(b"half a checkpoint")
+    _, summary = train([*SMOKE, "resume=auto"], tmp_path / "run")
+    assert summary["status"] == "completed" and summary["steps"] == 6
+    assert not stale.exists()
