@@ -99,7 +99,7 @@ def test_ctrl_c_stops_cleanly_and_the_same_command_resumes(tmp_path: Path) -> No
 
 def test_killed_grid_sweep_resumes_without_losing_or_repeating_a_combination(tmp_path: Path) -> None:
     """The search space comes from a preset (hparams_search/fake_grid.yaml: 2 x 2, n_jobs=2)."""
-    args = ("hparams_search=fake_grid", "sleep_s=0.5")
+    args = ("+hparams_search=fake_grid", "sleep_s=0.5")
     sweep = start_sweep(tmp_path, *args)
     _wait_for(lambda: mid_sweep(tmp_path))
     sweep.kill()  # SIGKILL: no chance to clean up, trials are left RUNNING
