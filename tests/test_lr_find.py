@@ -175,3 +175,11 @@ def test_cli_writes_plot_and_json_and_prints_the_override(tmp_path):
     assert f"use {data['override']}" in result.stdout + result.stderr
     assert data["override"] == f"optim.lr={data['suggestion']:.1e}"
     assert (tmp_path / "lr_find.png").read_bytes()[:4] == b"\x89PNG"
+
+
+def test_debug_smoke_shortens_the_sweep(tmp_path):
+    from harness.run import run
+
+    run(compose_cfg(["mode=lr_find", "debug=smoke", *TINY_GPT, "logger=none"]), run_dir=tmp_path)
+    data = json.loads((tmp_path / "lr_find.json").read_text())
+    assert data["settings"]["num_steps"] == 20 and len(data["lrs"]) <= 20
