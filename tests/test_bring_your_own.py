@@ -276,3 +276,15 @@ def test_two_ranks_with_workers_equal_one_process_on_a_user_dataset(tmp_path, mo
     train(overrides, tmp_path / "single")
     a, b = final_params(ddp_dir), final_params(tmp_path / "single")
     assert max((a[k] - b[k]).abs().max().item() for k in a) <= 1e-6
+
+
+def test_a_local_csv_file_with_scalar_feature_columns(tmp_path):
+    pytest.importorskip("datasets", reason="the hf extra is not installed")
+    rng = torch.Generator().manual_seed(0)
+    a, b = torch.randn(400, generator=rng), torch.randn(400, generator=rng)
+    rows = "\n".join(f"{x:.4f},{y:.4f},{int(x + y > 0)}" for x, y in zip(a.tolist(), b.tolist()))
+    (tmp_path / "points.csv").write_text("a,b,label\n" + rows + "\n")
+    _, summary = train(["data=hf", "data.format=csv", f"data.path={tmp_path / 'points.csv'}", "data.task=classification",
+                        "data.input_key=[a,b]", "data.num_classes=2", "model=mlp", "model.width=16", *SHORT,
+                        "trainer.max_steps=40", "optim.lr=1e-2"], tmp_path / "run")
+    assert summary["status"] == "completed" and summary["best_val_accuracy"] > 0.9

@@ -375,7 +375,7 @@ def test_validate_accepts_root_config(load) -> None:
         ("adamw", {"_target_": "no_such_pkg.Opt"}, "optim._target_"),
         ("adamw", {"_target_": "torch.nn.Linear"}, "optim._target_"),
         ("muon", {"ns_steps": 0}, "optim.ns_steps"),
-        ("adam", {"eps": -1.0}, "optim"),
+        ("adam", {"eps": -1.0}, "optim.eps"),  # torch says "epsilon"
     ],
 )
 def test_validation_names_the_bad_key(load, name: str, override: dict, key: str) -> None:

@@ -140,10 +140,10 @@ def _processes_with(text: str) -> list[int]:
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
 def test_trials_die_with_a_sweeper_killed_by_sigkill(tmp_path):
     sweeper = start_sweep(tmp_path / "sweep", "x=interval(0,1)", "mode=hang", "hydra.sweeper.n_trials=1")
-    deadline = time.time() + 60
-    while not list((tmp_path / "sweep").glob("*/trial.log")) and time.time() < deadline:
+    deadline, trials = time.time() + 60, []
+    while not trials and time.time() < deadline:  # trial.log is opened just before the trial starts
         time.sleep(0.2)
-    trials = [pid for pid in _processes_with(str(tmp_path / "sweep")) if pid != sweeper.pid]
+        trials = [pid for pid in _processes_with(str(tmp_path / "sweep")) if pid != sweeper.pid]
     assert trials, "the trial never started"
     sweeper.kill()
     sweeper.wait()

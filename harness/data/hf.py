@@ -17,7 +17,7 @@ import torch
 from omegaconf import DictConfig, OmegaConf
 
 from harness.data.base import TASKS, ArrayDataset, DataMeta, TokenWindows
-from harness.data.chars import encode_chars, split
+from harness.data.chars import check_long_enough, encode_chars, split
 from harness.errors import ConfigError, one_line
 
 FORMATS = ("text", "json", "csv", "parquet")
@@ -113,10 +113,7 @@ def _token_windows(cfg: DictConfig, train: Any, val: Any) -> tuple[ArrayDataset,
     if val is None:
         streams["train"], streams["val"] = split(streams["train"], float(cfg.val_fraction))
     block = int(cfg.block_size)
-    for name, stream in streams.items():
-        if len(stream) <= block + 1:
-            raise ConfigError("data.path", cfg.path, f"a {name} split of more than block_size+1 = {block + 1} "
-                                                     f"tokens; it has {len(stream)}")
+    check_long_enough("data.path", cfg.path, streams, block)
     meta = DataMeta("lm", vocab_size=vocab_size, block_size=block)
     return TokenWindows(streams["train"], block), TokenWindows(streams["val"], block), meta
 
