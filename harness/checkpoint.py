@@ -20,7 +20,8 @@ from typing import IO, Any
 import numpy as np
 import torch
 
-CKPT_DIR = "checkpoints"
+from harness.rundir import CKPT_DIR
+
 STEP_PATTERN = re.compile(r"step_(\d{8})\.pt$")
 
 

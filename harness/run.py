@@ -193,9 +193,7 @@ def _train(cfg: DictConfig, run_dir: Path, device: torch.device, dist: DistInfo,
     try:
         status = trainer.fit()
     finally:
-        trainer.batches.close()
-        if trainer.tracker:
-            trainer.tracker.close()
+        trainer.close()
     summary = summarize(trainer, status, time.perf_counter() - started, cfg)
     if dist.is_main:
         atomic_json_dump(summary, run_dir / "summary.json")

@@ -4,9 +4,9 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
-from harness.checkpoint import CKPT_DIR
 from harness.errors import ConfigError
 
+CKPT_DIR = "checkpoints"
 # What a run leaves besides Hydra's own .hydra/ and train.log.
 RESULTS = (CKPT_DIR, "summary.json", "metrics.jsonl", "config.yaml", "tb", "report.md", "plots",
            "doctor.md", "doctor.json", "lr_find.json", "lr_find.png")

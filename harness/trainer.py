@@ -439,5 +439,12 @@ class Trainer:
         if self.dist.is_main:
             save_step_checkpoint(state, self.run_dir, self.state.step, self.cfg.trainer.keep_last)
 
+    def close(self) -> None:
+        """Stop the data workers and flush the logs; the trainer is not used afterwards."""
+        self.batches.close()
+        self.eval_batches.close()
+        if self.tracker:
+            self.tracker.close()
+
     def total_overflow_steps(self) -> int:
         return self.state.overflow_steps + round(self._sums[2].item())

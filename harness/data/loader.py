@@ -188,6 +188,15 @@ def _loader(dataset: Dataset, recipe: BatchRecipe, seed: int, tickets: Any, sett
                       generator=torch.Generator().manual_seed(seed), **settings.loader_kwargs())
 
 
+def shut_down(loader: DataLoader, iterator: Iterator | None = None) -> None:
+    """Stop a loader's worker processes now. Left to the garbage collector, they linger, and a
+    collection that happens inside a later run can stall it for seconds while they are joined."""
+    for it in (iterator, getattr(loader, "_iterator", None)):
+        if it is not None and hasattr(it, "_shutdown_workers"):
+            it._shutdown_workers()
+    loader._iterator = None
+
+
 def _unpack(result: Fetched | FetchFailure, split: str) -> Fetched:
     if isinstance(result, FetchFailure):
         raise DataError(f"data: {split} {result.message}")
@@ -265,10 +274,13 @@ class TrainBatches:
         """Move the stream; the loader restarts there (its read-ahead batches are dropped)."""
         self.stream.load_state_dict(state)
         self._update_start, self._fetched = self.stream.state_dict(), 0
+        if self._iter is not None and self._iter is not getattr(self._loader, "_iterator", None):
+            shut_down(self._loader, self._iter)  # not persistent: its workers would linger
         self._iter = None
 
     def close(self) -> None:
-        self._iter = None  # shuts the workers down
+        shut_down(self._loader, self._iter)
+        self._iter = None
 
 
 class FixedBatches:
@@ -293,6 +305,9 @@ class EvalBatches:
                  micro_batch: int, seed: int) -> None:
         tickets = [Ticket(chunk.tolist(), EVAL_EPOCH) for chunk in indices.split(micro_batch)]
         self._loader = _loader(dataset, recipe, seed, tickets, settings)
+
+    def close(self) -> None:
+        shut_down(self._loader)
 
     def __iter__(self) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
         iterator = iter(self._loader)

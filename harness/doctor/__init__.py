@@ -62,8 +62,7 @@ def run_doctor(cfg: DictConfig, run_dir: Path, device: torch.device) -> int:
     try:
         results = diagnose_trainer(trainer, settings)
     finally:
-        if trainer.tracker:
-            trainer.tracker.close()
+        trainer.close()
     print_table(results)
     write(results, run_dir)
     log.info("%s (%s)", headline(results), run_dir / "doctor.md")

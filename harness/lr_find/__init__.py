@@ -45,8 +45,7 @@ def run_lr_find(cfg: DictConfig, run_dir: Path, device: torch.device) -> float:
     try:
         sweep, suggestion = find_lr(trainer, settings)
     finally:
-        if trainer.tracker:
-            trainer.tracker.close()
+        trainer.close()
     write_json(as_json(sweep, suggestion, settings), run_dir / "lr_find.json")
     plot(sweep, suggestion, run_dir / "lr_find.png")
     log.info(summary_line(suggestion, sweep))
