@@ -35,7 +35,7 @@ def final_params(run_dir: Path) -> dict[str, torch.Tensor]:
     return load_checkpoint(step_checkpoints(run_dir)[0])["model"]
 
 
-@pytest.mark.parametrize("accum", [1, 2])
+@pytest.mark.parametrize("accum", [1, pytest.param(2, marks=pytest.mark.slow)])  # accum=2: ~10 s more
 def test_two_ranks_equal_one_process(tmp_path, accum):
     torchrun([*MLP, f"accum={accum}"], cwd=tmp_path)
     (ddp_dir,) = run_dirs(tmp_path)  # exactly one run dir for both ranks
@@ -56,6 +56,7 @@ def test_nan_on_one_rank_makes_both_skip(tmp_path):
     assert all(torch.isfinite(p).all() for p in final_params(run_dir).values())
 
 
+@pytest.mark.slow  # ~25 s; the SIGTERM test below resumes bit-exact under torchrun too
 def test_stop_and_resume_under_torchrun_is_exact(tmp_path):
     args = [*MLP, "model.dropout=0.1"]
     torchrun([*args, "hydra.run.dir=straight"], cwd=tmp_path)

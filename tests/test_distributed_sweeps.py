@@ -11,6 +11,7 @@ from conftest import run_cli
 from pg_server import postgres_bin, postgres_server
 
 
+@pytest.mark.slow  # ~40 s: four 2-rank torchrun trials; test_single_run_under_torchrun_launcher covers the launcher
 def test_optuna_sweep_with_torchrun_trials(tmp_path):
     sweep_dir = tmp_path / "sweep"
     result = run_cli(["-m", "hydra/sweeper=optuna", "hydra/sweeper/sampler=random", "hydra.sweeper.seed=0",

@@ -43,7 +43,11 @@ def test_quick_start_and_a_short_run(tmp_path, args):
     assert json.loads((tmp_path / "run" / "summary.json").read_text())["status"] == "completed"
 
 
-@pytest.mark.parametrize("args", SWEEPS, ids=[" ".join(a)[:60] for a in SWEEPS])
+# The first command runs by default; the presets' sweeps (6 grid trials, the baby GPT) cost ~50 s: -m slow.
+SWEEP_CASES = [pytest.param(a, marks=[pytest.mark.slow] if i else []) for i, a in enumerate(SWEEPS)]
+
+
+@pytest.mark.parametrize("args", SWEEP_CASES, ids=[" ".join(a)[:60] for a in SWEEPS])
 def test_sweep_commands(tmp_path, args):
     sweep_dir = tmp_path / "sweep"
     result = run_cli([*args, "debug=smoke", "diagnose=false", "logger=none", "hydra.sweeper.n_trials=2",
