@@ -28,6 +28,7 @@ ATTR_SUMMARY = "summary"  # the run's summary.json
 STUDY_SEARCH_SPACE = "search_space"  # study user attrs: {name: sweep text}
 STUDY_N_TRIALS = "n_trials"  # the target of the latest run
 INTERRUPTED = "interrupted"
+SURPLUS = "surplus: another sweeper sharing the study took the last trial"
 HEARTBEAT_S = 30.0
 # A sweeper on another host that has not refreshed its trials for this long is gone.
 STALE_S = 180.0
@@ -35,10 +36,19 @@ HOST = socket.gethostname()
 
 
 def is_done(trial: FrozenTrial) -> bool:
-    """Counts towards n_trials. An interrupted trial does not: it is run again instead."""
+    """Counts towards n_trials. An interrupted trial does not (it is run again instead), nor does
+    a surplus one (closed unrun)."""
     if trial.state in (TrialState.COMPLETE, TrialState.PRUNED):
         return True
-    return trial.state == TrialState.FAIL and trial.user_attrs.get(ATTR_REASON) != INTERRUPTED
+    return trial.state == TrialState.FAIL and trial.user_attrs.get(ATTR_REASON) not in (INTERRUPTED, SURPLUS)
+
+
+def is_surplus(study: optuna.Study, trial: optuna.Trial, target: int) -> bool:
+    """Whether the trials numbered before this one already fill n_trials. Sweepers sharing a study
+    check the count and then ask, so two of them can ask for the last trial at once; the trial
+    numbers the storage hands out decide which one runs it."""
+    earlier = [t for t in study.get_trials(deepcopy=False) if t.number < trial.number]
+    return sum(is_done(t) or t.state == TrialState.RUNNING for t in earlier) >= target
 
 
 @dataclass(frozen=True)

@@ -104,9 +104,10 @@ class TrialLoop:
         """Start trials in the free slots: prepared proposals first, new ones if `propose`."""
         while self._free and not self._stop.is_set():
             if not self._ready:
-                if not propose or not self._may_start():
+                trial = self._propose() if propose and self._may_start() else None
+                if trial is None:
                     return
-                self._ready.append(self._propose())
+                self._ready.append(trial)
             trial = self._ready.pop()
             item = _Active(trial, self._spec(trial, self._free.pop(0)))
             self._active[self._pool.submit(self._run, item.spec, self._stop)] = item
@@ -119,7 +120,9 @@ class TrialLoop:
         less than if it were asked then. With one slot nothing overlaps, and the next proposal
         waits for the last result as sequential search needs."""
         if self.n_jobs > 1 and not self._ready and not self._stop.is_set() and self._may_start():
-            self._ready.append(self._propose())
+            trial = self._propose()
+            if trial is not None:
+                self._ready.append(trial)
 
     def _may_start(self) -> bool:
         p = _ledger.progress(self.study)
@@ -127,9 +130,13 @@ class TrialLoop:
             return p.waiting > 0  # only queued combinations; never let the sampler improvise
         return p.done + p.running < self.target
 
-    def _propose(self) -> optuna.Trial:
+    def _propose(self) -> optuna.Trial | None:
+        """A new trial with its parameters, or None when another sweeper took the last one."""
         trial = self.study.ask()
         _ledger.claim(trial)  # first, so a killed sweep leaves no trial without an owner
+        if not self.grid and _ledger.is_surplus(self.study, trial, self.target):
+            _ledger.close(self.study, trial, TrialState.FAIL, None, {_ledger.ATTR_REASON: _ledger.SURPLUS})
+            return None
         for name, distribution in self.space.distributions().items():
             _suggest(trial, name, distribution)
         return trial
