@@ -60,22 +60,16 @@ def test_untouched_gpt_defaults_are_dropped(tmp_path, monkeypatch):
     assert json.loads(record.read_text())["n_layer"] == 1  # its own default, not gpt's n_layer=4
 
 
-def test_a_key_named_on_the_command_line_reaches_the_model_even_at_gpt_default(tmp_path):
-    """model.n_layer=4 equals gpt's default, but the user typed it: LSTMNet must get 4."""
-    record = tmp_path / "kwargs.json"
-    result = run_cli(["model._target_=user_code.LSTMNet", "model.n_layer=4", "model.block_size=8",
-                      "debug=smoke", "logger=none", "diagnose=false", f"hydra.run.dir={tmp_path / 'run'}"],
-                     env={**USER_ENV, "RECORD_KWARGS": str(record)})
-    assert result.returncode == 0, result.stderr[-2000:]
-    assert json.loads(record.read_text())["n_layer"] == 4
-
-
-def test_module_in_the_working_directory_is_importable(tmp_path):
+def test_a_module_in_the_working_directory_gets_the_keys_named_on_the_command_line(tmp_path):
+    """mymodels.py beside the command; model.n_layer=4 equals gpt's default, but the user typed it: it arrives."""
     (tmp_path / "mymodels.py").write_text((TESTS / "user_code.py").read_text())
-    result = run_cli(["model._target_=mymodels.LSTMNet", "+model.hidden=8", "debug=smoke", "logger=none",
-                      "diagnose=false", "hydra.run.dir=run"], cwd=tmp_path)
+    record = tmp_path / "kwargs.json"
+    result = run_cli(["model._target_=mymodels.LSTMNet", "+model.hidden=8", "model.n_layer=4", "model.block_size=8",
+                      "debug=smoke", "logger=none", "diagnose=false", "hydra.run.dir=run"], cwd=tmp_path,
+                     env={"RECORD_KWARGS": str(record)})
     assert result.returncode == 0, result.stderr[-2000:]
     assert (tmp_path / "run" / "summary.json").exists()
+    assert json.loads(record.read_text())["n_layer"] == 4 and json.loads(record.read_text())["hidden"] == 8
 
 
 def test_a_torch_nn_model_not_written_here_trains_and_its_loss_falls(tmp_path):
