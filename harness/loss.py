@@ -19,8 +19,8 @@ def validate_loss_config(cfg: DictConfig) -> None:
 
 def compute_loss(output: torch.Tensor, target: torch.Tensor, task: str,
                  label_smoothing: float = 0.0, z_loss: float = 0.0) -> torch.Tensor:
-    if task == "regression":
-        return F.mse_loss(output.float(), target.float())
+    if task == "regression":  # [B, 1] predictions for [B] targets must not broadcast to [B, B]
+        return F.mse_loss(output.float().reshape(target.shape), target.float())
     logits = output.float().reshape(-1, output.size(-1))
     loss = F.cross_entropy(logits, target.reshape(-1), label_smoothing=label_smoothing)
     if z_loss:

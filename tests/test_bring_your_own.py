@@ -131,6 +131,14 @@ def test_tensor_dataset_reads_num_classes_from_its_labels(tmp_path):
     assert summary["status"] == "completed" and summary["chance_loss"] == pytest.approx(1.3863, abs=1e-4)
 
 
+def test_scalar_regression_targets_meet_one_prediction_per_sample(tmp_path):
+    """[B, 1] predictions against [B] targets: a broadcast [B, B] loss could not fall below var(y) ~ 2.6."""
+    _, summary = train(["data=custom", "data._target_=user_code.scalar_targets", "data.task=regression",
+                        "model=mlp", "model._target_=torch.nn.Linear", *SHORT, "trainer.max_steps=60",
+                        "trainer.eval_every=60", "optim.lr=3e-2", "optim.weight_decay=0"], tmp_path / "run")
+    assert summary["status"] == "completed" and summary["best_val_loss"] < 0.05
+
+
 def test_user_collate_fn_sees_the_samples(tmp_path):
     _, summary = train([*BLOBS, *SMALL_MLP, "data.collate_fn=test_bring_your_own.stack_fields", *SHORT,
                         "data.num_workers=1"], tmp_path / "run")

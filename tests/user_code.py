@@ -113,6 +113,14 @@ def pairs(n_train: int = 256):
     return TensorDataset(x[:n_train], y[:n_train]), TensorDataset(x[n_train:], y[n_train:])
 
 
+def scalar_targets(n_train: int = 512):
+    """Regression with one float per sample (targets shaped [B]), noise-free: the optimum MSE is 0."""
+    g = torch.Generator().manual_seed(0)
+    x = torch.randn(n_train + 128, 8, generator=g)
+    y = x @ torch.linspace(-1, 1, 8)
+    return TensorDataset(x[:n_train], y[:n_train]), TensorDataset(x[n_train:], y[n_train:])
+
+
 def bad_labels():
     x = torch.randn(64, 8)
     return TensorDataset(x, torch.arange(64) % 7), TensorDataset(x, torch.arange(64) % 7)

@@ -58,7 +58,7 @@ def _rebuildable(trainer: Trainer) -> bool:
 def _loss64(output: torch.Tensor, target: torch.Tensor, task: str) -> torch.Tensor:
     """The task's loss kept in float64 (the training loss casts to float32 on purpose)."""
     if task == "regression":
-        return F.mse_loss(output, target.double())
+        return F.mse_loss(output.reshape(target.shape), target.double())
     return F.cross_entropy(output.reshape(-1, output.size(-1)), target.reshape(-1))
 
 
