@@ -54,7 +54,8 @@ def resolve_device(name: str) -> torch.device:
 
 def data_task(cfg: DictConfig) -> str:
     """The task the data option declares (character and token corpora are language modelling)."""
-    return cfg.data.get("task") or "lm" if cfg.data.get("name") in ("synthetic", "custom", "hf") else "lm"
+    declares_task = cfg.data.get("name") in ("synthetic", "custom", "hf")
+    return (cfg.data.get("task") or "lm") if declares_task else "lm"
 
 
 def validate_model_output(value: object) -> None:

@@ -3,6 +3,7 @@ every option is read through the same DataLoader settings (conf/train.yaml, `dat
 from __future__ import annotations
 
 from omegaconf import DictConfig, OmegaConf
+from torch.utils.data import Dataset
 
 from harness.data.base import ArrayDataset, DataMeta
 from harness.data.chars import build_stdlib, build_text, validate_stdlib, validate_text
@@ -74,7 +75,7 @@ def loader_settings(cfg: DictConfig, device_type: str) -> LoaderSettings:
                           prefetch_factor=cfg.get("prefetch_factor"))
 
 
-def build_data(cfg: DictConfig) -> tuple[ArrayDataset, ArrayDataset, DataMeta]:
+def build_data(cfg: DictConfig) -> tuple[Dataset, Dataset, DataMeta]:
     """Build (train, val, meta) for the configured data option; a sample of both splits is
     checked against the declared sizes before any training starts."""
     validate_data_config(cfg)

@@ -17,7 +17,7 @@ from torch.utils.data import Dataset, IterableDataset, TensorDataset
 
 from harness.callables import call, check_accepts, locate
 from harness.data.base import TASKS, DataMeta
-from harness.data.loader import BatchRecipe, fetch
+from harness.data.loader import BatchRecipe, fetch, peek
 from harness.errors import ConfigError
 
 # Keys the harness reads itself; every other key of the group is passed to the factory.
@@ -76,7 +76,7 @@ def _declared_or_read(cfg: DictConfig, key: str, dataset: Dataset, attrs: tuple[
 
 def _check_fields(cfg: DictConfig, train: Dataset) -> None:
     """Dict samples name their fields: the input and target keys must be among them."""
-    sample = train[0]
+    sample = peek(train, 0)
     if not isinstance(sample, Mapping):
         return
     fields = sorted(map(str, sample))

@@ -134,6 +134,25 @@ class _RngSnapshot:
         torch.set_rng_state(self.states[2])
 
 
+def _read_sample(dataset: Dataset, index: int, seed: int, epoch: int) -> Any:
+    """`dataset[index]` with the RNGs its random transforms draw from seeded for this sample."""
+    s = _sample_seed(seed, epoch, index)
+    random.seed(s)
+    np.random.seed(s)
+    torch.default_generator.manual_seed(s)  # CPU only: torch.manual_seed also reseeds every
+    # accelerator (~0.1 ms a call), and a transform on an accelerator in a loader is rare
+    return dataset[index]
+
+
+def peek(dataset: Dataset, index: int) -> Any:
+    """One raw sample, read as validation reads it, leaving this process's RNG streams untouched."""
+    snapshot = _RngSnapshot()
+    try:
+        return _read_sample(dataset, index, 0, EVAL_EPOCH)
+    finally:
+        snapshot.restore()
+
+
 def read_batch(dataset: Dataset, recipe: BatchRecipe, seed: int, ticket: Ticket) -> Fetched | FetchFailure:
     """Read and collate one micro-batch; any error becomes a one-line FetchFailure naming the sample."""
     if isinstance(dataset, ArrayDataset) and recipe.collate_fn is None:
@@ -142,13 +161,8 @@ def read_batch(dataset: Dataset, recipe: BatchRecipe, seed: int, ticket: Ticket)
     try:
         samples = []
         for index in ticket.indices:
-            s = _sample_seed(seed, ticket.epoch, index)
-            random.seed(s)
-            np.random.seed(s)
-            torch.default_generator.manual_seed(s)  # CPU only: torch.manual_seed also reseeds every
-            # accelerator (~0.1 ms a call), and a transform on an accelerator in a loader is rare
             try:
-                samples.append(dataset[index])
+                samples.append(_read_sample(dataset, index, seed, ticket.epoch))
             except Exception as err:  # noqa: BLE001 - whatever a user's __getitem__ raises
                 return FetchFailure(f"sample {index} could not be read: {one_line(err)}")
         try:

@@ -15,15 +15,11 @@ from omegaconf import DictConfig, OmegaConf
 MODEL_OPTIONS = Path(__file__).resolve().parents[2] / "conf" / "model"
 
 
-def _option_files() -> dict[str, dict[str, Any]]:
-    return {p.stem: OmegaConf.to_container(OmegaConf.load(p)) for p in sorted(MODEL_OPTIONS.glob("*.yaml"))}
-
-
-def composed_from(cfg: DictConfig) -> tuple[str, dict[str, Any]] | None:
-    """The option whose keys the group holds (the largest such option), with its file's values."""
+def composed_from(cfg: DictConfig) -> dict[str, Any] | None:
+    """The file values of the option whose keys the group holds (the largest such option)."""
     keys = set(cfg.keys())
-    found = [(name, values) for name, values in _option_files().items() if set(values) - {"_target_"} <= keys]
-    return max(found, key=lambda item: len(item[1]), default=None)
+    options = [OmegaConf.to_container(OmegaConf.load(p)) for p in sorted(MODEL_OPTIONS.glob("*.yaml"))]
+    return max((o for o in options if set(o) - {"_target_"} <= keys), key=len, default=None)
 
 
 def command_line_keys(group: str) -> set[str]:
@@ -44,8 +40,8 @@ def user_keys(cfg: DictConfig) -> dict[str, Any]:
     """The group's keys minus `_target_`, minus the untouched defaults of the option it came from
     when `_target_` now names another callable."""
     values = {k: v for k, v in OmegaConf.to_container(cfg, resolve=True).items() if k != "_target_"}
-    option = composed_from(cfg)
-    if option is None or option[1].get("_target_") == cfg.get("_target_"):
+    defaults = composed_from(cfg)
+    if defaults is None or defaults.get("_target_") == cfg.get("_target_"):
         return values
-    defaults, named = option[1], command_line_keys("model")
+    named = command_line_keys("model")
     return {k: v for k, v in values.items() if k in named or k not in defaults or defaults[k] != v}
