@@ -44,6 +44,15 @@ def run_cli(args: list[str], cwd: Path = ROOT, timeout: float = 300, env: dict |
                           text=True, timeout=timeout, env={**os.environ, **(env or {})})
 
 
+def one_line_error(result: subprocess.CompletedProcess, key: str) -> str:
+    """The CLI refused: exit 2, no traceback, one line `error: KEY=...` on stderr, which is returned."""
+    assert result.returncode == 2, result.stderr[-2000:]
+    assert "Traceback" not in result.stderr + result.stdout
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith(f"error: {key}="), result.stderr
+    return lines[0]
+
+
 @pytest.fixture(autouse=True)
 def _isolated_cache(tmp_path_factory, monkeypatch):
     """One shared stdlib corpus cache for the whole session, never the user's home."""

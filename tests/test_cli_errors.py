@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pytest
 
-from conftest import TINY_GPT, compose_cfg, run_cli, train
+from conftest import TINY_GPT, compose_cfg, one_line_error, run_cli, train
 from harness.config import validate_config
 from harness.errors import ConfigError
 
@@ -44,29 +44,22 @@ def test_validation_names_key_value_and_allowed(overrides, key, value):
     assert value in message and "invalid:" in message and "\n" not in message
 
 
-def _one_line_failure(result, key):
-    assert result.returncode == 2, result.stderr
-    lines = result.stderr.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith(f"error: {key}="), result.stderr
-    assert "Traceback" not in result.stderr + result.stdout
-
-
 def test_cli_unknown_group_option(tmp_path):
     result = run_cli(["optim=adamm", f"hydra.run.dir={tmp_path / 'run'}"])
-    _one_line_failure(result, "optim")
+    one_line_error(result, "optim")
     assert "adamw" in result.stderr  # lists what is allowed
     assert not (tmp_path / "run").exists()
 
 
 def test_cli_bad_value_leaves_no_run_dir_and_keeps_an_existing_run(tmp_path):
     fresh = tmp_path / "fresh"
-    _one_line_failure(run_cli(["optim.lr=-1", f"hydra.run.dir={fresh}"]), "optim.lr")
+    one_line_error(run_cli(["optim.lr=-1", f"hydra.run.dir={fresh}"]), "optim.lr")
     assert not fresh.exists()
 
     existing = tmp_path / "existing"
     train([*TINY_GPT, "debug=smoke"], existing)
     before = {p: p.read_bytes() for p in existing.rglob("*") if p.is_file() and ".hydra" not in p.parts}
-    _one_line_failure(run_cli([*TINY_GPT, "debug=smoke", "resume=auto", "clip=-1", f"hydra.run.dir={existing}"]), "clip")
+    one_line_error(run_cli([*TINY_GPT, "debug=smoke", "resume=auto", "clip=-1", f"hydra.run.dir={existing}"]), "clip")
     after = {p: p.read_bytes() for p in existing.rglob("*") if p.is_file() and ".hydra" not in p.parts}
     assert before.keys() <= after.keys()
     assert all(before[p] == after[p] for p in before)
@@ -82,5 +75,5 @@ def test_cli_mission_command_runs(tmp_path):
 
 def test_cli_unknown_plugin_group_option(tmp_path):
     result = run_cli(["-m", "hydra/sweeper=optuna", "hydra/sweeper/sampler=bayes", f"hydra.sweep.dir={tmp_path}"])
-    _one_line_failure(result, "hydra/sweeper/sampler")
+    one_line_error(result, "hydra/sweeper/sampler")
     assert "tpe" in result.stderr
