@@ -26,6 +26,7 @@ from harness.tracking import validate_logger_config
 
 MODES = ("train", "lr_find", "doctor")
 SUMMARY_OBJECTIVES = ("best_val_loss", "final_val_loss", "final_train_loss", "wall_time_s", "best_val_accuracy")
+FIXED_TASKS = {"stdlib": "lm", "text": "lm", "tokens": "lm", "digits": "classification"}
 TRAINER_COUNTS = ("max_steps", "log_every", "eval_every", "eval_batches", "ckpt_every", "keep_last")
 
 
@@ -53,9 +54,9 @@ def resolve_device(name: str) -> torch.device:
 
 
 def data_task(cfg: DictConfig) -> str:
-    """The task the data option declares (character and token corpora are language modelling)."""
-    declares_task = cfg.data.get("name") in ("synthetic", "custom", "hf")
-    return (cfg.data.get("task") or "lm") if declares_task else "lm"
+    """The task the data option declares: fixed by the option (text and token corpora are language
+    modelling, digits is classification), or its `data.task`."""
+    return FIXED_TASKS.get(cfg.data.get("name")) or cfg.data.get("task") or "lm"
 
 
 def validate_model_output(value: object) -> None:

@@ -1,7 +1,9 @@
 """The guard: decide, once per update, whether the update is safe to apply.
 
-Bad updates are non-finite (NaN/Inf loss or gradients) or loss spikes (z-score of the loss
-against a rolling window of recent good losses, OLMo-core style). A bad update is skipped
+Bad updates are non-finite (NaN/Inf loss or gradients) or loss spikes (z-score against a
+rolling window of recent good losses, OLMo-core style, taken on the log of the loss: a spike is
+a multiplicative jump, and a converged classifier's near-zero batch losses wobble by factors
+that a linear z-score reads as 10 sigma when one batch holds one hard sample). A bad update is skipped
 before `optimizer.step()`, so neither parameters nor optimizer moments see it. When
 `rollback_after` bad updates fall within `rollback_window` steps, the trainer rolls back to
 its last checkpoint with a lower LR.
@@ -24,6 +26,9 @@ from omegaconf import DictConfig
 
 from harness.distributed import DistInfo, all_reduce_mean
 from harness.errors import ConfigError
+
+
+LOSS_FLOOR = 1e-12  # a loss of exactly 0 has no log; below this every loss counts as equal
 
 
 class Verdict(Enum):
@@ -85,8 +90,9 @@ class Guard:
     def _is_spike(self, loss: float) -> bool:
         if self.cfg.spike_zscore is None or len(self.history) < self.cfg.spike_min_history:
             return False
-        mean, std = statistics.fmean(self.history), statistics.pstdev(self.history)
-        return loss - mean > self.cfg.spike_zscore * max(std, 1e-8)
+        logs = [math.log(max(x, LOSS_FLOOR)) for x in self.history]
+        mean, std = statistics.fmean(logs), statistics.pstdev(logs)
+        return math.log(max(loss, LOSS_FLOOR)) - mean > self.cfg.spike_zscore * max(std, 1e-8)
 
     def record_bad(self, step: int) -> bool:
         """Note a bad update at `step`; True when the rollback rule fires."""

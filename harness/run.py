@@ -83,6 +83,7 @@ def summarize(trainer: Trainer, status: str, wall_time: float, cfg: DictConfig) 
         "task": trainer.meta.task,
         "chance_loss": trainer.meta.chance_loss,
         "optimum_loss": trainer.meta.optimum_loss,
+        "modules": sorted({type(m).__name__ for m in trainer.raw_model.modules()}),  # what the rules may ask of
     }
     names = list(cfg.objective) if OmegaConf.is_list(cfg.objective) else [cfg.objective]
     values = [summary[name] for name in names]
@@ -164,6 +165,8 @@ def build_trainer(cfg: DictConfig, run_dir: Path, device: torch.device,
         for path in remove_stale_temp_files(run_dir):
             log.info("removed %s, left by a checkpoint write that was interrupted", path)
         OmegaConf.save(cfg, run_dir / "config.yaml", resolve=True)
+        if meta.tokenizer_file:  # subword ids: keep what decodes them beside the checkpoints
+            (run_dir / "tokenizer.json").write_bytes(Path(meta.tokenizer_file).read_bytes())
     if dist.is_main and cfg.mode == "train":  # lr_find and doctor drive the trainer for their own purposes
         trainer.tracker = Tracker(run_dir, cfg.logger.name, cfg.trainer.max_steps, trainer.state.step)
     n_params = sum(p.numel() for p in raw_model.parameters())

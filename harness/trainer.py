@@ -33,6 +33,7 @@ from harness.faults import FaultInjector
 from harness.guard import Guard, Verdict
 from harness.loss import compute_loss
 from harness.models.output import OutputPicker
+from harness.models.probe import behaves_differently_in_eval, has_batch_norm
 from harness.monitor import Monitor
 from harness.precision import Precision
 from harness.tracking import Tracker
@@ -106,11 +107,20 @@ class Trainer:
                                z_loss=float(cfg.loss.z_loss))
         self.eval_loss_fn = partial(compute_loss, task=meta.task)
         self.micro_batch = cfg.batch_size // (cfg.accum * dist.world_size)
-        self.batches = TrainBatches(train_set, recipe, loader, BatchStream(len(train_set), cfg.batch_size, cfg.seed,
-                                    dist.world_size), dist.rank, dist.world_size, cfg.accum, cfg.seed)
+        # Batch norm cannot normalise a micro-batch of one sample: such models skip an epoch tail
+        # too small to give every micro-batch two.
+        min_batch = dist.world_size * (2 * cfg.accum if has_batch_norm(raw_model) else 1)
+        stream = BatchStream(len(train_set), cfg.batch_size, cfg.seed, dist.world_size, cfg.data.get("shuffle", True),
+                             min_batch)
+        self.batches = TrainBatches(train_set, recipe, loader, stream, dist.rank, dist.world_size, cfg.accum, cfg.seed)
         count = cfg.trainer.eval_batches * self.micro_batch * dist.world_size
         eval_share = eval_indices(len(val_set), count).tensor_split(dist.world_size)[dist.rank]
         self.eval_batches = EvalBatches(val_set, recipe, loader, eval_share, self.micro_batch, cfg.seed)
+        # Training samples evaluated in eval mode, for models whose eval mode differs (batch norm,
+        # dropout): it tells a train/eval-mode gap apart from overfitting.
+        train_share = eval_indices(len(train_set), count).tensor_split(dist.world_size)[dist.rank]
+        self.train_eval_batches = EvalBatches(train_set, recipe, loader, train_share, self.micro_batch, cfg.seed,
+                                              "train") if behaves_differently_in_eval(raw_model) else None
         self.state = TrainState()
         self.stop_request = StopRequest()
         self.guard = Guard(cfg.guard, dist)
@@ -123,6 +133,7 @@ class Trainer:
         self.clip_mode, self.log_every, self.max_steps = cfg.clip_mode, cfg.trainer.log_every, cfg.trainer.max_steps
         # on-device accumulators between log steps: [loss sum, clipped updates, fp16 overflows]
         self._sums = torch.zeros(3, device=device)
+        self._peaks = torch.zeros(2, device=device)  # [largest loss, largest pre-clip grad norm] since the last log
         self._applied = 0  # updates applied since the last log (known on the host)
         self._last_grad_norm = torch.zeros((), device=device)
         self._post_norm_measured = self._last_grad_norm
@@ -174,6 +185,7 @@ class Trainer:
         if monitoring and apply:
             self.monitor.after_step()
         self._last_grad_norm = grad_norm
+        torch.maximum(self._peaks, torch.stack([loss, grad_norm]), out=self._peaks)  # a spike inside a window shows
         if apply:
             self._sums[0] += loss
             if self.clip and self.clip_mode == "norm":
@@ -295,12 +307,13 @@ class Trainer:
         pre = self._last_grad_norm
         post = self._post_clip_norm(pre)
         monitored, histograms = self.monitor.pop()
-        values = torch.cat([self._sums, torch.stack([pre, post, *monitored.values()])])
+        values = torch.cat([self._sums, self._peaks, torch.stack([pre, post, *monitored.values()])])
         values = all_reduce_mean(values, self.dist).tolist()
-        loss_sum, clipped, overflows, pre_norm, post_norm = values[:5]
+        loss_sum, clipped, overflows, loss_max, norm_max, pre_norm, post_norm = values[:7]
         steps, self._applied = self._applied, 0
         self.state.overflow_steps += round(overflows)
         self._sums.zero_()
+        self._peaks.zero_()
         if self.clip and self.clip_mode != "norm":
             clipped = float(post_norm < pre_norm) * steps  # sampled on the logging step
         now = time.perf_counter()
@@ -314,12 +327,14 @@ class Trainer:
             "train/lr": self._lr_used,
             "grad/norm_preclip": pre_norm,
             "grad/norm_postclip": post_norm,
+            "grad/norm_max": norm_max,
             "grad/clip_rate": clipped / max(steps, 1),
             "train/skipped_steps": float(self.state.skipped_steps),
             "perf/step_time_ms": 1000 * elapsed / n,
+            "train/epoch": self.batches.stream.epochs_done(),
         }
         if train_loss is not None:
-            scalars = {"train/loss": train_loss, **scalars}
+            scalars = {"train/loss": train_loss, "train/loss_max": loss_max, **scalars}
         if self.meta.task == "lm":
             scalars["perf/tokens_per_s"] = samples_per_s * self.meta.block_size
         else:
@@ -327,7 +342,7 @@ class Trainer:
         if self.precision.scaling:
             scalars["train/loss_scale"] = float(self.scaler.get_scale())
             scalars["train/overflow_steps"] = float(self.state.overflow_steps)
-        scalars.update(zip(monitored, values[5:]))
+        scalars.update(zip(monitored, values[7:]))
         if self.tracker:
             self.tracker.log(self.state.step, scalars)
             self.tracker.histograms(self.state.step, histograms)
@@ -339,22 +354,30 @@ class Trainer:
     # ------------------------------------------------------------------ eval
     @torch.no_grad()
     def evaluate(self) -> dict[str, float]:
-        """Mean loss (and accuracy for classification) over the same fixed validation samples every time."""
+        """Mean loss (and accuracy for classification) over the same fixed validation samples every
+        time; for models with batch norm or dropout, also over fixed training samples in eval mode."""
         self.model.eval()
+        loss, accuracy = self._eval_pass(self.eval_batches)
+        result = {"val/loss": loss}
+        if self.meta.task == "classification":
+            result["val/accuracy"] = accuracy
+        if self.train_eval_batches is not None:
+            result["val/loss_on_train"], _ = self._eval_pass(self.train_eval_batches)
+        self.model.train()
+        return result
+
+    def _eval_pass(self, batches: EvalBatches) -> tuple[float, float]:
+        """(mean loss, accuracy) of the model as it is, over one fixed set of micro-batches."""
         totals = torch.zeros(3, device=self.device)  # loss * n, correct, n
-        for x, y in self.eval_batches:
+        for x, y in batches:
             x, y = x.to(self.device), y.to(self.device)
             with self.precision.autocast():
                 out = self.pick_output(self.model(x))
             n = torch.tensor(float(len(y)), device=self.device)
             correct = (out.argmax(-1) == y).float().sum() if self.meta.task == "classification" else n * 0
             totals += torch.stack([self.eval_loss_fn(out, y) * n, correct, n])
-        self.model.train()
         loss_n, correct, n = all_reduce_mean(totals, self.dist).tolist()
-        result = {"val/loss": loss_n / n}
-        if self.meta.task == "classification":
-            result["val/accuracy"] = correct / n
-        return result
+        return loss_n / n, correct / n
 
     def _evaluate_and_track(self) -> str | None:
         """Evaluate, log, keep best.pt; returns a stop status from early stopping, if any."""
@@ -411,7 +434,8 @@ class Trainer:
             "guard": self.guard.state_dict(),
             "faults": self.faults.state_dict(),
             "early_stop": self.early_stop.state_dict(),
-            "window": {"sums": self._sums.cpu(), "applied": self._applied, "steps_since_log": self._steps_since_log},
+            "window": {"sums": self._sums.cpu(), "peaks": self._peaks.cpu(), "applied": self._applied,
+                       "steps_since_log": self._steps_since_log},
             "config": OmegaConf.to_container(self.cfg, resolve=True),
         }
 
@@ -426,6 +450,7 @@ class Trainer:
         self.faults.load_state_dict(ckpt["faults"])
         self.early_stop.load_state_dict(ckpt["early_stop"])
         self._sums.copy_(ckpt["window"]["sums"])
+        self._peaks.copy_(ckpt["window"].get("peaks", torch.zeros(2)))  # absent in older checkpoints
         self._applied = ckpt["window"]["applied"]
         self._steps_since_log = ckpt["window"]["steps_since_log"]
         # Same world size: each rank continues its own streams. Another world size still resumes
@@ -443,6 +468,8 @@ class Trainer:
         """Stop the data workers and flush the logs; the trainer is not used afterwards."""
         self.batches.close()
         self.eval_batches.close()
+        if self.train_eval_batches is not None:
+            self.train_eval_batches.close()
         if self.tracker:
             self.tracker.close()
 

@@ -15,6 +15,8 @@ from omegaconf import DictConfig, open_dict
 from harness.resolvers import register_resolvers
 
 register_resolvers()
+if os.environ.get("PYTEST_XDIST_WORKER"):  # test workers share the cores: their CLI children take one thread each
+    os.environ.setdefault("OMP_NUM_THREADS", "1")
 ROOT = Path(__file__).resolve().parent.parent
 CONF = ROOT / "conf"
 

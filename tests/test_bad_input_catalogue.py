@@ -79,6 +79,13 @@ CONFIG_CASES = [
     ([*VECTOR, "model.depth=0"], "model.depth", "0"), ([*VECTOR, "model.width=-1"], "model.width", "-1"),
     (["model=mlp"], "model", "harness.models.mlp.MLP"), (["data=synthetic"], "model", "harness.models.gpt.GPT"),
     (["model._target_=nowhere.Net"], "model._target_", "nowhere.Net"), (["model._target_=Net"], "model._target_", "Net"),
+    (["model=resnet", "data=digits", "model.norm=instance"], "model.norm", "instance"),
+    (["model=resnet", "data=digits", "model.bn_momentum=0"], "model.bn_momentum", "0"),
+    (["model=resnet", "data=digits", "model.stages=0"], "model.stages", "0"),
+    (["model=resnet"], "model", "harness.models.resnet.ResNet"),
+    (["model=resnet", *VECTOR[1:]], "model", "harness.models.resnet.ResNet"),
+    (["model=rnn", "model.cell=transformer"], "model.cell", "transformer"),
+    (["model=rnn", "model.hidden=0"], "model.hidden", "0"), (["model=rnn", "data=digits"], "model", "RNNLM"),
     # data
     (["data.val_fraction=0"], "data.val_fraction", "0"), (["data.val_fraction=1.2"], "data.val_fraction", "1.2"),
     (["data.block_size=0"], "data.block_size", "0"), (["data.num_workers=-2"], "data.num_workers", "-2"),
@@ -89,6 +96,15 @@ CONFIG_CASES = [
     ([*VECTOR, "data.task=ranking"], "data.task", "ranking"), ([*VECTOR, "data.n_train=0"], "data.n_train", "0"),
     ([*VECTOR, "data.num_classes=1"], "data.num_classes", "1"), ([*VECTOR, "data.noise=-1"], "data.noise", "-1"),
     (["data=custom"], "data._target_", "???"),
+    (["data.shuffle=sometimes"], "data.shuffle", "sometimes"), (["data.shuffle=1"], "data.shuffle", "1"),
+    (["data=digits", "model=mlp", "data.shift=4"], "data.shift", "4"), (["data=digits", "model=mlp", "data.shift=-1"], "data.shift", "-1"),
+    (["data=digits", "model=mlp", "data.seed=x"], "data.seed", "x"),
+    ([*VECTOR, "data.sort_by_target=yes"], "data.sort_by_target", "yes"),
+    (["data.tokenizer=wordpiece"], "data.tokenizer", "wordpiece"),
+    (["data.tokenizer=/nonexistent/tokenizer.json"], "data.tokenizer", "/nonexistent/tokenizer.json"),
+    (["data.tokenizer=bpe", "data.vocab_size=256"], "data.vocab_size", "256"),
+    (["data.tokenizer=bpe", "data.vocab_size=70000"], "data.vocab_size", "70000"),
+    (["data.tokenizer=bpe", "data.vocab_size=4k"], "data.vocab_size", "4k"),
     # modes
     (["mode=lr_find", "lr_find.min_lr=0"], "lr_find.min_lr", "0"),
     (["mode=lr_find", "lr_find.max_lr=1e-9"], "lr_find.max_lr", "1e-09"),
@@ -121,12 +137,29 @@ def _tokens(tmp_path, train: bytes, val: bytes, meta: str | None = '{"vocab_size
     return ["data=tokens", f"data.dir={tmp_path}", "model.block_size=32"]
 
 
+def _tokenizer_file(tmp_path, body: str | None = None, vocab_size: int = 0):
+    """A tokenizer.json holding `body`, or a word-level tokenizer of `vocab_size` words."""
+    path = tmp_path / "tokenizer.json"
+    if body is None:
+        from tokenizers import Tokenizer, models
+
+        Tokenizer(models.WordLevel({f"w{i}": i for i in range(vocab_size)}, unk_token="w0")).save(str(path))
+    else:
+        path.write_text(body)
+    return [f"data.tokenizer={path}"]
+
+
 IDS = np.arange(2000, dtype=np.uint16) % 50
 FILE_CASES = {
     "empty text": (lambda t: _text(t, ""), "data.path", "block_size+1"),
     "too-short text": (lambda t: _text(t, "hello world\n" * 3), "data.path", "block_size+1"),
     "binary file as text": (lambda t: _text(t, bytes(range(256)) * 40), "data.path", "NUL bytes"),
     "latin-1 file as text": (lambda t: _text(t, "caf\xe9 na\xefve ".encode("latin-1") * 500), "data.path", "not UTF-8"),
+    "text too short once BPE-encoded": (lambda t: [*_text(t, "hello world\n" * 40), "data.tokenizer=bpe",
+                                                   "data.vocab_size=300"], "data.path", "block_size+1"),
+    "tokenizer.json not JSON": (lambda t: _tokenizer_file(t, "{vocab: 50"), "data.tokenizer", "tokenizer.json"),
+    "tokenizer.json not a tokenizer": (lambda t: _tokenizer_file(t, '{"vocab": 50}'), "data.tokenizer", "loading it"),
+    "tokenizer past uint16": (lambda t: _tokenizer_file(t, vocab_size=70_000), "data.tokenizer", "65536"),
     "odd-sized token file": (lambda t: _tokens(t, IDS.tobytes() + b"x", IDS.tobytes()), "data.dir", "2-byte ids"),
     "empty train.bin": (lambda t: _tokens(t, b"", IDS.tobytes()), "data.dir", "0 bytes"),
     "too few tokens": (lambda t: _tokens(t, IDS[:30].tobytes(), IDS.tobytes()), "data.dir", "block_size+1"),
@@ -175,6 +208,7 @@ CLI_CASES = [
     (["optim=adamm"], "optim", "adamw"),
     (["optim.lr=inf"], "optim.lr", "finite"),
     (["fault=nan_grad", "fault.at=5"], "fault.at", "[5]"),
+    (["data.tokenizer=wordpiece"], "data.tokenizer", "bpe"),
     (["hydra.run.dir=/proc/forbidden/run"], "hydra.run.dir", "can be created"),
 ]
 

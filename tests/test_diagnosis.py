@@ -216,6 +216,84 @@ def test_vanishing_gradients(tmp_path):
     assert "model.residual=true" in finding.fix
 
 
+def test_vanishing_gradients_everywhere(tmp_path):
+    """A plain deep stack whose forward signal died: every weight's gradient is ~1e-12, so the
+    late/early ratio is ~1 and only the absolute level shows it."""
+    run = Run()
+    for name in LAYERS:
+        run.set(f"grad_norm/{name}", lambda s, v: 1e-12 * (1 + s / 400))
+    finding = run.findings(tmp_path)["vanishing_gradients"]
+    assert finding.title == "no layer gets a usable gradient" and "1e-08" in finding.evidence
+
+
+def test_small_but_usable_gradients_are_not_vanishing(tmp_path):
+    run = Run()
+    for name in LAYERS:
+        run.set(f"grad_norm/{name}", lambda s, v: 1e-5)
+    assert "vanishing_gradients" not in run.findings(tmp_path)
+
+
+def exploding(run: Run, burst: float) -> Run:
+    rng = np.random.default_rng(1)
+    return run.set("grad/norm_max", lambda s, v: burst if s in (250, 330) else 1.0 + 2 * rng.random())
+
+
+def test_exploding_gradients_without_clipping(tmp_path):
+    run = exploding(Run(), burst=60.0)
+    run.config["clip"] = None
+    run.summary["modules"] = ["Embedding", "Linear", "RNN"]
+    finding = run.findings(tmp_path)["exploding_gradients"]
+    assert "60 at step 250" in finding.evidence and "2 log window(s)" in finding.evidence
+    assert "clip=1.0 (0.5-1.0 for recurrent models" in finding.fix
+
+
+def test_bursts_under_clipping_or_of_a_few_x_are_not_exploding(tmp_path):
+    assert "exploding_gradients" not in exploding(Run(), burst=60.0).findings(tmp_path)  # clip=1.0 bounds them
+    run = exploding(Run(), burst=6.0)
+    run.config["clip"] = None
+    assert "exploding_gradients" not in run.findings(tmp_path / "few")
+
+
+def test_bn_eval_gap_is_told_apart_from_overfitting(tmp_path):
+    """Val rises while train falls (which alone reads as overfitting), but the training samples
+    fail in eval mode just as badly: the train/eval switch is the cause."""
+    run = Run().set("train/loss", lambda s, v: 2.0 * math.exp(-s / 60))
+    run.set("val/loss", [1.0, 1.6, 2.0, 2.2], kind="eval").set("val/loss_on_train", [0.9, 1.5, 2.0, 2.1], kind="eval")
+    run.summary["modules"] = ["BatchNorm2d", "Conv2d", "Linear"]
+    run.config["model"]["bn_momentum"] = 0.001
+    findings = run.findings(tmp_path)
+    assert "overfitting" not in findings
+    finding = findings["bn_eval_gap"]
+    assert "eval-mode loss 2.1" in finding.evidence and "model.bn_momentum (now 0.001)" in finding.fix
+
+
+def test_overfitting_with_batch_norm_stays_overfitting(tmp_path):
+    run = Run().set("train/loss", lambda s, v: 2.0 * math.exp(-s / 60))
+    run.set("val/loss", [1.0, 1.1, 1.3, 1.5], kind="eval")
+    run.set("val/loss_on_train", lambda s, v: 2.0 * math.exp(-s / 60), kind="eval")
+    assert set(run.findings(tmp_path)) == {"overfitting"}
+
+
+def with_epochs(run: Run, steps_per_epoch: int, jump: float) -> Run:
+    """Epochs of `steps_per_epoch` updates; the loss is `jump`x higher in each epoch's first window."""
+    run.set("train/epoch", lambda s, v: s / steps_per_epoch)
+    return run.set("train/loss", lambda s, v: v * jump if s % steps_per_epoch == 10 and s > steps_per_epoch else v)
+
+
+def test_epoch_boundary_jumps(tmp_path):
+    run = with_epochs(Run(), 50, jump=3.0)
+    run.config["data"] = {"shuffle": False}
+    finding = run.findings(tmp_path)["epoch_boundary_jumps"]
+    assert "at 7 of 7 epoch starts" in finding.evidence and "set data.shuffle=true" in finding.fix
+
+
+def test_epochs_without_jumps_or_with_every_window_at_a_start_are_not_judged(tmp_path):
+    assert "epoch_boundary_jumps" not in with_epochs(Run(), 50, jump=1.0).findings(tmp_path / "flat")
+    rng = np.random.default_rng(2)
+    short = Run().set("train/loss", lambda s, v: v * (1 + 0.5 * rng.random())).set("train/epoch", lambda s, v: s / 10)
+    assert "epoch_boundary_jumps" not in short.findings(tmp_path / "short")
+
+
 def test_vanishing_gradients_needs_numbered_blocks(tmp_path):
     """Only tensors of repeated, numbered blocks are compared: a small first layer alone is not vanishing."""
     run = Run().set("grad_norm/stem.0.weight", lambda s, v: 1e-7)

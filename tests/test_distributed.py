@@ -95,6 +95,7 @@ def test_sigterm_under_torchrun_checkpoints_and_resume_is_exact(tmp_path):
     assert all(torch.equal(a[k], b[k]) for k in a)
 
 
+@pytest.mark.slow  # ~12 s
 def test_resume_with_another_world_size_continues(tmp_path):
     """2 ranks stop; one process resumes: weights, optimizer and data position carry over."""
     torchrun([*MLP, "hydra.run.dir=run", "trainer.stop_after=10"], cwd=tmp_path)

@@ -12,6 +12,7 @@ from conftest import CONF, TINY_GPT, train
 
 VECTOR = ["model=mlp", "data=synthetic", "model.width=32"]
 SKIP_GROUPS = {"hydra", "hparams_search", "debug"}
+OWN_MODEL_SIZES = {("model", "hf_causal_lm"), ("model", "resnet"), ("model", "rnn")}  # no TINY_GPT keys
 
 
 def options(group: str) -> list[str]:
@@ -41,6 +42,16 @@ def extra_for(group: str, option: str, tmp_path) -> list[str]:
         return ["model.block_size=32"]
     if (group, option) in {("data", "synthetic"), ("model", "mlp")}:
         return VECTOR
+    if (group, option) == ("data", "digits"):
+        pytest.importorskip("sklearn", reason='data=digits needs the optional vision extra')
+        return ["model=mlp", "model.width=32"]
+    if (group, option) == ("model", "resnet"):
+        pytest.importorskip("sklearn", reason='model=resnet trains on data=digits: the optional vision extra')
+        return ["data=digits", "model.width=8", "model.stages=2", "model.blocks_per_stage=1"]
+    if (group, option) == ("model", "rnn"):
+        return ["model.hidden=32", "model.n_embd=16", "model.block_size=32"]
+    if (group, option) == ("experiment", "digits_resnet"):
+        pytest.importorskip("sklearn", reason='experiment=digits_resnet needs the optional vision extra')
     return []
 
 
@@ -54,7 +65,7 @@ def test_option_runs_with_smoke(group, option, tmp_path):
     if (group, option) == ("optim", "adamw8bit"):
         pytest.importorskip("bitsandbytes", reason="optim=adamw8bit needs the optional bitsandbytes extra")
     overrides = [f"{group}={option}", "debug=smoke", *extra_for(group, option, tmp_path)]
-    if "model=mlp" not in overrides and group != "experiment" and (group, option) != ("model", "hf_causal_lm"):
+    if "model=mlp" not in overrides and group != "experiment" and (group, option) not in OWN_MODEL_SIZES:
         overrides += TINY_GPT
     objective, summary = train(overrides, tmp_path / "run")
     assert summary["status"] == "completed"

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from conftest import CONF, train
-from harness.diagnosis import diagnose, load_run, write_report
+from harness.diagnosis import Severity, diagnose, load_run, write_report
 
 # preset, the finding it must produce, the override that removes its cause
 CASES = [
@@ -21,6 +21,10 @@ CASES = [
     ("clip_too_low", "clip_pinned", "clip=1.0"),
     ("overfitting", "overfitting", "data.n_train=4096"),
     ("underfitting", "underfitting", "model.width=64"),
+    ("bn_eval_gap", "bn_eval_gap", "model.bn_momentum=0.1"),
+    ("rnn_exploding", "exploding_gradients", "clip=1.0"),
+    ("epoch_boundary_jumps", "epoch_boundary_jumps", "data.shuffle=true"),
+    ("deep_no_residual", "vanishing_gradients", "model.residual=true"),
 ]
 
 
@@ -48,3 +52,19 @@ def test_healthy_baseline_has_no_finding_and_the_run_writes_its_report(tmp_path)
     report = (tmp_path / "run" / "report.md").read_text()
     assert "No pathology found" in report and (tmp_path / "run" / "plots" / "loss.png").is_file()
     assert write_report(tmp_path / "run") == []
+
+
+HEALTHY_FAMILIES = {
+    "resnet": ["experiment=digits_resnet", "trainer.max_steps=200", "trainer.eval_every=50"],
+    "lstm": ["experiment=stdlib_lstm", "model.hidden=128", "model.block_size=32", "trainer.max_steps=150",
+             "trainer.log_every=10", "trainer.eval_every=50", "trainer.eval_batches=5"],
+}
+
+
+@pytest.mark.parametrize("family", HEALTHY_FAMILIES)
+def test_healthy_runs_of_the_new_families_raise_no_alarm(family, tmp_path):
+    if family == "resnet":
+        pytest.importorskip("sklearn", reason="data=digits needs the optional vision extra")
+    train([*HEALTHY_FAMILIES[family], "diagnose=false"], tmp_path / "run")
+    alarms = [f.name for f in diagnose(load_run(tmp_path / "run")) if f.severity is not Severity.INFO]
+    assert alarms == []

@@ -9,6 +9,7 @@ from harness.data.base import ArrayDataset, DataMeta
 from harness.data.chars import build_stdlib, build_text, validate_stdlib, validate_text
 from harness.data.checks import check_samples
 from harness.data.custom import build_custom, validate_custom
+from harness.data.digits import build_digits, validate_digits
 from harness.data.hf import build_hf, validate_hf
 from harness.data.loader import BatchRecipe, LoaderSettings
 from harness.data.synthetic import build_synthetic, validate_synthetic
@@ -23,6 +24,7 @@ BUILDERS = {
     "synthetic": (validate_synthetic, build_synthetic),
     "custom": (validate_custom, build_custom),
     "hf": (validate_hf, build_hf),
+    "digits": (validate_digits, build_digits),
 }
 PIN_MEMORY = ("auto", True, False)
 
@@ -36,6 +38,8 @@ def _validate_loader(cfg: DictConfig) -> None:
         raise ConfigError("data.num_workers", workers, "an integer >= 0 (0 reads batches in the training process)")
     if cfg.get("pin_memory", "auto") not in PIN_MEMORY:
         raise ConfigError("data.pin_memory", cfg.get("pin_memory"), "auto (on for CUDA), true or false")
+    if not isinstance(cfg.get("shuffle", True), bool):
+        raise ConfigError("data.shuffle", cfg.get("shuffle"), "true (a new sample order every epoch) or false")
     if not isinstance(cfg.get("persistent_workers", True), bool):
         raise ConfigError("data.persistent_workers", cfg.get("persistent_workers"), "true or false")
     prefetch = cfg.get("prefetch_factor")

@@ -23,6 +23,7 @@ class DataMeta:
     out_features: int | None = None  # classification: classes; regression: outputs
     optimum_loss: float | None = None  # best achievable loss when known (synthetic)
     input_shape: tuple[int, ...] | None = None  # one input sample's shape, e.g. (1, 8, 8)
+    tokenizer_file: str | None = None  # lm subwords: the tokenizer.json that decodes these ids (kept in the run dir)
 
     @property
     def num_classes(self) -> int | None:

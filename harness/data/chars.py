@@ -6,17 +6,21 @@ import json
 import os
 import sysconfig
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
+from typing import TypeVar
 
 import numpy as np
 from omegaconf import DictConfig
 
 from harness.data.base import DataMeta, TokenWindows
+from harness.data.bpe import CHAR, fingerprint, publish_dir, tokenize_corpus, validate_tokenizer
 from harness.errors import ConfigError
 
 BINARY_SNIFF = 8192  # bytes read to tell a binary file from text
 MAX_UNDECODABLE = 0.01  # fraction of characters that may fail to decode as UTF-8
 EXCLUDED_DIRS = {"test", "tests", "idle_test", "site-packages", "__pycache__"}
+Text = TypeVar("Text", np.ndarray, str)
 
 
 def stdlib_root() -> Path:
@@ -41,8 +45,9 @@ def encode_chars(text: str) -> tuple[np.ndarray, list[str]]:
     return ids.astype(np.uint16), [chr(c) for c in vocab]
 
 
-def split(ids: np.ndarray, val_fraction: float) -> tuple[np.ndarray, np.ndarray]:
-    """The tail is validation: contiguous, so no window straddles both sides."""
+def split(ids: Text, val_fraction: float) -> tuple[Text, Text]:
+    """The tail is validation: contiguous, so no window straddles both sides. Text for subword
+    tokens is cut by characters before tokenizing, at the same place as the character ids."""
     n_val = int(len(ids) * val_fraction)
     return ids[: len(ids) - n_val], ids[len(ids) - n_val :]
 
@@ -52,38 +57,52 @@ def cache_root(cfg: DictConfig) -> Path:
     return Path(explicit or Path.home() / ".cache" / "stable-harness").expanduser()
 
 
+def stdlib_fingerprint(files: list[Path]) -> str:
+    """Names this Python install's corpus without reading it: file paths and sizes."""
+    return hashlib.sha256("\n".join(f"{p}:{p.stat().st_size}" for p in files).encode()).hexdigest()[:16]
+
+
+def stdlib_text(files: list[Path]) -> str:
+    return "".join(p.read_text(encoding="utf-8", errors="replace") for p in files)
+
+
 def _stdlib_corpus(cache_dir: Path) -> tuple[np.ndarray, list[str]]:
     """Encode the stdlib once per Python install; later runs memory-map the cached ids."""
     files = stdlib_files()
-    fingerprint = hashlib.sha256(
-        "\n".join(f"{p}:{p.stat().st_size}" for p in files).encode()
-    ).hexdigest()[:16]
-    target = cache_dir / f"stdlib-{fingerprint}"
+    target = cache_dir / f"stdlib-{stdlib_fingerprint(files)}"
     if not (target / "meta.json").exists():
-        text = "".join(p.read_text(encoding="utf-8", errors="replace") for p in files)
-        ids, vocab = encode_chars(text)
+        ids, vocab = encode_chars(stdlib_text(files))
         cache_dir.mkdir(parents=True, exist_ok=True)
         staging = Path(tempfile.mkdtemp(dir=cache_dir, prefix=".stdlib-"))
         ids.tofile(staging / "ids.bin")
         (staging / "meta.json").write_text(json.dumps({"vocab": vocab, "files": len(files)}))
-        try:
-            os.replace(staging, target)  # atomic: concurrent builders never see a half-written cache
-        except OSError:  # another process won the race; its copy is identical
-            for f in staging.iterdir():
-                f.unlink()
-            staging.rmdir()
+        publish_dir(staging, target)
     vocab = json.loads((target / "meta.json").read_text())["vocab"]
     return np.memmap(target / "ids.bin", dtype=np.uint16, mode="r"), vocab
 
 
-def _char_data(ids: np.ndarray, vocab: list[str], cfg: DictConfig, key: str = "data.path"):
-    train, val = split(ids, float(cfg.val_fraction))
-    check_long_enough(key, cfg.get("path", "stdlib"), {"train": train, "val": val}, int(cfg.block_size))
-    meta = DataMeta(task="lm", vocab_size=len(vocab), block_size=int(cfg.block_size))
+def _lm_data(train: np.ndarray, val: np.ndarray, vocab_size: int, cfg: DictConfig, tokenizer_file: str | None = None):
+    check_long_enough("data.path", cfg.get("path", "stdlib"), {"train": train, "val": val}, int(cfg.block_size))
+    meta = DataMeta(task="lm", vocab_size=vocab_size, block_size=int(cfg.block_size), tokenizer_file=tokenizer_file)
     return TokenWindows(train, meta.block_size), TokenWindows(val, meta.block_size), meta
 
 
+def _char_data(ids: np.ndarray, vocab: list[str], cfg: DictConfig):
+    return _lm_data(*split(ids, float(cfg.val_fraction)), len(vocab), cfg)
+
+
+def subword_data(cfg: DictConfig, corpus: str, read: Callable[[], tuple[str, str]]):
+    """Windows of subword tokens (data.tokenizer=bpe or a tokenizer.json); `corpus` fingerprints the
+    text and its split, and `read` returns (train, val) text only when the cache must be built."""
+    tokens = tokenize_corpus(cfg, cache_root(cfg), corpus, read)
+    return _lm_data(tokens.train, tokens.val, tokens.vocab_size, cfg, str(tokens.tokenizer_file))
+
+
 def build_stdlib(cfg: DictConfig):
+    if cfg.get("tokenizer", CHAR) != CHAR:
+        files = stdlib_files()
+        return subword_data(cfg, f"stdlib-{stdlib_fingerprint(files)}",
+                            lambda: split(stdlib_text(files), float(cfg.val_fraction)))
     ids, vocab = _stdlib_corpus(cache_root(cfg))
     return _char_data(ids, vocab, cfg)
 
@@ -91,13 +110,22 @@ def build_stdlib(cfg: DictConfig):
 def validate_stdlib(cfg: DictConfig) -> None:
     if not (stdlib_root() / "os.py").is_file():
         raise ConfigError("data", "stdlib", "a Python install with its standard-library sources")
+    validate_tokenizer(cfg)
+
+
+def _read_text(path: str) -> str:
+    text = Path(path).read_text(encoding="utf-8", errors="replace")
+    if text.count("\ufffd") > MAX_UNDECODABLE * max(len(text), 1):
+        raise ConfigError("data.path", path, "a UTF-8 text file: over 1% of it is not UTF-8")
+    return text
 
 
 def build_text(cfg: DictConfig):
-    text = Path(cfg.path).read_text(encoding="utf-8", errors="replace")
-    if text.count("\ufffd") > MAX_UNDECODABLE * max(len(text), 1):
-        raise ConfigError("data.path", cfg.path, "a UTF-8 text file: over 1% of it is not UTF-8")
-    ids, vocab = encode_chars(text)
+    if cfg.get("tokenizer", CHAR) != CHAR:
+        stat = Path(cfg.path).stat()  # an edited file gets a new mtime, hence a new cache
+        return subword_data(cfg, f"text-{fingerprint(Path(cfg.path).resolve(), stat.st_size, stat.st_mtime_ns)}",
+                            lambda: split(_read_text(cfg.path), float(cfg.val_fraction)))
+    ids, vocab = encode_chars(_read_text(cfg.path))
     return _char_data(ids, vocab, cfg)
 
 
@@ -108,6 +136,7 @@ def validate_text(cfg: DictConfig) -> None:
     with open(path, "rb") as f:
         if b"\0" in f.read(BINARY_SNIFF):
             raise ConfigError("data.path", path, "a UTF-8 text file: it holds NUL bytes (a binary file?)")
+    validate_tokenizer(cfg)
 
 
 def check_long_enough(key: str, value: object, streams: dict[str, np.ndarray], block: int) -> None:

@@ -22,7 +22,7 @@ from harness.errors import ConfigError
 
 # Keys the harness reads itself; every other key of the group is passed to the factory.
 HARNESS_KEYS = {"name", "_target_", "task", "num_classes", "vocab_size", "input_key", "target_key",
-                "num_workers", "pin_memory", "persistent_workers", "prefetch_factor", "collate_fn"}
+                "num_workers", "pin_memory", "persistent_workers", "prefetch_factor", "collate_fn", "shuffle"}
 
 
 def factory_kwargs(cfg: DictConfig) -> dict[str, Any]:

@@ -2,9 +2,9 @@
 
 Loaded with `load_from_disk(path)` (a `save_to_disk` folder) or `load_dataset(format,
 data_files=path)` for local text/json/csv/parquet files. Language modelling tokenizes a text
-column (the harness's character vocabulary, or a local tokenizer directory) into one token
-stream cut into windows, as `data=text` does; classification and regression read feature and
-label columns.
+column (the harness's character vocabulary, a byte-level BPE trained on the train split, a
+tokenizer.json file, or a local transformers tokenizer directory) into one token stream cut into
+windows, as `data=text` does; classification and regression read feature and label columns.
 """
 from __future__ import annotations
 
@@ -17,7 +17,8 @@ import torch
 from omegaconf import DictConfig, OmegaConf
 
 from harness.data.base import TASKS, ArrayDataset, DataMeta, TokenWindows
-from harness.data.chars import check_long_enough, encode_chars, split
+from harness.data.bpe import fingerprint, uses_tokenizers, validate_tokenizer
+from harness.data.chars import check_long_enough, encode_chars, split, subword_data
 from harness.errors import ConfigError, one_line
 
 FORMATS = ("text", "json", "csv", "parquet")
@@ -49,10 +50,8 @@ def validate_hf(cfg: DictConfig) -> None:
         raise ConfigError("data.path", path, f"an existing {fmt} file, folder or glob pattern")
     if cfg.get("task") not in TASKS:
         raise ConfigError("data.task", cfg.get("task"), f"one of {list(TASKS)}")
-    tokenizer = cfg.get("tokenizer")
-    if cfg.task == "lm" and tokenizer != "char" and not (isinstance(tokenizer, str) and Path(tokenizer).is_dir()):
-        raise ConfigError("data.tokenizer", tokenizer, "char (the harness's character vocabulary) or a local "
-                                                       "tokenizer directory (one saved by save_pretrained)")
+    if cfg.task == "lm":
+        validate_tokenizer(cfg, directories=True)
     if cfg.task != "lm" and cfg.get("input_key") is None:
         raise ConfigError("data.input_key", None, "the feature column (or a list of columns) to read inputs from")
 
@@ -103,6 +102,8 @@ def _token_windows(cfg: DictConfig, train: Any, val: Any) -> tuple[ArrayDataset,
     texts = {"train": _texts(train, cfg.text_column)}
     if val is not None:
         texts["val"] = _texts(val, cfg.text_column)
+    if uses_tokenizers(cfg.tokenizer):
+        return _subword_windows(cfg, texts)
     if cfg.tokenizer == "char":
         joined = {k: "\n".join(v) for k, v in texts.items()}
         ids, vocab = encode_chars("".join(joined.values()))
@@ -116,6 +117,14 @@ def _token_windows(cfg: DictConfig, train: Any, val: Any) -> tuple[ArrayDataset,
     check_long_enough("data.path", cfg.path, streams, block)
     meta = DataMeta("lm", vocab_size=vocab_size, block_size=block)
     return TokenWindows(streams["train"], block), TokenWindows(streams["val"], block), meta
+
+
+def _subword_windows(cfg: DictConfig, texts: dict[str, list[str]]) -> tuple[ArrayDataset, ArrayDataset, DataMeta]:
+    """BPE or a tokenizer.json: without a val split, the tail is cut by characters before tokenizing
+    (as data=text does), so the BPE never trains on validation text."""
+    train = "\n".join(texts["train"])
+    parts = (train, "\n".join(texts["val"])) if "val" in texts else split(train, float(cfg.val_fraction))
+    return subword_data(cfg, f"hf-{fingerprint(*parts)}", lambda: parts)  # the text itself names the corpus
 
 
 def _tokenize(directory: str, texts: dict[str, list[str]]) -> tuple[dict[str, np.ndarray], int]:

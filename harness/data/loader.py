@@ -241,8 +241,7 @@ class _StreamTickets:
         self.skip = 0  # micro-batches of the first update already consumed
 
     def __iter__(self) -> Iterator[Ticket]:
-        stream = BatchStream(self.template.num_samples, self.template.batch_size, self.template.seed,
-                             self.world_size)
+        stream = self.template.replica()
         stream.load_state_dict(self.start)
         skip = self.skip
         while True:
@@ -313,12 +312,13 @@ class FixedBatches:
 
 
 class EvalBatches:
-    """The same validation micro-batches at every eval, through a DataLoader of their own."""
+    """The same micro-batches at every eval, through a DataLoader of their own."""
 
     def __init__(self, dataset: Dataset, recipe: BatchRecipe, settings: LoaderSettings, indices: torch.Tensor,
-                 micro_batch: int, seed: int) -> None:
+                 micro_batch: int, seed: int, split: str = "val") -> None:
         tickets = [Ticket(chunk.tolist(), EVAL_EPOCH) for chunk in indices.split(micro_batch)]
         self._loader = _loader(dataset, recipe, seed, tickets, settings)
+        self.split = split
 
     def close(self) -> None:
         shut_down(self._loader)
@@ -326,4 +326,4 @@ class EvalBatches:
     def __iter__(self) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
         iterator = iter(self._loader)
         for _ in range(len(self._loader.batch_sampler)):
-            yield _next(iterator, "val")[1:]
+            yield _next(iterator, self.split)[1:]

@@ -18,11 +18,14 @@ class MicroBatch:
 
 
 class BatchStream:
-    def __init__(self, num_samples: int, batch_size: int, seed: int, world_size: int = 1) -> None:
-        if num_samples < world_size:
-            raise ValueError(f"{num_samples} samples cannot feed {world_size} ranks")
+    def __init__(self, num_samples: int, batch_size: int, seed: int, world_size: int = 1,
+                 shuffle: bool = True, min_batch: int | None = None) -> None:
+        self.min_batch = max(min_batch or world_size, world_size)  # a smaller epoch tail is skipped
+        if num_samples < self.min_batch:
+            raise ValueError(f"{num_samples} samples cannot fill a batch of {self.min_batch} ({world_size} ranks)")
         self.num_samples, self.batch_size = num_samples, batch_size
         self.seed, self.world_size = seed, world_size
+        self.shuffle = shuffle  # False: every epoch reads the dataset in its stored order
         self.epoch, self.offset = 0, 0
         self.batch_epoch = 0  # the epoch the last batch came from (seeds its samples' random transforms)
         self._perm: torch.Tensor | None = None
@@ -31,23 +34,35 @@ class BatchStream:
     def _permutation(self) -> torch.Tensor:
         if self._perm_epoch != self.epoch:
             g = torch.Generator().manual_seed(self.seed * 1_000_003 + self.epoch)
-            self._perm, self._perm_epoch = torch.randperm(self.num_samples, generator=g), self.epoch
+            order = torch.randperm(self.num_samples, generator=g) if self.shuffle else torch.arange(self.num_samples)
+            self._perm, self._perm_epoch = order, self.epoch
         return self._perm
 
     def next_batch(self) -> torch.Tensor:
-        """Global indices of the next update; the epoch's tail gives one smaller batch."""
-        remaining = self.num_samples - self.offset
-        take = min(self.batch_size, remaining)
+        """Global indices of the next update; the epoch's tail gives one smaller batch (skipped
+        when it holds fewer than min_batch samples)."""
+        take = min(self.batch_size, self.num_samples - self.offset)
         take -= take % self.world_size  # every rank gets the same count
-        if take == 0:
+        if take < self.min_batch:
             self.epoch, self.offset = self.epoch + 1, 0
             return self.next_batch()
         batch = self._permutation()[self.offset : self.offset + take]
         self.batch_epoch = self.epoch
         self.offset += take
-        if self.offset + self.world_size > self.num_samples:
+        if self.num_samples - self.offset < self.min_batch:
             self.epoch, self.offset = self.epoch + 1, 0
         return batch
+
+    def epochs_done(self) -> float:
+        """Epochs read so far, as e + the read fraction of epoch e, where e is the epoch of the last
+        batch: in (e, e + 1], so ceil(value) - 1 names that epoch even when the batch ended it."""
+        done = self.offset if self.epoch == self.batch_epoch else self.num_samples
+        return self.batch_epoch + done / self.num_samples
+
+    def replica(self) -> BatchStream:
+        """A stream of the same order, at the start; the DataLoader's sampler walks its own copy."""
+        return BatchStream(self.num_samples, self.batch_size, self.seed, self.world_size, self.shuffle,
+                           self.min_batch)
 
     def state_dict(self) -> dict[str, int]:
         return {"epoch": self.epoch, "offset": self.offset}

@@ -22,6 +22,9 @@ def validate_synthetic(cfg: DictConfig) -> None:
             raise ConfigError(f"data.{key}", value, "an integer >= 1")
     if cfg.task == "classification" and cfg.num_classes < 2:
         raise ConfigError("data.num_classes", cfg.num_classes, "an integer >= 2")
+    for key in ("shuffle_labels", "sort_by_target"):
+        if not isinstance(cfg.get(key, False), bool):
+            raise ConfigError(f"data.{key}", cfg.get(key), "true or false")
     if float(cfg.noise) < 0:
         raise ConfigError("data.noise", cfg.noise, "a number >= 0")
 
@@ -44,7 +47,11 @@ def build_synthetic(cfg: DictConfig):
         if cfg.task == "classification":  # nothing to learn: the best loss is the labels' entropy
             p = torch.bincount(y, minlength=cfg.num_classes).float() / n
             meta = replace(meta, optimum_loss=float(-(p[p > 0] * p[p > 0].log()).sum()))
-    train = TensorPairs(x[: cfg.n_train], y[: cfg.n_train])
+    train_x, train_y = x[: cfg.n_train], y[: cfg.n_train]
+    if cfg.get("sort_by_target", False):  # stored like a file sorted by its label column
+        order = torch.argsort(train_y if train_y.ndim == 1 else train_y[:, 0], stable=True)
+        train_x, train_y = train_x[order], train_y[order]
+    train = TensorPairs(train_x, train_y)
     val = TensorPairs(x[cfg.n_train :], y[cfg.n_train :])
     return train, val, meta
 

@@ -21,8 +21,8 @@ from harness.data.base import MODEL_FIELDS
 from harness.errors import ConfigError
 from harness.models.keys import user_keys
 
-LM_MODELS = ("harness.models.gpt.GPT",)
-VECTOR_MODELS = ("harness.models.mlp.MLP",)
+LM_MODELS = ("harness.models.gpt.GPT", "harness.models.rnn.RNNLM")
+VECTOR_MODELS = ("harness.models.mlp.MLP", "harness.models.resnet.ResNet")
 
 
 def _target(cfg: DictConfig) -> Any:
@@ -53,9 +53,9 @@ def _plain_keys(cfg: DictConfig) -> dict[str, Any]:
 def validate_model_config(cfg: DictConfig, task: str) -> None:
     target = _target(cfg)
     if cfg._target_ in LM_MODELS and task != "lm":
-        raise ConfigError("model", cfg._target_, f"a model for {task} data (model=mlp, or your own _target_)")
+        raise ConfigError("model", cfg._target_, f"a model for {task} data (model=mlp or resnet, or your own _target_)")
     if cfg._target_ in VECTOR_MODELS and task == "lm":
-        raise ConfigError("model", cfg._target_, "a sequence model (model=gpt) for character/token data")
+        raise ConfigError("model", cfg._target_, "a sequence model (model=gpt or rnn) for character/token data")
     if hasattr(target, "Config"):
         _typed_config(target, cfg)
     else:
@@ -65,6 +65,9 @@ def validate_model_config(cfg: DictConfig, task: str) -> None:
 def build_model(cfg: DictConfig, meta: DataMeta) -> nn.Module:
     target = _target(cfg)
     data = meta.model_fields()
+    if getattr(target, "needs_images", False) and len(meta.input_shape or ()) != 3:
+        raise ConfigError("model", cfg._target_, f"image data with [channels, height, width] samples (data=digits, "
+                                                 f"or your own dataset); this data's samples are {meta.input_shape or 'vectors'}")
     if hasattr(target, "Config"):
         config = _typed_config(target, cfg)
         names = {f.name for f in dataclasses.fields(config)}

@@ -19,7 +19,7 @@ def validate_init_config(cfg: DictConfig) -> None:
 
 
 def apply_init(model: nn.Module, cfg: DictConfig) -> None:
-    """`default` keeps the model's own init; the others overwrite every Linear and Embedding.
+    """`default` keeps the model's own init; the others overwrite every Linear, convolution and Embedding.
 
     Embeddings always get normal(std): Glorot/He formulas assume a matmul fan-in that a lookup
     table does not have. Biases start at zero. A weight tied to an embedding stays an embedding.
@@ -32,7 +32,7 @@ def apply_init(model: nn.Module, cfg: DictConfig) -> None:
     for module in model.modules():
         if isinstance(module, nn.Embedding):
             nn.init.normal_(module.weight, std=std)
-        elif isinstance(module, nn.Linear) and id(module.weight) not in embeddings:
+        elif isinstance(module, (nn.Linear, nn.modules.conv._ConvNd)) and id(module.weight) not in embeddings:
             if cfg.name == "xavier":
                 nn.init.xavier_uniform_(module.weight)
             elif cfg.name == "kaiming":

@@ -64,7 +64,7 @@ class MLP(nn.Module):
         self.head = nn.Linear(cfg.width, cfg.out_features)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        x = self.stem(x)
+        x = self.stem(x.flatten(1))  # images and other shaped samples are read as vectors
         for layer in self.hidden:
             x = layer(x)
         return self.head(x)

@@ -34,11 +34,21 @@ def _fits(out: torch.Tensor, meta: DataMeta, x: torch.Tensor, y: torch.Tensor) -
     return out.numel() == y.numel()
 
 
+def has_batch_norm(model: nn.Module) -> bool:
+    return any(isinstance(m, nn.modules.batchnorm._BatchNorm) for m in model.modules())
+
+
 def check_batch_norm(model: nn.Module, micro_batch: int, batch_size: int) -> None:
     """Batch norm cannot normalise a batch of one sample in training (torch raises mid-run)."""
-    if micro_batch < 2 and any(isinstance(m, nn.modules.batchnorm._BatchNorm) for m in model.modules()):
+    if micro_batch < 2 and has_batch_norm(model):
         raise ConfigError("batch_size", batch_size, f"at least 2 samples per micro-batch for a model with batch norm "
                                                     f"(batch_size / (accum x world size) = {micro_batch})")
+
+
+def behaves_differently_in_eval(model: nn.Module) -> bool:
+    """Batch norm (running statistics) or dropout: eval mode computes another function than training."""
+    return any(isinstance(m, nn.modules.batchnorm._BatchNorm) and m.track_running_stats
+               or isinstance(m, nn.modules.dropout._DropoutNd) and m.p > 0 for m in model.modules())
 
 
 @torch.no_grad()

@@ -6,7 +6,7 @@ from collections.abc import Callable
 
 from harness.diagnosis.findings import Finding
 from harness.diagnosis.load import RunData
-from harness.diagnosis.rules import curves, gradients, guard_events, numerics, schedule
+from harness.diagnosis.rules import curves, data_order, eval_mode, gradients, guard_events, numerics, schedule
 
 Rule = Callable[[RunData], "Finding | None"]
 
@@ -16,6 +16,9 @@ RULES: tuple[Rule, ...] = (
     curves.oscillating,
     curves.overfitting,
     curves.underfitting,
+    eval_mode.bn_eval_gap,
+    data_order.epoch_boundary_jumps,
+    gradients.exploding_gradients,
     gradients.vanishing_gradients,
     gradients.dead_relu,
     gradients.clip_pinned,

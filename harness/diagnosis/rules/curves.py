@@ -8,6 +8,7 @@ import numpy as np
 from harness.diagnosis.advice import instability_fixes
 from harness.diagnosis.findings import Finding, Severity
 from harness.diagnosis.load import RunData, Series
+from harness.diagnosis.rules.data_order import boundary_steps
 from harness.diagnosis.signals import (EDGE_POINTS, end_level, excursions, fmt, level_at, noise_level, rolling_median,
                                        start_level)
 
@@ -106,6 +107,8 @@ def plateau_at_chance(run: RunData) -> Finding | None:
 def oscillating(run: RunData) -> Finding | None:
     loss = run.series("train/loss")
     found = excursions(rolling_median(loss), OSC_REL_RISE, max(OSC_ABS_RISE, OSC_NOISE_SIGMAS * noise_level(loss)))
+    at_epoch_starts = boundary_steps(run)  # climbs there are epoch_boundary_jumps' to judge
+    found = [climb for climb in found if climb[0] not in at_epoch_starts]
     if len(found) < OSC_MIN_EXCURSIONS:
         return None
     shown = ", ".join(f"{fmt(peak)} at step {step} (best so far {fmt(low)})" for step, peak, low in found[:4])
@@ -125,6 +128,9 @@ def overfitting(run: RunData) -> Finding | None:
     train_then, train_now = level_at(train, best_step), end_level(train)
     if val_now <= (1 + OVERFIT_VAL_RISE) * best_val or train_now >= (1 - OVERFIT_TRAIN_DROP) * train_then:
         return None
+    on_train = run.series("val/loss_on_train", kind="eval").finite()  # models with batch norm or dropout
+    if len(on_train) >= MIN_EVALS and end_level(on_train) >= (1 - OVERFIT_TRAIN_DROP) * level_at(on_train, best_step):
+        return None  # the training samples got worse in eval mode too: a train/eval-mode gap, not memorising
     return Finding("overfitting", Severity.WARNING, "the model memorises the training set",
                    f"val loss best {fmt(best_val)} at step {best_step}, {fmt(val_now)} over the last evals "
                    f"(+{val_now / best_val - 1:.0%}, last {fmt(float(val.values[-1]))} at step {int(val.steps[-1])}) "

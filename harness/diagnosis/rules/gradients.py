@@ -25,12 +25,25 @@ NEVER_FRACTION = 0.1
 # post-LN GPT starts near 10x and collapses during training). Healthy deep ReLU MLPs and pre-LN
 # GPTs measure 0.5-2x; a 10-layer sigmoid MLP 1e7x, a post-LN GPT without warmup 1e5x.
 VANISH_RATIO = 100.0
+# ... or every weight's gradient norm sits at or below 1e-8 (median over tensors and the last
+# third): Adam's eps, below which its update is lr * g / eps ~ nothing, and an SGD step moves a
+# weight by 1e-8 * lr. Healthy runs measure 1e-4 to 10; a plain 24-conv ReLU stack with torch's
+# default init measures ~1e-12 (its forward signal shrinks ~2.4x per layer).
+VANISHED_NORM = 1e-8
 # Dead ReLUs: >=50% of a layer's units output 0 for every sample of a logged batch (act_dead,
 # monitor=full) over the last third of the run; healthy ReLU layers sit at 0-15%.
 DEAD_UNITS = 0.5
 # Weight-norm runaway: the total parameter norm at least doubles over the second half of the
 # run. Healthy runs grow fastest early and settle (weight decay balances the updates).
 RUNAWAY_LATE_GROWTH = 2.0
+
+# Exploding gradients: with no norm clipping to bound the update, some log window's largest
+# pre-clip gradient norm is >= 10x the median window's largest, past the run's first 10% (early
+# norms are large by nature). Healthy unclipped runs stay within 2-4x; a tanh RNN under SGD at
+# lr 0.5 without clipping reaches ~100x.
+EXPLODE_RATIO = 10.0
+SETTLE_FRACTION = 0.1
+RECURRENT_TYPES = ("LSTM", "GRU", "RNN", "LSTMCell", "GRUCell", "RNNCell")
 
 _INDEX = re.compile(r"(?<=\.)\d+(?=\.)")  # the layer index in "blocks.3.attn.c_attn.weight"
 
@@ -67,7 +80,50 @@ def clip_never_reached(run: RunData) -> Finding | None:
                    "so it can stop a spike, or null to say clipping is off.")
 
 
+def exploding_gradients(run: RunData) -> Finding | None:
+    peaks = run.series("grad/norm_max").after_fraction(SETTLE_FRACTION)
+    finite = peaks.finite()
+    if _norm_clip(run) is not None or len(finite) < MIN_ROWS:
+        return None
+    typical = float(np.median(finite.values))
+    worst = int(np.argmax(np.where(np.isfinite(peaks.values), peaks.values, np.inf)))
+    peak, step = float(peaks.values[worst]), int(peaks.steps[worst])
+    if typical <= 0 or peak < EXPLODE_RATIO * typical:
+        return None
+    bursts = int(np.sum(~np.isfinite(peaks.values) | (peaks.values >= EXPLODE_RATIO * typical)))
+    recurrent = any(name in (run.summary.get("modules") or []) for name in RECURRENT_TYPES)
+    clip_text = ("clip=1.0 (0.5-1.0 for recurrent models: backpropagation through time multiplies the "
+                 "gradient by the recurrent weights once per step)" if recurrent else "clip=1.0")
+    return Finding("exploding_gradients", Severity.WARNING, "the gradient norm explodes and nothing bounds the update",
+                   f"largest pre-clip gradient norm {fmt(peak)} at step {step}, {fmt(peak / typical)}x the median "
+                   f"window's {fmt(typical)}; {bursts} log window(s) at >= {EXPLODE_RATIO:g}x; clipping is off.",
+                   f"{clip_text}; guard=default skips the worst updates; lower optim.lr.")
+
+
 def vanishing_gradients(run: RunData) -> Finding | None:
+    return _early_blocks_starved(run) or _vanished_everywhere(run)
+
+
+def _vanished_everywhere(run: RunData) -> Finding | None:
+    """Every layer's gradient is ~0: the signal died in the forward pass (a plain deep stack with
+    a variance-shrinking init), so the gradients of all weights are equally tiny and their ratio
+    says nothing."""
+    weights = [k for k in run.keys("grad_norm/") if k.endswith("weight")]
+    late = [run.series(k).finite().after_fraction(LATE_FRACTION).values for k in weights]
+    medians = [float(np.median(v)) for v in late if len(v)]
+    if len(medians) < 2 or fp16_unscaled(run):
+        return None
+    typical = float(np.median(medians))
+    if not 0 < typical <= VANISHED_NORM:
+        return None
+    return Finding("vanishing_gradients", Severity.CRITICAL, "no layer gets a usable gradient",
+                   f"the median weight tensor's gradient norm is {fmt(typical)} over the run's last third "
+                   f"({len(medians)} tensors; at or below {VANISHED_NORM:g}, Adam's eps, an update is a vanishing "
+                   "fraction of the LR): the forward signal fades through the layers, so every gradient does.",
+                   _vanishing_fix(run))
+
+
+def _early_blocks_starved(run: RunData) -> Finding | None:
     rows = block_ratios(run)
     if not rows:
         return None

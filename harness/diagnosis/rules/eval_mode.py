@@ -1,0 +1,56 @@
+"""A model that fits its training samples in train mode but not in eval mode: batch norm's
+running statistics (or another train/eval switch) disagree with what training computed.
+
+Evaluating fixed training samples in eval mode (`val/loss_on_train`, logged for models with
+batch norm or dropout) tells this apart from overfitting: an overfit model does well on its
+training samples in either mode; here it fails on them as soon as it is switched to eval.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from harness.diagnosis.findings import Finding, Severity
+from harness.diagnosis.load import RunData
+from harness.diagnosis.rules.curves import MIN_EVALS
+from harness.diagnosis.signals import fmt, level_at
+
+# The eval-mode loss on training samples is >= 2x the train-mode loss of the same steps (median
+# over the last 3 evals). Healthy batch-norm runs measure 0.6-1.3x (eval mode is usually a little
+# better: no batch noise); dropout only ever makes eval mode better. Running statistics that lag
+# the weights (bn_momentum=0.001) measure ~18x.
+MODE_GAP_RATIO = 2.0
+LAST_EVALS = 3
+BATCH_NORM_TYPES = ("BatchNorm1d", "BatchNorm2d", "BatchNorm3d", "SyncBatchNorm")
+
+
+def bn_eval_gap(run: RunData) -> Finding | None:
+    on_train = run.series("val/loss_on_train", kind="eval").finite()
+    train = run.series("train/loss").finite()
+    if len(on_train) < MIN_EVALS or not len(train):
+        return None
+    last = range(len(on_train) - min(LAST_EVALS, len(on_train)), len(on_train))
+    ratios = [on_train.values[i] / max(level_at(train, int(on_train.steps[i])), 1e-12) for i in last]
+    ratio = float(np.median(ratios))
+    if ratio < MODE_GAP_RATIO:
+        return None
+    step = int(on_train.steps[-1])
+    val = run.series("val/loss", kind="eval").finite()
+    val_text = f"; val loss {fmt(float(val.values[-1]))}" if len(val) else ""
+    return Finding("bn_eval_gap", Severity.CRITICAL, "the model works in train mode and fails in eval mode",
+                   f"on the same training samples at step {step}: eval-mode loss {fmt(float(on_train.values[-1]))} vs "
+                   f"train-mode loss {fmt(level_at(train, step))} ({fmt(ratio)}x, median of the last evals){val_text}. "
+                   "Not overfitting: the model fails on the samples it trained on once switched to eval mode.",
+                   _fix(run))
+
+
+def _fix(run: RunData) -> str:
+    modules = run.summary.get("modules") or []
+    fixes = []
+    if any(name in modules for name in BATCH_NORM_TYPES) or run.cfg("model.norm") == "batch":
+        momentum = run.cfg("model.bn_momentum")
+        shown = f" (now {momentum:g})" if isinstance(momentum, (int, float)) else ""
+        fixes.append(f"batch norm's running statistics lag the weights: keep model.bn_momentum{shown} near torch's "
+                     "0.1 (Keras' momentum=0.99 is 0.01 in torch); give batch norm >= 16 samples per micro-batch "
+                     "(batch_size / accum); or model.norm=group or layer, which have no running statistics")
+    fixes.append("a custom module that behaves differently under model.eval() is the other suspect")
+    return "; ".join(fixes) + "."
