@@ -21,7 +21,7 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from hydra import compose, initialize_config_dir  # noqa: E402
 
-from harness.run import build_trainer  # noqa: E402
+from harness.assembly import build_trainer  # noqa: E402
 
 CONF = Path(__file__).resolve().parent.parent / "conf"
 WORKLOADS = {

@@ -114,6 +114,19 @@ def test_diverging_on_a_rising_finite_loss(tmp_path):
     assert "diverging" in run.findings(tmp_path)
 
 
+def test_diverging_inside_the_first_window_is_seen_through_the_window_maximum(tmp_path):
+    """A far too high LR: one update's loss explodes inside the first log window, the logged means
+    then sit on a high plateau that never rises above its first point."""
+    run = Run().set("train/loss", lambda s, v: 6.0 - 0.001 * s).set("train/loss_max", lambda s, v: 60.0 if s == 10 else 6.5)
+    finding = run.findings(tmp_path)["diverging"]
+    assert "reached 60 in the window ending at step 10" in finding.evidence and "optim.lr" in finding.fix
+
+
+def test_a_window_maximum_near_chance_is_not_a_blowup(tmp_path):
+    run = Run().set("train/loss_max", lambda s, v: 1.6 * CHANCE if s == 10 else 1.0)
+    assert "diverging" not in run.findings(tmp_path)
+
+
 def test_diverging_fix_names_the_accumulation_bug(tmp_path):
     run = Run().set("train/loss", lambda s, v: 2.3 * (1 + s / 100))
     run.config.update(accum=8, accum_reduction="sum")

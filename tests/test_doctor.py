@@ -14,7 +14,7 @@ from harness.doctor.data_checks import check_inputs, check_labels
 from harness.doctor.gradcheck import check_gradients
 from harness.doctor.model_checks import check_gradient_flow, check_initial_loss, check_overfit
 from harness.doctor.schedule_check import check_schedule
-from harness.run import build_trainer
+from harness.assembly import build_trainer
 
 # one thread per subprocess: spin-waiting OpenMP threads crawl on a busy shared machine
 ONE_THREAD = {"OMP_NUM_THREADS": "1"}

@@ -8,7 +8,7 @@ import torch
 
 from conftest import compose_cfg, train
 from harness.checkpoint import load_checkpoint, step_checkpoints
-from harness.run import build_trainer
+from harness.assembly import build_trainer
 from harness.tracking import read_metrics
 
 MLP = ["model=mlp", "data=synthetic", "model.width=32", "logger=none", "trainer.log_every=5",

@@ -14,7 +14,7 @@ from harness.lr_find import LRFindConfig, find_lr, sweep_config
 from harness.lr_find.config import read_mode_config
 from harness.lr_find.driver import driven
 from harness.lr_find.suggest import suggest_lr
-from harness.run import build_trainer
+from harness.assembly import build_trainer
 
 # one thread per subprocess: spin-waiting OpenMP threads crawl on a busy shared machine
 ONE_THREAD = {"OMP_NUM_THREADS": "1"}

@@ -7,7 +7,7 @@ from torch import nn
 
 from conftest import compose_cfg
 from harness.clipping import clip_gradients, global_grad_norm
-from harness.run import build_trainer
+from harness.assembly import build_trainer
 
 VECTOR = ["model=mlp", "data=synthetic", "model.width=32", "model.dropout=0.0", "logger=none"]
 

@@ -10,6 +10,7 @@ from pathlib import Path
 import torch
 from omegaconf import DictConfig
 
+from harness.assembly import build_trainer
 from harness.doctor.config import DoctorConfig
 from harness.doctor.data_checks import check_inputs, check_labels
 from harness.doctor.gradcheck import check_gradients
@@ -55,8 +56,6 @@ def diagnose_trainer(trainer: Trainer, settings: DoctorConfig) -> list[CheckResu
 
 def run_doctor(cfg: DictConfig, run_dir: Path, device: torch.device) -> int:
     """mode=doctor: prints the table, writes RUN_DIR/doctor.md and doctor.json; returns the number of failures."""
-    from harness.run import build_trainer
-
     settings = read_mode_config(cfg, "doctor", DoctorConfig)
     trainer = build_trainer(cfg, run_dir, device, resume_from=None)
     try:

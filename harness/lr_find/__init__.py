@@ -8,6 +8,7 @@ from pathlib import Path
 import torch
 from omegaconf import DictConfig, OmegaConf
 
+from harness.assembly import build_trainer
 from harness.errors import ConfigError
 from harness.lr_find.config import LRFindConfig, read_mode_config
 from harness.lr_find.report import as_json, plot, summary_line, write_json
@@ -38,8 +39,6 @@ def find_lr(trainer: Trainer, settings: LRFindConfig) -> tuple[Sweep, Suggestion
 
 def run_lr_find(cfg: DictConfig, run_dir: Path, device: torch.device) -> float:
     """mode=lr_find: writes RUN_DIR/lr_find.json and lr_find.png; returns the suggested LR."""
-    from harness.run import build_trainer
-
     settings = read_mode_config(cfg, "lr_find", LRFindConfig)
     trainer = build_trainer(sweep_config(cfg), run_dir, device, resume_from=None)
     try:

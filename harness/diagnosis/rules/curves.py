@@ -16,6 +16,11 @@ from harness.diagnosis.signals import (EDGE_POINTS, end_level, excursions, fmt, 
 # never does that (its end is below its start), a diverging one does long before it reaches NaN.
 # The first value, not a median of several: a blow-up can take only one or two log windows.
 DIVERGE_RISE = 1.5
+# ... or any single update's loss (`train/loss_max`, the largest of each log window) went past
+# 2x chance, ln K: an untrained model sits at ln K, so a loss twice that is a blow-up even when it
+# happened inside the first window and the curve settled afterwards (its first logged mean is
+# already the explosion, so the rise test above cannot see it).
+BLOWUP_OVER_CHANCE = 2.0
 # "At chance": within 5% of ln(K). A model that learned even the label frequencies of an
 # unbalanced task, or anything about the inputs, leaves this band within a few hundred updates.
 CHANCE_BAND = 0.05
@@ -65,11 +70,27 @@ def diverging(run: RunData) -> Finding | None:
         peak = int(np.argmax(finite.values))
         detail = (f"train loss {fmt(start)} at the start, {fmt(end)} at the end (step {int(finite.steps[-1])}), "
                   f"peak {fmt(float(finite.values[peak]))} at step {int(finite.steps[peak])}")
+    elif (blowup := _blowup(run)) is not None:
+        step, value, chance = blowup
+        detail = (f"one update's loss reached {fmt(value)} in the window ending at step {step}, "
+                  f"{fmt(value / chance)}x chance ln K = {fmt(chance)} (the loss an untrained model starts at); "
+                  f"the train loss ended at {fmt(end)}")
     else:
         return None
     reason = run.summary.get("reason")
     status = f"; the run stopped: {reason}" if run.summary.get("status") == "diverged" and reason else ""
     return Finding("diverging", Severity.CRITICAL, "the loss diverged", f"{detail}{status}.", instability_fixes(run))
+
+
+def _blowup(run: RunData) -> tuple[int, float, float] | None:
+    """(step, loss, ln K) of the largest single-update loss when it passed BLOWUP_OVER_CHANCE x ln K."""
+    chance = run.summary.get("chance_loss")
+    peaks = run.series("train/loss_max").finite()
+    if not chance or not len(peaks):
+        return None
+    i = int(np.argmax(peaks.values))
+    value = float(peaks.values[i])
+    return (int(peaks.steps[i]), value, float(chance)) if value > BLOWUP_OVER_CHANCE * chance else None
 
 
 def plateau_at_chance(run: RunData) -> Finding | None:
