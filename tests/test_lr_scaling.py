@@ -26,7 +26,8 @@ def test_off_by_default_and_fractions_stay():
 
 def test_the_run_trains_with_the_scaled_values(tmp_path):
     run = tmp_path / "run"
-    train(["model=mlp", "data=synthetic", "debug=smoke", "batch_size=16", "scale_lr.base_batch=8", "optim.lr=1e-3"], run)
+    train(["model=mlp", "data=synthetic", "debug=smoke", "batch_size=16", "scale_lr.base_batch=8", "optim.lr=1e-3",
+           "schedule.warmup=2"], run)  # a warmup in steps shrinks by k; a fraction stays as it is
     used = OmegaConf.load(run / "config.yaml")
     assert used.optim.lr == pytest.approx(2e-3) and used.schedule.warmup == 1
 
