@@ -70,7 +70,7 @@ class Guard:
         self.cfg = GuardConfig(**cfg)
         self.dist = dist
         self.enabled = self.cfg.skip_nonfinite or self.cfg.spike_zscore is not None
-        self.history: deque[float] = deque(maxlen=self.cfg.spike_window)  # recent good losses
+        self.history: deque[float] = deque(maxlen=self.cfg.spike_window)  # logs of recent good losses
         self.bad_steps: list[int] = []  # steps of recent bad updates, for the rollback rule
 
     def check(self, loss: torch.Tensor, grad_norm: torch.Tensor, loss_scaling: bool) -> Verdict:
@@ -82,17 +82,17 @@ class Guard:
             if loss_scaling:
                 return Verdict.OVERFLOW
             return Verdict.NONFINITE if self.cfg.skip_nonfinite else Verdict.OK
-        if self._is_spike(loss_value):
+        log_loss = math.log(max(loss_value, LOSS_FLOOR))
+        if self._is_spike(log_loss):
             return Verdict.SPIKE
-        self.history.append(loss_value)
+        self.history.append(log_loss)
         return Verdict.OK
 
-    def _is_spike(self, loss: float) -> bool:
+    def _is_spike(self, log_loss: float) -> bool:
         if self.cfg.spike_zscore is None or len(self.history) < self.cfg.spike_min_history:
             return False
-        logs = [math.log(max(x, LOSS_FLOOR)) for x in self.history]
-        mean, std = statistics.fmean(logs), statistics.pstdev(logs)
-        return math.log(max(loss, LOSS_FLOOR)) - mean > self.cfg.spike_zscore * max(std, 1e-8)
+        mean, std = statistics.fmean(self.history), statistics.pstdev(self.history)
+        return log_loss - mean > self.cfg.spike_zscore * max(std, 1e-8)
 
     def record_bad(self, step: int) -> bool:
         """Note a bad update at `step`; True when the rollback rule fires."""
@@ -102,8 +102,10 @@ class Guard:
         return len(self.bad_steps) >= self.cfg.rollback_after
 
     def state_dict(self) -> dict:
-        return {"history": list(self.history), "bad_steps": list(self.bad_steps)}
+        return {"log_history": list(self.history), "bad_steps": list(self.bad_steps)}
 
     def load_state_dict(self, state: dict) -> None:
-        self.history = deque(state["history"], maxlen=self.cfg.spike_window)
+        logs = state["log_history"] if "log_history" in state else [  # older checkpoints kept raw losses
+            math.log(max(x, LOSS_FLOOR)) for x in state["history"]]
+        self.history = deque(logs, maxlen=self.cfg.spike_window)
         self.bad_steps = list(state["bad_steps"])
