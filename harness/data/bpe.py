@@ -54,9 +54,14 @@ class Tokenized:
     tokenizer_file: Path
 
 
+def short_hash(data: bytes) -> str:
+    """The first FINGERPRINT_CHARS hex digits of sha256: a cache folder's name for what it holds."""
+    return hashlib.sha256(data).hexdigest()[:FINGERPRINT_CHARS]
+
+
 def fingerprint(*parts: object) -> str:
     """A short stable name for what the parts describe, for cache folder names."""
-    return hashlib.sha256("\0".join(map(str, parts)).encode()).hexdigest()[:FINGERPRINT_CHARS]
+    return short_hash("\0".join(map(str, parts)).encode())
 
 
 def publish_dir(staging: Path, target: Path) -> None:
@@ -155,7 +160,7 @@ def tokenize_corpus(cfg: DictConfig, cache_dir: Path, corpus: str, read: Callabl
     if cfg.tokenizer == BPE:
         spec = f"bpe{cfg.vocab_size}"
     else:
-        spec = f"file-{hashlib.sha256(Path(cfg.tokenizer).read_bytes()).hexdigest()[:FINGERPRINT_CHARS]}"
+        spec = f"file-{short_hash(Path(cfg.tokenizer).read_bytes())}"
     target = cache_dir / f"tokens-{fingerprint(corpus, float(cfg.val_fraction), spec)}"
     if not (target / DONE_FILE).exists():
         _build(cfg, target, {"corpus": corpus, "val_fraction": float(cfg.val_fraction), "tokenizer": spec}, read)

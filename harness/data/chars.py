@@ -1,7 +1,6 @@
 """Character-level corpora: the Python standard library's sources (offline default) or any text file."""
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import sysconfig
@@ -14,7 +13,7 @@ import numpy as np
 from omegaconf import DictConfig
 
 from harness.data.base import DataMeta, TokenWindows
-from harness.data.bpe import CHAR, fingerprint, publish_dir, tokenize_corpus, validate_tokenizer
+from harness.data.bpe import CHAR, fingerprint, publish_dir, short_hash, tokenize_corpus, validate_tokenizer
 from harness.errors import ConfigError
 
 BINARY_SNIFF = 8192  # bytes read to tell a binary file from text
@@ -59,7 +58,7 @@ def cache_root(cfg: DictConfig) -> Path:
 
 def stdlib_fingerprint(files: list[Path]) -> str:
     """Names this Python install's corpus without reading it: file paths and sizes."""
-    return hashlib.sha256("\n".join(f"{p}:{p.stat().st_size}" for p in files).encode()).hexdigest()[:16]
+    return short_hash("\n".join(f"{p}:{p.stat().st_size}" for p in files).encode())
 
 
 def stdlib_text(files: list[Path]) -> str:
