@@ -8,6 +8,8 @@ drawn per sample, so the augmentation is the same with 0 or 8 DataLoader workers
 """
 from __future__ import annotations
 
+import importlib.util
+
 import torch
 import torch.nn.functional as F
 from omegaconf import DictConfig
@@ -41,10 +43,8 @@ class ShiftedDigits(Dataset):
 
 
 def _load_digits() -> tuple[torch.Tensor, torch.Tensor]:
-    try:
-        from sklearn.datasets import load_digits
-    except ImportError:
-        raise ConfigError("data", "digits", INSTALL) from None
+    from sklearn.datasets import load_digits  # validate_digits made sure it is installed
+
     bunch = load_digits()
     images = torch.as_tensor(bunch.images, dtype=torch.float32).unsqueeze(1)  # [N, 1, 8, 8], values 0..16
     return images, torch.as_tensor(bunch.target, dtype=torch.long)
@@ -56,10 +56,8 @@ def validate_digits(cfg: DictConfig) -> None:
         raise ConfigError("data.shift", shift, f"an integer from 0 (no augmentation) to {MAX_SHIFT} pixels")
     if isinstance(cfg.get("seed"), bool) or not isinstance(cfg.get("seed"), int):
         raise ConfigError("data.seed", cfg.get("seed"), "an integer (it fixes the train/val split)")
-    try:
-        import sklearn  # noqa: F401
-    except ImportError:
-        raise ConfigError("data", "digits", INSTALL) from None
+    if importlib.util.find_spec("sklearn") is None:  # found without importing it
+        raise ConfigError("data", "digits", INSTALL)
 
 
 def build_digits(cfg: DictConfig) -> tuple[Dataset, Dataset, DataMeta]:
