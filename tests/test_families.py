@@ -2,14 +2,18 @@
 batch-norm seams (eval-mode loss on training samples, epoch tails a micro-batch of one cannot take)."""
 from __future__ import annotations
 
+import importlib.util
 import json
 import math
 
 import pytest
 import torch
+from omegaconf import OmegaConf
 
 from conftest import CONF, compose_cfg, one_line_error, run_cli, train
-from harness.data import build_data
+from harness.data import build_data, validate_data_config
+from harness.data.loader import SHARED_DATA_KEYS
+from harness.errors import ConfigError
 from harness.data.base import DataMeta
 from harness.data.digits import ShiftedDigits
 from harness.data.sampler import BatchStream
@@ -130,6 +134,18 @@ def test_batch_norm_runs_through_epoch_tails_a_micro_batch_of_one_would_break(tm
     _, summary = train(["model=mlp", "data=digits", "model.norm=batch", "model.width=16", "batch_size=32",
                         "accum=16", "trainer.max_steps=50", "trainer.eval_every=50"], tmp_path / "run")
     assert summary["status"] == "completed"
+
+
+def test_the_shared_data_keys_are_the_ones_train_yaml_gives_every_option():
+    """A factory (data=custom) gets every key the harness does not read: the shared ones must be known."""
+    assert set(SHARED_DATA_KEYS) == set(OmegaConf.load(CONF / "train.yaml").data)
+
+
+def test_digits_without_scikit_learn_is_one_line_naming_the_extra(monkeypatch):
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "sklearn" else real(name, *a))
+    with pytest.raises(ConfigError, match=r'data=.digits. is invalid: scikit-learn, from the vision extra: .*\[vision\]'):
+        validate_data_config(compose_cfg(["data=digits", "model=mlp"]).data)
 
 
 def test_stream_skips_tails_below_min_batch_and_keeps_stored_order_without_shuffle():

@@ -17,12 +17,11 @@ from torch.utils.data import Dataset, IterableDataset, TensorDataset
 
 from harness.callables import call, check_accepts, locate
 from harness.data.base import TASKS, DataMeta
-from harness.data.loader import BatchRecipe, fetch, peek
+from harness.data.loader import SHARED_DATA_KEYS, BatchRecipe, fetch, peek
 from harness.errors import ConfigError
 
 # Keys the harness reads itself; every other key of the group is passed to the factory.
-HARNESS_KEYS = {"name", "_target_", "task", "num_classes", "vocab_size", "input_key", "target_key",
-                "num_workers", "pin_memory", "persistent_workers", "prefetch_factor", "collate_fn", "shuffle"}
+HARNESS_KEYS = {"name", "_target_", "task", "num_classes", "vocab_size", "input_key", "target_key", *SHARED_DATA_KEYS}
 
 
 def factory_kwargs(cfg: DictConfig) -> dict[str, Any]:

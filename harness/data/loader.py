@@ -28,6 +28,8 @@ from harness.callables import locate
 from harness.errors import ConfigError, DataError, one_line
 
 EVAL_EPOCH = -1  # validation samples get the same transforms at every eval
+# conf/train.yaml's `data:` block: the keys every data option shares (the sampler's and the loader's)
+SHARED_DATA_KEYS = ("shuffle", "num_workers", "pin_memory", "persistent_workers", "prefetch_factor", "collate_fn")
 
 
 @dataclass(frozen=True)
