@@ -1,25 +1,23 @@
-"""The guard: decide, once per update, whether the update is safe to apply.
+"""The guard: decide, once per update and on the device, whether the update is safe to apply.
 
 Bad updates are non-finite (NaN/Inf loss or gradients) or loss spikes (z-score against a
 rolling window of recent good losses, OLMo-core style, taken on the log of the loss: a spike is
 a multiplicative jump, and a converged classifier's near-zero batch losses wobble by factors
-that a linear z-score reads as 10 sigma when one batch holds one hard sample). A bad update is skipped
-before `optimizer.step()`, so neither parameters nor optimizer moments see it. When
-`rollback_after` bad updates fall within `rollback_window` steps, the trainer rolls back to
-its last checkpoint with a lower LR.
+that a linear z-score reads as 10 sigma when one batch holds one hard sample). A bad update
+moves neither the parameters nor the optimizer's moments. When `rollback_after` bad updates
+fall within `rollback_window` steps, the trainer rolls back to its last checkpoint with a lower LR.
 
-The decision costs one host read per update: the loss and the grad norm, summed over ranks
-first so every rank sees the same numbers and takes the same decision (a NaN on one rank is a
-NaN on all). The spike statistics then live on the host. With the guard off
-(`skip_nonfinite=false`, `spike_zscore=null`) there is no read at all.
+The verdict is a device tensor, and the spike window a device ring buffer, so deciding costs no
+host read. Optimizers that accept a `found_inf` tensor (torch's fused Adam/AdamW/SGD: the
+mechanism GradScaler uses) skip a bad update on the device too. Any other optimizer has no such
+path, so for it the verdict is read once per update and `step()` is not called. Under DDP the
+loss and grad norm are averaged over ranks first, so every rank takes the same decision.
+The host hears about bad updates at the next logging step, checkpoint or eval (`Verdicts`).
 """
 from __future__ import annotations
 
 import math
-import statistics
-from collections import deque
 from dataclasses import dataclass
-from enum import Enum
 
 import torch
 from omegaconf import DictConfig
@@ -29,13 +27,16 @@ from harness.errors import ConfigError
 
 
 LOSS_FLOOR = 1e-12  # a loss of exactly 0 has no log; below this every loss counts as equal
+STD_FLOOR = 1e-8  # a window of identical losses: any rise above them counts as a spike
 
 
-class Verdict(Enum):
-    OK = "ok"
-    NONFINITE = "nonfinite"
-    OVERFLOW = "overflow"  # fp16 with loss scaling: expected now and then, the scaler backs off
-    SPIKE = "spike"
+class Verdict:
+    """Codes of the device verdict (a 0-d int tensor)."""
+
+    OK = 0
+    NONFINITE = 1
+    OVERFLOW = 2  # fp16 with loss scaling: expected now and then, the scaler backs off
+    SPIKE = 3
 
 
 @dataclass
@@ -65,34 +66,51 @@ def validate_guard_config(cfg: DictConfig) -> None:
         raise ConfigError("guard.rollback_lr_factor", cfg.rollback_lr_factor, "a number in (0, 1]")
 
 
+def skips_on_device(optimizer: torch.optim.Optimizer) -> bool:
+    """Whether `step()` honours a `found_inf` tensor: torch marks such optimizers for GradScaler."""
+    return bool(getattr(optimizer, "_step_supports_amp_scaling", False))
+
+
 class Guard:
-    def __init__(self, cfg: DictConfig, dist: DistInfo) -> None:
+    def __init__(self, cfg: DictConfig, dist: DistInfo, device: torch.device) -> None:
         self.cfg = GuardConfig(**cfg)
         self.dist = dist
         self.enabled = self.cfg.skip_nonfinite or self.cfg.spike_zscore is not None
-        self.history: deque[float] = deque(maxlen=self.cfg.spike_window)  # logs of recent good losses
+        self.window = torch.zeros(self.cfg.spike_window, device=device)  # logs of recent good losses, a ring
+        self.seen = torch.zeros(1, dtype=torch.long, device=device)  # good losses written into the ring so far
+        self.positions = torch.arange(self.cfg.spike_window, device=device)
         self.bad_steps: list[int] = []  # steps of recent bad updates, for the rollback rule
 
-    def check(self, loss: torch.Tensor, grad_norm: torch.Tensor, loss_scaling: bool) -> Verdict:
-        """Classify this update; the one host read of the step happens here."""
+    def judge(self, loss: torch.Tensor, grad_norm: torch.Tensor, loss_scaling: bool) -> torch.Tensor:
+        """This update's Verdict code, as a device tensor; remembers the loss when it is good."""
         if not self.enabled:
-            return Verdict.OK
-        loss_value, norm_value = all_reduce_mean(torch.stack([loss, grad_norm]), self.dist).tolist()
-        if not (math.isfinite(loss_value) and math.isfinite(norm_value)):
-            if loss_scaling:
-                return Verdict.OVERFLOW
-            return Verdict.NONFINITE if self.cfg.skip_nonfinite else Verdict.OK
-        log_loss = math.log(max(loss_value, LOSS_FLOOR))
-        if self._is_spike(log_loss):
-            return Verdict.SPIKE
-        self.history.append(log_loss)
-        return Verdict.OK
+            return torch.zeros((), dtype=torch.long, device=self.window.device)
+        loss, grad_norm = all_reduce_mean(torch.stack([loss, grad_norm]).float(), self.dist)
+        finite = torch.isfinite(loss) & torch.isfinite(grad_norm)
+        log_loss = torch.log(torch.clamp(torch.nan_to_num(loss), min=LOSS_FLOOR))
+        spike = finite & self._is_spike(log_loss)
+        if loss_scaling:
+            nonfinite = Verdict.OVERFLOW
+        else:
+            nonfinite = Verdict.NONFINITE if self.cfg.skip_nonfinite else Verdict.OK
+        verdict = torch.where(finite, torch.where(spike, Verdict.SPIKE, Verdict.OK), nonfinite)
+        self._remember(log_loss, finite & ~spike)
+        return verdict
 
-    def _is_spike(self, log_loss: float) -> bool:
-        if self.cfg.spike_zscore is None or len(self.history) < self.cfg.spike_min_history:
-            return False
-        mean, std = statistics.fmean(self.history), statistics.pstdev(self.history)
-        return log_loss - mean > self.cfg.spike_zscore * max(std, 1e-8)
+    def _is_spike(self, log_loss: torch.Tensor) -> torch.Tensor:
+        if self.cfg.spike_zscore is None:
+            return torch.zeros((), dtype=torch.bool, device=log_loss.device)
+        n = torch.clamp(self.seen, max=self.cfg.spike_window)
+        filled = (self.positions < n).float()
+        mean = (self.window * filled).sum() / n.clamp(min=1)
+        std = torch.sqrt((((self.window - mean) * filled) ** 2).sum() / n.clamp(min=1))
+        return ((n >= self.cfg.spike_min_history) & (log_loss - mean > self.cfg.spike_zscore * std.clamp(min=STD_FLOOR))).squeeze(0)
+
+    def _remember(self, log_loss: torch.Tensor, good: torch.Tensor) -> None:
+        slot = self.seen % self.cfg.spike_window
+        kept = torch.where(good, log_loss, self.window.index_select(0, slot).squeeze(0))
+        self.window.index_copy_(0, slot, kept.view(1))
+        self.seen += good.long()
 
     def record_bad(self, step: int) -> bool:
         """Note a bad update at `step`; True when the rollback rule fires."""
@@ -101,11 +119,20 @@ class Guard:
         self.bad_steps = [s for s in self.bad_steps if s > step - self.cfg.rollback_window] + [step]
         return len(self.bad_steps) >= self.cfg.rollback_after
 
+    def history(self) -> list[float]:
+        """The logs of the remembered good losses, oldest first (a host read)."""
+        seen, size = int(self.seen.item()), self.cfg.spike_window
+        logs = self.window.tolist()
+        return logs[:seen] if seen <= size else logs[seen % size:] + logs[:seen % size]
+
     def state_dict(self) -> dict:
-        return {"log_history": list(self.history), "bad_steps": list(self.bad_steps)}
+        return {"log_history": self.history(), "bad_steps": list(self.bad_steps)}
 
     def load_state_dict(self, state: dict) -> None:
         logs = state["log_history"] if "log_history" in state else [  # older checkpoints kept raw losses
             math.log(max(x, LOSS_FLOOR)) for x in state["history"]]
-        self.history = deque(logs, maxlen=self.cfg.spike_window)
+        logs = logs[-self.cfg.spike_window:]
+        self.window.zero_()
+        self.window[:len(logs)] = torch.tensor(logs, dtype=self.window.dtype)
+        self.seen.fill_(len(logs))
         self.bad_steps = list(state["bad_steps"])

@@ -1,8 +1,8 @@
 """The training loop: one optimizer update per `train_step`, everything else hangs off `fit`.
 
-Host syncs are deliberate: metrics stay on the device and are read once every `log_every`
-steps; with the guard on, the update's loss and grad norm are read once (see guard.py) so a
-bad update can be skipped before it touches the parameters or the optimizer state.
+Host syncs are deliberate: metrics and the guard's verdicts stay on the device and are read at
+logging steps (and before evals and checkpoints). With the default fused AdamW a bad update is
+skipped on the device too; optimizers without a `found_inf` path cost one read per update (guard.py).
 """
 from __future__ import annotations
 
@@ -10,7 +10,6 @@ import logging
 import math
 import signal
 import threading
-import time
 from dataclasses import asdict, dataclass, field
 from functools import partial
 from pathlib import Path
@@ -30,7 +29,8 @@ from harness.data.sampler import BatchStream, eval_indices
 from harness.distributed import DistInfo, all_gather_objects, all_reduce_mean, all_reduce_min, any_rank, gradient_sync
 from harness.early_stop import EarlyStopping
 from harness.faults import FaultInjector
-from harness.guard import Guard, Verdict
+from harness.guard import Guard, Verdict, skips_on_device
+from harness.log_window import LogWindow
 from harness.loss import compute_loss
 from harness.models.output import OutputPicker
 from harness.models.probe import behaves_differently_in_eval, has_batch_norm
@@ -123,7 +123,8 @@ class Trainer:
                                               "train") if behaves_differently_in_eval(raw_model) else None
         self.state = TrainState()
         self.stop_request = StopRequest()
-        self.guard = Guard(cfg.guard, dist)
+        self.guard = Guard(cfg.guard, dist, device)
+        self.skip_on_device = skips_on_device(optimizer)
         self.faults = FaultInjector(cfg.fault, dist.rank)
         self.monitor = Monitor(cfg.monitor, raw_model, cfg.trainer.max_steps)
         self.early_stop = EarlyStopping(cfg.early_stop)
@@ -131,15 +132,9 @@ class Trainer:
         # plain attributes: OmegaConf lookups cost microseconds each, too much for every step
         self.accum, self.mean_reduction = cfg.accum, cfg.accum_reduction == "mean"
         self.clip_mode, self.log_every, self.max_steps = cfg.clip_mode, cfg.trainer.log_every, cfg.trainer.max_steps
-        # on-device accumulators between log steps: [loss sum, clipped updates, fp16 overflows]
-        self._sums = torch.zeros(3, device=device)
-        self._peaks = torch.zeros(2, device=device)  # [largest loss, largest pre-clip grad norm] since the last log
-        self._applied = 0  # updates applied since the last log (known on the host)
-        self._last_grad_norm = torch.zeros((), device=device)
-        self._post_norm_measured = self._last_grad_norm
+        self.window = LogWindow(device)
+        self._post_norm_measured = self.window.last_grad_norm
         self._lr_used = 0.0
-        self._last_log_time = time.perf_counter()
-        self._steps_since_log = 0
 
     # ------------------------------------------------------------------ the step
     def train_step(self) -> None:
@@ -148,6 +143,33 @@ class Trainer:
         log_step = self._is_log_step(step)
         monitoring = log_step and self.monitor.due(step, self.log_every)
         self.faults.arm(step)
+        loss = self._forward_backward(monitoring)
+        self.faults.on_grads(self.params)
+
+        self.scaler.unscale_(self.optimizer)  # fp16: clipping and norms must see true gradients
+        grad_norm = global_grad_norm(self.params)  # pre-clip, on the device
+        verdict = self.guard.judge(loss, grad_norm, self.precision.scaling)  # on the device, no host read
+        ok = verdict == Verdict.OK
+        monitoring = monitoring and bool(ok)  # a logging step: reading is allowed
+        if monitoring:
+            self.monitor.after_backward()
+        if self.clip:
+            clip_gradients(self.params, self.clip_mode, self.clip, grad_norm)
+            if log_step and self.clip_mode != "norm":
+                self._post_norm_measured = global_grad_norm(self.params)
+        self._lr_used = self.optimizer.param_groups[0]["lr"]
+        self._step_unless_bad(ok)  # a bad update moves neither parameters nor moments
+        self._update_loss_scale(ok)
+        self.scheduler.step()  # counts optimizer updates, skipped ones included
+        self.optimizer.zero_grad(set_to_none=True)
+
+        if monitoring:
+            self.monitor.after_step()
+        clipped = grad_norm > self.clip if self.clip and self.clip_mode == "norm" else None
+        self.window.add(step, loss, grad_norm, verdict, clipped)
+
+    def _forward_backward(self, monitoring: bool) -> torch.Tensor:
+        """Accumulate the gradients of one batch's mean loss; returns that loss (on the device)."""
         micro_batches = self.batches.next_update()
         loss = None
         for k, mb in enumerate(micro_batches):
@@ -163,58 +185,46 @@ class Trainer:
                 self.scaler.scale(micro_loss * share).backward()
             part = micro_loss.detach() * mb.weight
             loss = part if loss is None else loss + part
-        self.faults.on_grads(self.params)
+        return loss
 
-        self.scaler.unscale_(self.optimizer)  # fp16: clipping and norms must see true gradients
-        grad_norm = global_grad_norm(self.params)  # pre-clip, on the device
-        verdict = self.guard.check(loss, grad_norm, self.precision.scaling)  # the step's one host read
-        apply = verdict is Verdict.OK
-        if monitoring and apply:
-            self.monitor.after_backward()
-        if self.clip and apply:
-            clip_gradients(self.params, self.clip_mode, self.clip, grad_norm)
-            if log_step and self.clip_mode != "norm":
-                self._post_norm_measured = global_grad_norm(self.params)
-        self._lr_used = self.optimizer.param_groups[0]["lr"]
-        if apply:  # a bad update never reaches step(): parameters and moments stay untouched
-            self.scaler.step(self.optimizer)  # fp16: the scaler also skips on overflow by itself
-        self._update_loss_scale(count_overflow=apply)
-        self.scheduler.step()  # counts optimizer updates, skipped ones included
-        self.optimizer.zero_grad(set_to_none=True)
-
-        if monitoring and apply:
-            self.monitor.after_step()
-        self._last_grad_norm = grad_norm
-        torch.maximum(self._peaks, torch.stack([loss, grad_norm]), out=self._peaks)  # a spike inside a window shows
-        if apply:
-            self._sums[0] += loss
-            if self.clip and self.clip_mode == "norm":
-                self._sums[1] += grad_norm > self.clip
-            self._applied += 1
-        else:
-            self._record_bad_update(verdict, step)
+    def _step_unless_bad(self, ok: torch.Tensor) -> None:
+        """Apply the update only when the guard found it good."""
+        if not self.guard.enabled:
+            self.scaler.step(self.optimizer)  # fp16: the scaler still skips overflows by itself
+        elif self.skip_on_device:
+            # Fused optimizers skip inside step() when found_inf is 1 (GradScaler's own mechanism):
+            # parameters, moments and step counts stay as they were, and the host reads nothing.
+            # The gradients are already unscaled, so the scaler's step is not needed.
+            self.optimizer.found_inf = (~ok).float()
+            self.optimizer.step()
+            del self.optimizer.found_inf
+        elif ok:  # the update's one host read: this optimizer cannot skip on the device
+            self.scaler.step(self.optimizer)
 
     def _is_log_step(self, step: int) -> bool:
         return step % self.log_every == 0 or step == self.max_steps
 
-    def _record_bad_update(self, verdict: Verdict, step: int) -> None:
-        if verdict is Verdict.OVERFLOW:  # the loss scale was too high: expected, the scaler backs off
-            self.state.overflow_steps += 1
-            return
-        self.state.skipped_steps += 1
-        what = "non-finite loss or gradients" if verdict is Verdict.NONFINITE else "loss spike"
-        self._event(f"skip_{verdict.value}", f"step {step}: {what}, update skipped", step)
-        self._rollback_due = self.guard.record_bad(step)
+    def hear_guard(self) -> None:
+        """Read the verdicts not yet read (one host read): count the bad updates, log them as
+        events with their steps, and arm a rollback when they repeat."""
+        for step, verdict in self.window.read_bad_updates():
+            if verdict == Verdict.OVERFLOW:  # the loss scale was too high: expected, the scaler backs off
+                self.state.overflow_steps += 1
+                continue
+            self.state.skipped_steps += 1
+            kind, what = ("nonfinite", "non-finite loss or gradients") if verdict == Verdict.NONFINITE else (
+                "spike", "loss spike")
+            self._event(f"skip_{kind}", f"step {step}: {what}, update skipped", step)
+            self._rollback_due = self.guard.record_bad(step) or self._rollback_due
 
-    def _update_loss_scale(self, count_overflow: bool) -> None:
+    def _update_loss_scale(self, ok: torch.Tensor) -> None:
         """fp16: back off after an overflow, grow after a quiet stretch. Overflows the guard did
-        not already catch are counted on the device by watching the scale shrink."""
+        not already catch (guard off) are counted on the device by watching the scale shrink."""
         if not self.precision.scaling:
             return
         before = self.scaler._get_scale_async().clone()
         self.scaler.update()
-        if count_overflow:
-            self._sums[2] += self.scaler._get_scale_async() < before
+        self.window.sums[2] += (self.scaler._get_scale_async() < before) & ok
 
     def _post_clip_norm(self, pre_norm: torch.Tensor) -> torch.Tensor:
         """The norm the optimizer saw; computed at log time only. For clip_mode=norm it is the
@@ -235,24 +245,28 @@ class Trainer:
         no_checkpoint = any_rank(not step_checkpoints(self.run_dir), self.dist, self.device)  # rank 0 decides
         if self.guard.cfg.rollback_after and no_checkpoint:
             self.save_checkpoint()  # something to roll back to before the first periodic checkpoint
-        self._last_log_time = time.perf_counter()
+        self.window.restart_clock()
         while self.state.step < t.max_steps:
             self.train_step()
             self.state.step += 1
-            self._steps_since_log += 1
-            if self._rollback_due and (status := self._roll_back()):
-                return status
             step, last = self.state.step, self.state.step == t.max_steps
-            if self._is_log_step(step) and not self._log_train():
+            log_step, eval_step = self._is_log_step(step), step % t.eval_every == 0 or last
+            preempted = self._preempted(step)
+            stop = preempted or (t.stop_after and step - start_step >= t.stop_after)
+            if log_step or eval_step or step % t.ckpt_every == 0 or stop:
+                self.hear_guard()  # the same steps on every rank: ranks agree on rollbacks
+            if self._rollback_due:
+                if status := self._roll_back():
+                    return status
+                continue
+            if log_step and not self._log_train():
                 self.save_checkpoint()
                 return "diverged"
-            if step % t.eval_every == 0 or last:
+            if eval_step:
                 status = self._evaluate_and_track() or ("pruned" if self._should_prune() else None)
                 if status:
                     self.save_checkpoint()
                     return status
-            preempted = self._preempted(step)
-            stop = preempted or (t.stop_after and step - start_step >= t.stop_after)
             if step % t.ckpt_every == 0 or last or stop:
                 self.save_checkpoint()
             if preempted:
@@ -303,26 +317,22 @@ class Trainer:
             group["lr"] = base * factor(self.scheduler.last_epoch)
 
     def _log_train(self) -> bool:
-        """Read the window off the device (the log step's sync); False when the loss went non-finite."""
-        pre = self._last_grad_norm
+        """Read the window off the device (the log step's sync); False when the loss went non-finite.
+        The guard's verdicts must have been read first (`hear_guard`)."""
+        pre = self.window.last_grad_norm
         post = self._post_clip_norm(pre)
         monitored, histograms = self.monitor.pop()
-        values = torch.cat([self._sums, self._peaks, torch.stack([pre, post, *monitored.values()])])
+        window, steps, seconds = self.window.close()
+        values = torch.cat([window, torch.stack([pre, post, *monitored.values()])])
         values = all_reduce_mean(values, self.dist).tolist()
         loss_sum, clipped, overflows, loss_max, norm_max, pre_norm, post_norm = values[:7]
-        steps, self._applied = self._applied, 0
         self.state.overflow_steps += round(overflows)
-        self._sums.zero_()
-        self._peaks.zero_()
         if self.clip and self.clip_mode != "norm":
             clipped = float(post_norm < pre_norm) * steps  # sampled on the logging step
-        now = time.perf_counter()
-        elapsed, n = now - self._last_log_time, max(self._steps_since_log, 1)
-        self._last_log_time, self._steps_since_log = now, 0
         train_loss = loss_sum / steps if steps else None  # None: every update of the window was skipped
         if train_loss is not None:
             self.state.last_train_loss = train_loss
-        samples_per_s = n * self.cfg.batch_size / max(elapsed, 1e-9)
+        samples_per_s = self.cfg.batch_size / max(seconds, 1e-9)
         scalars = {
             "train/lr": self._lr_used,
             "grad/norm_preclip": pre_norm,
@@ -330,7 +340,7 @@ class Trainer:
             "grad/norm_max": norm_max,
             "grad/clip_rate": clipped / max(steps, 1),
             "train/skipped_steps": float(self.state.skipped_steps),
-            "perf/step_time_ms": 1000 * elapsed / n,
+            "perf/step_time_ms": 1000 * seconds,
             "train/epoch": self.batches.stream.epochs_done(),
         }
         if train_loss is not None:
@@ -422,6 +432,7 @@ class Trainer:
 
     # ------------------------------------------------------------------ state
     def state_dict(self) -> dict[str, Any]:
+        self.hear_guard()  # skip events belong in the saved state
         return {
             "step": self.state.step,
             "model": self.raw_model.state_dict(),
@@ -434,8 +445,7 @@ class Trainer:
             "guard": self.guard.state_dict(),
             "faults": self.faults.state_dict(),
             "early_stop": self.early_stop.state_dict(),
-            "window": {"sums": self._sums.cpu(), "peaks": self._peaks.cpu(), "applied": self._applied,
-                       "steps_since_log": self._steps_since_log},
+            "window": self.window.state_dict(),
             "config": OmegaConf.to_container(self.cfg, resolve=True),
         }
 
@@ -449,10 +459,7 @@ class Trainer:
         self.guard.load_state_dict(ckpt["guard"])
         self.faults.load_state_dict(ckpt["faults"])
         self.early_stop.load_state_dict(ckpt["early_stop"])
-        self._sums.copy_(ckpt["window"]["sums"])
-        self._peaks.copy_(ckpt["window"].get("peaks", torch.zeros(2)))  # absent in older checkpoints
-        self._applied = ckpt["window"]["applied"]
-        self._steps_since_log = ckpt["window"]["steps_since_log"]
+        self.window.load_state_dict(ckpt["window"])
         # Same world size: each rank continues its own streams. Another world size still resumes
         # (same data order; weights and optimizer are replicated) but dropout draws differ.
         per_rank = ckpt["rng"]
@@ -474,4 +481,4 @@ class Trainer:
             self.tracker.close()
 
     def total_overflow_steps(self) -> int:
-        return self.state.overflow_steps + round(self._sums[2].item())
+        return self.state.overflow_steps + round(self.window.sums[2].item())

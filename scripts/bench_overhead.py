@@ -52,8 +52,8 @@ def harness_step(trainer) -> None:
     """What Trainer.fit does per step, minus eval and checkpoints."""
     trainer.train_step()
     trainer.state.step += 1
-    trainer._steps_since_log += 1
     if trainer._is_log_step(trainer.state.step):
+        trainer.hear_guard()
         trainer._log_train()
 
 

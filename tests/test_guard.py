@@ -63,15 +63,38 @@ def test_loss_spike_is_skipped_without_touching_parameters(tmp_path):
     for _ in range(29):
         trainer.train_step()
         trainer.state.step += 1
+    assert trainer.skip_on_device  # the default fused AdamW: the skip happens inside step()
     params = [p.detach().clone() for p in trainer.raw_model.parameters()]
-    moments = [s["exp_avg"].clone() for s in trainer.optimizer.state.values()]
+    moments = [{k: v.clone() for k, v in s.items()} for s in trainer.optimizer.state.values()]
     trainer.train_step()  # step 30: loss x1000
+    trainer.hear_guard()
     assert trainer.state.skipped_steps == 1 and trainer.state.events[-1]["kind"] == "skip_spike"
     assert all(torch.equal(a, b) for a, b in zip(params, trainer.raw_model.parameters()))
-    assert all(torch.equal(a, s["exp_avg"]) for a, s in zip(moments, trainer.optimizer.state.values()))
+    for before, after in zip(moments, trainer.optimizer.state.values()):  # moments and step counts
+        assert before.keys() == after.keys() and all(torch.equal(v, after[k]) for k, v in before.items())
     trainer.state.step += 1
     trainer.train_step()  # an ordinary step moves the parameters again
     assert not all(torch.equal(a, b) for a, b in zip(params, trainer.raw_model.parameters()))
+
+
+@pytest.mark.parametrize("fused", [True, False])
+def test_fp16_overflow_skips_the_update_and_backs_off_the_scale(tmp_path, fused):
+    cfg = compose_cfg([*MLP, "trainer.max_steps=40", "precision=fp16", f"optim.fused={fused}",
+                       "fault=nan_grad", "fault.at=[6]"])
+    trainer = build_trainer(cfg, tmp_path, torch.device("cpu"), resume_from=None)
+    for _ in range(5):
+        trainer.train_step()
+        trainer.state.step += 1
+    params = [p.detach().clone() for p in trainer.raw_model.parameters()]
+    moments = [{k: v.clone() for k, v in s.items()} for s in trainer.optimizer.state.values()]
+    scale = trainer.scaler.get_scale()
+    trainer.train_step()  # step 6: NaN gradients, which fp16 reads as an overflow
+    trainer.hear_guard()
+    assert trainer.state.overflow_steps == 1 and trainer.state.skipped_steps == 0
+    assert trainer.scaler.get_scale() == scale / 2
+    assert all(torch.equal(a, b) for a, b in zip(params, trainer.raw_model.parameters()))
+    for before, after in zip(moments, trainer.optimizer.state.values()):
+        assert all(torch.equal(v, after[k]) for k, v in before.items())
 
 
 def test_without_guard_a_nan_update_poisons_the_run(tmp_path):

@@ -56,6 +56,7 @@ class StepDriver:
         skipped = self.trainer.state.skipped_steps
         self.trainer.train_step()  # its scheduler.step() resets the LR; the next call sets it again
         self.trainer.state.step += 1  # as `fit` counts: faults, monitors and guard events see true step numbers
+        self.trainer.hear_guard()
         loss = self.recorder.pop()
         return math.nan if self.trainer.state.skipped_steps > skipped else loss
 

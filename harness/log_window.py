@@ -1,0 +1,75 @@
+"""What happens between two logging steps, kept on the device until the host reads it.
+
+Per update the trainer adds the loss, the pre-clip grad norm and the guard's verdict; nothing
+here reads a value. The host reads the verdicts at boundaries (logging, eval, checkpoint: one
+`tolist`) and the sums at logging steps, so non-logging steps cost no host sync.
+"""
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import torch
+
+from harness.guard import Verdict
+
+
+class LogWindow:
+    def __init__(self, device: torch.device) -> None:
+        # [loss sum over applied updates, updates clipped, fp16 overflows the guard did not see]
+        self.sums = torch.zeros(3, device=device)
+        self.peaks = torch.zeros(2, device=device)  # [largest loss, largest pre-clip grad norm]
+        self.verdicts: list[tuple[int, torch.Tensor]] = []  # (step, Verdict code) not yet read
+        self.applied = 0  # updates applied in this window, as far as the verdicts were read
+        self.steps = 0  # updates in this window
+        self.last_grad_norm = torch.zeros((), device=device)
+        self.started = time.perf_counter()
+
+    def add(self, step: int, loss: torch.Tensor, grad_norm: torch.Tensor, verdict: torch.Tensor,
+            clipped: torch.Tensor | None) -> None:
+        """Accumulate one update on the device (no host read)."""
+        ok = verdict == Verdict.OK
+        self.sums[0] += torch.where(ok, loss, 0.0)
+        if clipped is not None:
+            self.sums[1] += clipped & ok
+        torch.maximum(self.peaks, torch.stack([loss, grad_norm]), out=self.peaks)  # a spike inside a window shows
+        self.verdicts.append((step, verdict))
+        self.last_grad_norm = grad_norm
+        self.steps += 1
+
+    def read_bad_updates(self) -> list[tuple[int, int]]:
+        """(step, Verdict code) of the bad updates since the last read: one host read, or none."""
+        if not self.verdicts:
+            return []
+        steps = [step for step, _ in self.verdicts]
+        codes = torch.stack([code for _, code in self.verdicts]).tolist()
+        self.verdicts = []
+        self.applied += codes.count(Verdict.OK)
+        return [(step, code) for step, code in zip(steps, codes) if code != Verdict.OK]
+
+    def close(self) -> tuple[torch.Tensor, int, float]:
+        """(sums and peaks, updates applied, seconds per update) of the window; starts the next.
+        Call after `read_bad_updates`, so that `applied` is complete."""
+        values = torch.cat([self.sums, self.peaks])
+        applied, steps = self.applied, max(self.steps, 1)
+        now = time.perf_counter()
+        seconds = (now - self.started) / steps
+        self.sums.zero_()
+        self.peaks.zero_()
+        self.applied, self.steps, self.started = 0, 0, now
+        return values, applied, seconds
+
+    def restart_clock(self) -> None:
+        self.started = time.perf_counter()
+
+    def state_dict(self) -> dict[str, Any]:
+        """Unread verdicts are not part of it: read them first."""
+        return {"sums": self.sums.cpu(), "peaks": self.peaks.cpu(), "applied": self.applied,
+                "steps_since_log": self.steps}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.sums.copy_(state["sums"])
+        self.peaks.copy_(state.get("peaks", torch.zeros(2)))  # absent in older checkpoints
+        self.applied = state["applied"]
+        self.steps = state["steps_since_log"]
+        self.verdicts = []
