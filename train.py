@@ -7,7 +7,8 @@ import sys
 import hydra
 from omegaconf import DictConfig
 
-from harness.cli import check_group_choices, check_overrides, check_run_dir, fail
+from harness.cli import (check_group_choices, check_overrides, check_run_dir, composition_errors_in_one_line,
+                         exit_without_teardown, fail, is_multirun)
 from harness.errors import HarnessError
 from harness.resolvers import register_resolvers
 from hydra_plugins.harness_torchrun_launcher.relaunch import relaunch_if_asked
@@ -29,6 +30,8 @@ def main(cfg: DictConfig) -> float | list[float]:
         fail(err, cleanup_hydra_dir=True)
     if cfg.mode == "doctor" and result:
         sys.exit(1)  # the doctor found failing checks; its table says which and how to fix them
+    if not is_multirun():
+        exit_without_teardown()  # everything is written and closed; skip the second of module teardown
     return result
 
 
@@ -37,4 +40,5 @@ if __name__ == "__main__":
     check_overrides(sys.argv[1:])
     check_run_dir(sys.argv[1:])
     relaunch_if_asked(sys.argv)
-    main()
+    with composition_errors_in_one_line(sys.argv[1:]):
+        main()

@@ -13,6 +13,7 @@ from harness.data import validate_data_config
 from harness.early_stop import validate_early_stop_config
 from harness.errors import ConfigError
 from harness.faults import validate_fault_config
+from harness.flops import validate_perf_config
 from harness.guard import validate_guard_config
 from harness.loss import validate_loss_config
 from harness.lr_scaling import validate_scale_lr_config
@@ -113,6 +114,7 @@ def validate_config(cfg: DictConfig, world_size: int = 1) -> torch.device:
     validate_guard_config(cfg.guard)
     validate_early_stop_config(cfg.early_stop)
     validate_fault_config(cfg.fault)
+    validate_perf_config(cfg.perf)
     validate_resume(cfg.resume)
     objectives = cfg.objective if OmegaConf.is_list(cfg.objective) else [cfg.objective]
     for name in objectives:

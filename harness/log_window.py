@@ -47,17 +47,17 @@ class LogWindow:
         self.applied += codes.count(Verdict.OK)
         return [(step, code) for step, code in zip(steps, codes) if code != Verdict.OK]
 
-    def close(self) -> tuple[torch.Tensor, int, float]:
-        """(sums and peaks, updates applied, seconds per update) of the window; starts the next.
-        Call after `read_bad_updates`, so that `applied` is complete."""
+    def close(self) -> tuple[torch.Tensor, int, int, float]:
+        """(sums and peaks, updates applied, updates, seconds per update) of the window; starts the
+        next. Call after `read_bad_updates`, so that `applied` is complete."""
         values = torch.cat([self.sums, self.peaks])
-        applied, steps = self.applied, max(self.steps, 1)
+        applied, steps = self.applied, self.steps
         now = time.perf_counter()
-        seconds = (now - self.started) / steps
+        seconds = (now - self.started) / max(steps, 1)
         self.sums.zero_()
         self.peaks.zero_()
         self.applied, self.steps, self.started = 0, 0, now
-        return values, applied, seconds
+        return values, applied, steps, seconds
 
     def restart_clock(self) -> None:
         self.started = time.perf_counter()

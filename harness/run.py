@@ -66,6 +66,8 @@ def summarize(trainer: Trainer, status: str, wall_time: float, cfg: DictConfig) 
         "chance_loss": trainer.meta.chance_loss,
         "optimum_loss": trainer.meta.optimum_loss,
         "modules": sorted({type(m).__name__ for m in trainer.raw_model.modules()}),  # what the rules may ask of
+        "mfu": None,  # known when the device's peak is (perf.peak_tflops, or a GPU in harness/flops.py)
+        **trainer.mean_throughput(),  # tokens_per_s or samples_per_s, and mfu
     }
     names = list(cfg.objective) if OmegaConf.is_list(cfg.objective) else [cfg.objective]
     values = [summary[name] for name in names]
@@ -102,17 +104,20 @@ def run(cfg: DictConfig, run_dir: Path | None = None) -> Any:
 
 
 def write_diagnosis(run_dir: Path) -> None:
-    """The post-run report; a failure to plot must not cost the user a finished run."""
+    """The post-run report: findings now, plots by a background process (off a sweep trial's
+    critical path). A failure to diagnose must not cost the user a finished run."""
     try:
         from harness.diagnosis import write_report
+        from harness.diagnosis.draw import draw_in_background
 
-        findings = write_report(run_dir)
+        findings = write_report(run_dir, plots=False)
+        draw_in_background(run_dir)
     except Exception as err:  # noqa: BLE001 - the run itself is complete and saved
         log.warning("diagnosis failed (%s: %s); the run is complete", type(err).__name__, err)
         return
     for finding in findings:
         log.warning("diagnosis: %s", finding.summary_line())
-    log.info("diagnosis report: %s", run_dir / "report.md")
+    log.info("diagnosis report: %s (plots follow in a few seconds)", run_dir / "report.md")
 
 
 def _train(cfg: DictConfig, run_dir: Path, device: torch.device, dist: DistInfo,

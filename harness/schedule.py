@@ -9,12 +9,15 @@ from __future__ import annotations
 
 import math
 from functools import partial
+from typing import TYPE_CHECKING
 
 from omegaconf import DictConfig
-from torch.optim import Optimizer
-from torch.optim.lr_scheduler import LambdaLR
 
 from harness.errors import ConfigError
+
+if TYPE_CHECKING:  # the diagnosis reads warmup_steps without importing torch
+    from torch.optim import Optimizer
+    from torch.optim.lr_scheduler import LambdaLR
 
 NAMES = ("constant", "linear", "cosine", "poly", "inverse_sqrt", "wsd")
 DECAY_SHAPES = ("linear", "cosine", "sqrt")
@@ -72,6 +75,8 @@ def lr_factor(step: int, *, name: str, warmup: int, max_steps: int, min_lr_ratio
 
 
 def build_scheduler(cfg: DictConfig, optimizer: Optimizer, max_steps: int) -> LambdaLR:
+    from torch.optim.lr_scheduler import LambdaLR
+
     factor = partial(
         lr_factor,
         name=cfg.name,

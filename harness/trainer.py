@@ -29,6 +29,7 @@ from harness.data.sampler import BatchStream, eval_indices
 from harness.distributed import DistInfo, all_gather_objects, all_reduce_mean, all_reduce_min, any_rank, gradient_sync
 from harness.early_stop import EarlyStopping
 from harness.faults import FaultInjector
+from harness.flops import flops_per_update, measure_flops, mfu, peak_flops
 from harness.guard import Guard, Verdict, skips_on_device
 from harness.log_window import LogWindow
 from harness.loss import compute_loss
@@ -118,9 +119,11 @@ class Trainer:
         self.eval_batches = EvalBatches(val_set, recipe, loader, eval_share, self.micro_batch, cfg.seed)
         # Training samples evaluated in eval mode, for models whose eval mode differs (batch norm,
         # dropout): it tells a train/eval-mode gap apart from overfitting.
-        train_share = eval_indices(len(train_set), count).tensor_split(dist.world_size)[dist.rank]
-        self.train_eval_batches = EvalBatches(train_set, recipe, loader, train_share, self.micro_batch, cfg.seed,
-                                              "train") if behaves_differently_in_eval(raw_model) else None
+        self.train_eval_batches = None
+        if behaves_differently_in_eval(raw_model):
+            train_share = eval_indices(len(train_set), count).tensor_split(dist.world_size)[dist.rank]
+            self.train_eval_batches = EvalBatches(train_set, recipe, loader, train_share, self.micro_batch, cfg.seed,
+                                                  "train")
         self.state = TrainState()
         self.stop_request = StopRequest()
         self.guard = Guard(cfg.guard, dist, device)
@@ -133,6 +136,12 @@ class Trainer:
         self.accum, self.mean_reduction = cfg.accum, cfg.accum_reduction == "mean"
         self.clip_mode, self.log_every, self.max_steps = cfg.clip_mode, cfg.trainer.log_every, cfg.trainer.max_steps
         self.window = LogWindow(device)
+        # MFU needs the device's peak; the FLOPs of one update on this rank come in closed form
+        # (the built-in GPT) or are counted on the first update (any other model)
+        self.peak = peak_flops(device, cfg.precision.name, OmegaConf.select(cfg, "perf.peak_tflops"))
+        closed_form = flops_per_update(raw_model, cfg.batch_size)
+        self.flops = closed_form / dist.world_size if closed_form is not None else None
+        self._timed = [0.0, 0]  # seconds and updates of the logged windows, for the summary's means
         self._post_norm_measured = self.window.last_grad_norm
         self._lr_used = 0.0
 
@@ -247,7 +256,10 @@ class Trainer:
             self.save_checkpoint()  # something to roll back to before the first periodic checkpoint
         self.window.restart_clock()
         while self.state.step < t.max_steps:
-            self.train_step()
+            if self.peak and self.flops is None:
+                self.flops = measure_flops(self.train_step)
+            else:
+                self.train_step()
             self.state.step += 1
             step, last = self.state.step, self.state.step == t.max_steps
             log_step, eval_step = self._is_log_step(step), step % t.eval_every == 0 or last
@@ -322,33 +334,31 @@ class Trainer:
         pre = self.window.last_grad_norm
         post = self._post_clip_norm(pre)
         monitored, histograms = self.monitor.pop()
-        window, steps, seconds = self.window.close()
+        window, applied, updates, seconds = self.window.close()
         values = torch.cat([window, torch.stack([pre, post, *monitored.values()])])
         values = all_reduce_mean(values, self.dist).tolist()
         loss_sum, clipped, overflows, loss_max, norm_max, pre_norm, post_norm = values[:7]
         self.state.overflow_steps += round(overflows)
         if self.clip and self.clip_mode != "norm":
-            clipped = float(post_norm < pre_norm) * steps  # sampled on the logging step
-        train_loss = loss_sum / steps if steps else None  # None: every update of the window was skipped
+            clipped = float(post_norm < pre_norm) * applied  # sampled on the logging step
+        train_loss = loss_sum / applied if applied else None  # None: every update of the window was skipped
         if train_loss is not None:
             self.state.last_train_loss = train_loss
-        samples_per_s = self.cfg.batch_size / max(seconds, 1e-9)
+        self._timed[0] += seconds * updates
+        self._timed[1] += updates
         scalars = {
             "train/lr": self._lr_used,
             "grad/norm_preclip": pre_norm,
             "grad/norm_postclip": post_norm,
             "grad/norm_max": norm_max,
-            "grad/clip_rate": clipped / max(steps, 1),
+            "grad/clip_rate": clipped / max(applied, 1),
             "train/skipped_steps": float(self.state.skipped_steps),
             "perf/step_time_ms": 1000 * seconds,
             "train/epoch": self.batches.stream.epochs_done(),
         }
         if train_loss is not None:
             scalars = {"train/loss": train_loss, "train/loss_max": loss_max, **scalars}
-        if self.meta.task == "lm":
-            scalars["perf/tokens_per_s"] = samples_per_s * self.meta.block_size
-        else:
-            scalars["perf/samples_per_s"] = samples_per_s
+        scalars.update(self._throughput(seconds))
         if self.precision.scaling:
             scalars["train/loss_scale"] = float(self.scaler.get_scale())
             scalars["train/overflow_steps"] = float(self.state.overflow_steps)
@@ -360,6 +370,23 @@ class Trainer:
             self._event("diverged", f"step {self.state.step}: training loss is {train_loss}; stopping")
             return False
         return True
+
+    def _throughput(self, seconds_per_update: float) -> dict[str, float]:
+        """tokens/s (language models) or samples/s, and MFU when the device's peak is known."""
+        samples_per_s = self.cfg.batch_size / max(seconds_per_update, 1e-9)
+        rate = {"perf/tokens_per_s": samples_per_s * self.meta.block_size} if self.meta.task == "lm" else {
+            "perf/samples_per_s": samples_per_s}
+        if self.peak and self.flops:
+            rate["perf/mfu"] = mfu(self.flops, seconds_per_update, self.peak)
+        return rate
+
+    def mean_throughput(self) -> dict[str, float | None]:
+        """The run's logged windows on average (this invocation's): tokens/s or samples/s, and MFU."""
+        seconds, updates = self._timed
+        if not updates:
+            return {}
+        rate = self._throughput(seconds / updates)
+        return {key.split("/", 1)[1]: value for key, value in rate.items()}
 
     # ------------------------------------------------------------------ eval
     @torch.no_grad()

@@ -5,6 +5,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -38,6 +39,16 @@ def train(overrides: list[str], run_dir: Path):
         overrides = ["diagnose=false", *overrides]  # the report has tests of its own; plots cost seconds
     objective = run(compose_cfg(overrides), run_dir=run_dir)
     return objective, json.loads((run_dir / "summary.json").read_text())
+
+
+def wait_for_plots(run_dir: Path, timeout: float = 90.0) -> str:
+    """A run's plots come from a background process after it ends: wait for them; returns report.md."""
+    from harness.diagnosis.report import PLOTS_PENDING
+
+    deadline = time.monotonic() + timeout
+    while PLOTS_PENDING in (report := (run_dir / "report.md").read_text()) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    return report
 
 
 def run_cli(args: list[str], cwd: Path = ROOT, timeout: float = 300, env: dict | None = None):

@@ -38,6 +38,10 @@ CONFIG_CASES = [
     (["trainer.log_every=0"], "trainer.log_every", "0"), (["trainer.eval_every=0"], "trainer.eval_every", "0"),
     (["trainer.eval_batches=0"], "trainer.eval_batches", "0"), (["trainer.ckpt_every=-1"], "trainer.ckpt_every", "-1"),
     (["trainer.keep_last=0"], "trainer.keep_last", "0"), (["trainer.stop_after=0"], "trainer.stop_after", "0"),
+    # perf
+    (["perf.peak_tflops=-1"], "perf.peak_tflops", "-1"), (["perf.peak_tflops=0"], "perf.peak_tflops", "0"),
+    (["perf.peak_tflops=inf"], "perf.peak_tflops", "inf"), (["perf.peak_tflops=nan"], "perf.peak_tflops", "nan"),
+    (["perf.peak_tflops=fast"], "perf.peak_tflops", "fast"), (["perf.peak_tflops=true"], "perf.peak_tflops", "True"),
     # optim
     (["optim.lr=0"], "optim.lr", "0"), (["optim.lr=-1e-3"], "optim.lr", "-0.001"), (["optim.lr=inf"], "optim.lr", "inf"),
     (["optim.lr=nan"], "optim.lr", "nan"), (["optim.lr=fast"], "optim.lr", "fast"),

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from conftest import CONF, train
+from conftest import CONF, train, wait_for_plots
 from harness.diagnosis import Severity, diagnose, load_run, write_report
 
 # preset, the finding it must produce, the override that removes its cause
@@ -49,8 +49,9 @@ def test_healthy_baseline_has_no_finding_and_the_run_writes_its_report(tmp_path)
     """With diagnose=true the run itself writes report.md at the end."""
     _, summary = train(["experiment=pathology/healthy", "diagnose=true"], tmp_path / "run")
     assert summary["status"] == "completed"
-    report = (tmp_path / "run" / "report.md").read_text()
-    assert "No pathology found" in report and (tmp_path / "run" / "plots" / "loss.png").is_file()
+    assert "No pathology found" in (tmp_path / "run" / "report.md").read_text()  # written before the run returns
+    report = wait_for_plots(tmp_path / "run")  # the plots follow from a background process
+    assert "](plots/loss.png)" in report and (tmp_path / "run" / "plots" / "loss.png").is_file()
     assert write_report(tmp_path / "run") == []
 
 

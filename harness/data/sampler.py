@@ -6,6 +6,7 @@ and 2 ranks x 32 those of 1 process x 64 (the same contract as DistributedSample
 """
 from __future__ import annotations
 
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 
 import torch
@@ -15,6 +16,34 @@ import torch
 class MicroBatch:
     indices: torch.Tensor
     weight: float  # share of this rank's samples in the update: the loss is scaled by it
+
+
+OrderKey = tuple[int, int, int, bool]  # (num_samples, seed, epoch, shuffle)
+_ORDERS: dict[OrderKey, Future[torch.Tensor]] = {}
+_PERMUTER = ThreadPoolExecutor(max_workers=1, thread_name_prefix="epoch-order")
+KEPT_ORDERS = 2  # the trainer's stream and the DataLoader's replica walk the same epoch
+
+
+def _order(num_samples: int, seed: int, epoch: int, shuffle: bool) -> torch.Tensor:
+    if not shuffle:
+        return torch.arange(num_samples)
+    return torch.randperm(num_samples, generator=torch.Generator().manual_seed(seed * 1_000_003 + epoch))
+
+
+def prefetch_epoch_order(num_samples: int, seed: int, epoch: int, shuffle: bool) -> None:
+    """Start permuting an epoch in a thread: millions of samples take most of a second, and torch
+    releases the GIL meanwhile, so the model and optimizer get built in parallel."""
+    key = (num_samples, seed, epoch, shuffle)
+    if key not in _ORDERS:
+        while len(_ORDERS) >= KEPT_ORDERS:
+            _ORDERS.pop(next(iter(_ORDERS)))
+        _ORDERS[key] = _PERMUTER.submit(_order, *key)
+
+
+def epoch_order(num_samples: int, seed: int, epoch: int, shuffle: bool) -> torch.Tensor:
+    """The sample order of one epoch, computed once for all its users (who never modify it)."""
+    prefetch_epoch_order(num_samples, seed, epoch, shuffle)
+    return _ORDERS[(num_samples, seed, epoch, shuffle)].result()
 
 
 class BatchStream:
@@ -33,9 +62,7 @@ class BatchStream:
 
     def _permutation(self) -> torch.Tensor:
         if self._perm_epoch != self.epoch:
-            g = torch.Generator().manual_seed(self.seed * 1_000_003 + self.epoch)
-            order = torch.randperm(self.num_samples, generator=g) if self.shuffle else torch.arange(self.num_samples)
-            self._perm, self._perm_epoch = order, self.epoch
+            self._perm, self._perm_epoch = epoch_order(self.num_samples, self.seed, self.epoch, self.shuffle), self.epoch
         return self._perm
 
     def next_batch(self) -> torch.Tensor:

@@ -1,12 +1,12 @@
 """RUN_DIR/report.md: the run's key numbers, each finding with evidence and fix, and the plots."""
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any
 
 from harness.diagnosis.findings import Finding
 from harness.diagnosis.load import RunData, load_run
-from harness.diagnosis.plots import make_plots
 from harness.diagnosis.rules import diagnose
 from harness.diagnosis.signals import fmt
 
@@ -14,18 +14,28 @@ REPORT_FILE = "report.md"
 PLOTS_DIR = "plots"
 
 
-def write_report(run_dir: Path | str) -> list[Finding]:
-    """Diagnose the run in `run_dir`, write report.md and plots/*.png there; returns the findings.
-    Raises MissingMetricsError when the directory holds no metrics.jsonl."""
+PLOTS_PENDING = "The plots are being drawn into `plots/` by a background process; this section lists them when done."
+
+
+def write_report(run_dir: Path | str, plots: bool = True) -> list[Finding]:
+    """Diagnose the run in `run_dir`, write report.md (and plots/*.png) there; returns the findings.
+    plots=False writes the findings only, without importing matplotlib, and says the plots are
+    pending (harness.diagnosis.draw adds them). Raises MissingMetricsError without metrics.jsonl."""
     run_dir = Path(run_dir)
     run = load_run(run_dir)
     findings = diagnose(run)
-    plots = make_plots(run, run_dir / PLOTS_DIR)
-    (run_dir / REPORT_FILE).write_text(render(run, findings, plots))
+    drawn = None
+    if plots:
+        from harness.diagnosis.plots import make_plots
+
+        drawn = make_plots(run, run_dir / PLOTS_DIR)
+    report, partial = run_dir / REPORT_FILE, run_dir / f".{REPORT_FILE}.tmp"
+    partial.write_text(render(run, findings, drawn))
+    os.replace(partial, report)  # a reader sees the old report or the new one, never half of one
     return findings
 
 
-def render(run: RunData, findings: list[Finding], plots: list[tuple[str, str]]) -> str:
+def render(run: RunData, findings: list[Finding], plots: list[tuple[str, str]] | None) -> str:
     lines = [f"# Diagnosis of `{run.run_dir.name}`", "", "| | |", "|---|---|"]
     lines += [f"| {label} | {value} |" for label, value in _facts(run)]
     lines += ["", "## Findings", ""]
@@ -34,7 +44,9 @@ def render(run: RunData, findings: list[Finding], plots: list[tuple[str, str]]) 
     for i, f in enumerate(findings, 1):
         lines += [f"### {i}. `{f.name}` ({f.severity.value}): {f.title}", "",
                   f"**Evidence.** {f.evidence}", "", f"**Fix.** {f.fix}", ""]
-    if plots:
+    if plots is None:
+        lines += ["", "## Plots", "", PLOTS_PENDING]
+    elif plots:
         lines += ["", "## Plots", ""]
         for title, name in plots:
             lines += [f"### {title}", "", f"![{title}]({PLOTS_DIR}/{name})", ""]
