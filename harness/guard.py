@@ -119,20 +119,28 @@ class Guard:
         self.bad_steps = [s for s in self.bad_steps if s > step - self.cfg.rollback_window] + [step]
         return len(self.bad_steps) >= self.cfg.rollback_after
 
-    def history(self) -> list[float]:
-        """The logs of the remembered good losses, oldest first (a host read)."""
-        seen, size = int(self.seen.item()), self.cfg.spike_window
-        logs = self.window.tolist()
-        return logs[:seen] if seen <= size else logs[seen % size:] + logs[:seen % size]
-
     def state_dict(self) -> dict:
-        return {"log_history": self.history(), "bad_steps": list(self.bad_steps)}
+        # the ring as it lies (not reordered), so a resumed run sums it in the same order: bit-exact
+        return {"ring": self.window.tolist(), "seen": int(self.seen.item()), "bad_steps": list(self.bad_steps)}
 
     def load_state_dict(self, state: dict) -> None:
-        logs = state["log_history"] if "log_history" in state else [  # older checkpoints kept raw losses
-            math.log(max(x, LOSS_FLOOR)) for x in state["history"]]
+        self.bad_steps = list(state["bad_steps"])
+        if len(state.get("ring", ())) == self.cfg.spike_window:
+            self.window.copy_(torch.tensor(state["ring"], dtype=self.window.dtype))
+            self.seen.fill_(state["seen"])
+            return
+        if "ring" in state:  # guard.spike_window changed: keep the newest losses that fit
+            logs = _oldest_first(state["ring"], state["seen"])
+        elif "log_history" in state:  # older checkpoints kept a list, oldest first
+            logs = state["log_history"]
+        else:  # and before that, raw losses
+            logs = [math.log(max(x, LOSS_FLOOR)) for x in state["history"]]
         logs = logs[-self.cfg.spike_window:]
         self.window.zero_()
         self.window[:len(logs)] = torch.tensor(logs, dtype=self.window.dtype)
         self.seen.fill_(len(logs))
-        self.bad_steps = list(state["bad_steps"])
+
+
+def _oldest_first(ring: list[float], seen: int) -> list[float]:
+    size = len(ring)
+    return ring[:seen] if seen <= size else ring[seen % size:] + ring[:seen % size]

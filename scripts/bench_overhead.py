@@ -30,9 +30,11 @@ WORKLOADS = {
     "mlp": ["model=mlp", "data=synthetic", "batch_size=256", "model.width=512", "model.depth=4",
             "data.in_features=128", "trainer.max_steps=100000"],
 }
+UNFUSED = ["optim.fused=false"]  # torch's per-tensor AdamW: the guard reads its verdict once per update
 VARIANTS = {
     "harness, guard+monitors off": ["guard=off", "monitor=off", "trainer.log_every=1000"],
     "harness, defaults (guard, basic, log 25)": ["trainer.log_every=25"],
+    "harness, defaults, unfused AdamW": [*UNFUSED, "trainer.log_every=25"],
     "harness, full monitors, log every 1000": ["monitor=full", "monitor.every=1", "trainer.log_every=1000"],
     "harness, no monitors, log every step": ["monitor=off", "trainer.log_every=1"],
     "harness, full monitors, log every step": ["monitor=full", "trainer.log_every=1"],
@@ -76,7 +78,8 @@ def raw_step_fn(trainer):
 
 def bench(workload: str, rounds: int, block: int, warmup: int) -> None:
     tmp = Path(tempfile.mkdtemp())
-    steps = {"raw loop": raw_step_fn(make_trainer(WORKLOADS[workload], tmp / "raw"))}
+    steps = {"raw loop": raw_step_fn(make_trainer(WORKLOADS[workload], tmp / "raw")),
+             "raw loop, unfused AdamW": raw_step_fn(make_trainer([*WORKLOADS[workload], *UNFUSED], tmp / "raw_unfused"))}
     for i, (name, extra) in enumerate(VARIANTS.items()):
         trainer = make_trainer([*WORKLOADS[workload], *extra], tmp / str(i))
         steps[name] = lambda t=trainer: harness_step(t)
@@ -101,6 +104,8 @@ def bench(workload: str, rounds: int, block: int, warmup: int) -> None:
     every = statistics.median(times["harness, full monitors collected every step"])
     print(f"full monitors at log interval 1 (default cadence, monitor.every=100): {full / plain:.3f}x the loop without them")
     print(f"one full collection costs {every / plain - 1:.1%} of a step")
+    unfused = statistics.median(times["raw loop, unfused AdamW"])
+    print(f"fused AdamW (the default; the guard skips on the device) takes {base / unfused:.3f}x the unfused step")
 
 
 def main() -> None:

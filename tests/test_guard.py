@@ -5,10 +5,13 @@ import math
 
 import pytest
 import torch
+from omegaconf import OmegaConf
 
 from conftest import compose_cfg, train
 from harness.checkpoint import load_checkpoint, step_checkpoints
 from harness.assembly import build_trainer
+from harness.distributed import DistInfo
+from harness.guard import Guard, Verdict
 from harness.tracking import read_metrics
 
 MLP = ["model=mlp", "data=synthetic", "model.width=32", "logger=none", "trainer.log_every=5",
@@ -95,6 +98,41 @@ def test_fp16_overflow_skips_the_update_and_backs_off_the_scale(tmp_path, fused)
     assert all(torch.equal(a, b) for a, b in zip(params, trainer.raw_model.parameters()))
     for before, after in zip(moments, trainer.optimizer.state.values()):
         assert all(torch.equal(v, after[k]) for k, v in before.items())
+
+
+def _guard(window: int = 8) -> Guard:
+    return Guard(OmegaConf.create({"spike_window": window, "spike_min_history": 4}), DistInfo(), torch.device("cpu"))
+
+
+def test_guard_state_round_trips_exactly_and_across_formats():
+    guard = _guard()
+    losses = [2.0, 1.9, 1.8, 1.85, 1.7, 1.75, 1.6, 1.65, 1.5, 1.55, 1.4]  # 11 > 8: the ring has wrapped
+    for loss in losses:
+        guard.judge(torch.tensor(loss), torch.tensor(1.0), loss_scaling=False)
+    state = guard.state_dict()
+    resumed = _guard()
+    resumed.load_state_dict(state)
+    assert torch.equal(resumed.window, guard.window) and int(resumed.seen) == int(guard.seen)
+    newest = [math.log(x) for x in losses[-8:]]
+    smaller = _guard(window=4)  # guard.spike_window changed on resume: the newest that fit
+    smaller.load_state_dict(state)
+    assert smaller.window.tolist() == pytest.approx(newest[-4:])
+    older = _guard()  # checkpoints that kept the logs oldest-first, or the raw losses
+    older.load_state_dict({"log_history": newest, "bad_steps": []})
+    assert sorted(older.window.tolist()) == pytest.approx(sorted(newest))
+    oldest = _guard()
+    oldest.load_state_dict({"history": losses, "bad_steps": [3]})
+    assert sorted(oldest.window.tolist()) == pytest.approx(sorted(newest)) and oldest.bad_steps == [3]
+
+
+def test_guard_verdicts_on_the_device():
+    guard = _guard()
+    codes = [int(guard.judge(torch.tensor(x), torch.tensor(1.0), loss_scaling=False)) for x in (1.0, 1.1, 0.9, 1.0)]
+    assert codes == [Verdict.OK] * 4
+    assert int(guard.judge(torch.tensor(50.0), torch.tensor(1.0), False)) == Verdict.SPIKE  # 4 losses seen: judged
+    assert int(guard.judge(torch.tensor(float("nan")), torch.tensor(1.0), False)) == Verdict.NONFINITE
+    assert int(guard.judge(torch.tensor(1.0), torch.tensor(float("inf")), True)) == Verdict.OVERFLOW
+    assert int(guard.seen) == 4  # bad losses are not remembered
 
 
 def test_without_guard_a_nan_update_poisons_the_run(tmp_path):
