@@ -7,16 +7,20 @@ that a linear z-score reads as 10 sigma when one batch holds one hard sample). A
 moves neither the parameters nor the optimizer's moments. When `rollback_after` bad updates
 fall within `rollback_window` steps, the trainer rolls back to its last checkpoint with a lower LR.
 
-The verdict is a device tensor, and the spike window a device ring buffer, so deciding costs no
-host read. Optimizers that accept a `found_inf` tensor (torch's fused Adam/AdamW/SGD: the
-mechanism GradScaler uses) skip a bad update on the device too. Any other optimizer has no such
-path, so for it the verdict is read once per update and `step()` is not called. Under DDP the
-loss and grad norm are averaged over ranks first, so every rank takes the same decision.
-The host hears about bad updates at the next logging step, checkpoint or eval (`Verdicts`).
+The verdict is a device tensor, so deciding costs no host read: the loss is compared with a
+device-side limit, exp(mean + z * std) of the window's log losses. The window itself lives on
+the host and is updated when the host reads the verdicts (the next logging step, eval or
+checkpoint), so the limit lags by at most that long, and a read costs nothing extra. Optimizers
+that accept a `found_inf` tensor (torch's fused Adam/AdamW/SGD: the mechanism GradScaler uses)
+skip a bad update on the device too. Any other optimizer has no such path, so for it the verdict
+is read once per update and `step()` is not called. Under DDP the loss and grad norm are
+averaged over ranks first, so every rank takes the same decision.
 """
 from __future__ import annotations
 
 import math
+import statistics
+from collections import deque
 from dataclasses import dataclass
 
 import torch
@@ -28,6 +32,7 @@ from harness.errors import ConfigError
 
 LOSS_FLOOR = 1e-12  # a loss of exactly 0 has no log; below this every loss counts as equal
 STD_FLOOR = 1e-8  # a window of identical losses: any rise above them counts as a spike
+MAX_EXPONENT = 700.0  # exp() of more overflows a float; such a limit is infinite in effect anyway
 
 
 class Verdict:
@@ -76,41 +81,37 @@ class Guard:
         self.cfg = GuardConfig(**cfg)
         self.dist = dist
         self.enabled = self.cfg.skip_nonfinite or self.cfg.spike_zscore is not None
-        self.window = torch.zeros(self.cfg.spike_window, device=device)  # logs of recent good losses, a ring
-        self.seen = torch.zeros(1, dtype=torch.long, device=device)  # good losses written into the ring so far
-        self.positions = torch.arange(self.cfg.spike_window, device=device)
+        self.history: deque[float] = deque(maxlen=self.cfg.spike_window)  # logs of good losses, as last read
+        self.limit = torch.full((), math.inf, device=device)  # a loss above it is a spike; set at each read
+        self.always_ok = torch.zeros((), dtype=torch.long, device=device)
         self.bad_steps: list[int] = []  # steps of recent bad updates, for the rollback rule
 
-    def judge(self, loss: torch.Tensor, grad_norm: torch.Tensor, loss_scaling: bool) -> torch.Tensor:
-        """This update's Verdict code, as a device tensor; remembers the loss when it is good."""
+    def judge(self, loss: torch.Tensor, grad_norm: torch.Tensor, loss_scaling: bool) -> tuple[torch.Tensor, torch.Tensor]:
+        """(Verdict code, the loss every rank agrees on) as device tensors: a handful of tiny ops,
+        no host read. The spike limit comes from the good losses up to the last read."""
         if not self.enabled:
-            return torch.zeros((), dtype=torch.long, device=self.window.device)
-        loss, grad_norm = all_reduce_mean(torch.stack([loss, grad_norm]).float(), self.dist)
-        finite = torch.isfinite(loss) & torch.isfinite(grad_norm)
-        log_loss = torch.log(torch.clamp(torch.nan_to_num(loss), min=LOSS_FLOOR))
-        spike = finite & self._is_spike(log_loss)
+            return self.always_ok, loss
+        values = all_reduce_mean(torch.stack([loss, grad_norm]).float(), self.dist)
+        agreed = values[0]
         if loss_scaling:
             nonfinite = Verdict.OVERFLOW
         else:
             nonfinite = Verdict.NONFINITE if self.cfg.skip_nonfinite else Verdict.OK
-        verdict = torch.where(finite, torch.where(spike, Verdict.SPIKE, Verdict.OK), nonfinite)
-        self._remember(log_loss, finite & ~spike)
-        return verdict
+        verdict = torch.where(values.isfinite().all(), (agreed > self.limit) * Verdict.SPIKE, nonfinite)
+        return verdict, agreed
 
-    def _is_spike(self, log_loss: torch.Tensor) -> torch.Tensor:
-        if self.cfg.spike_zscore is None:
-            return torch.zeros((), dtype=torch.bool, device=log_loss.device)
-        n = torch.clamp(self.seen, max=self.cfg.spike_window)
-        filled = (self.positions < n).float()
-        mean = (self.window * filled).sum() / n.clamp(min=1)
-        std = torch.sqrt((((self.window - mean) * filled) ** 2).sum() / n.clamp(min=1))
-        return ((n >= self.cfg.spike_min_history) & (log_loss - mean > self.cfg.spike_zscore * std.clamp(min=STD_FLOOR))).squeeze(0)
+    def remember(self, good_losses: list[float]) -> None:
+        """At a read of the verdicts: the good losses join the window and the spike limit follows
+        (exp(mean + z * std) of the log losses: the z-score rule, in loss units)."""
+        self.history.extend(math.log(max(x, LOSS_FLOOR)) for x in good_losses)
+        self._set_limit()
 
-    def _remember(self, log_loss: torch.Tensor, good: torch.Tensor) -> None:
-        slot = self.seen % self.cfg.spike_window
-        kept = torch.where(good, log_loss, self.window.index_select(0, slot).squeeze(0))
-        self.window.index_copy_(0, slot, kept.view(1))
-        self.seen += good.long()
+    def _set_limit(self) -> None:
+        if self.cfg.spike_zscore is None or len(self.history) < self.cfg.spike_min_history:
+            self.limit.fill_(math.inf)
+            return
+        mean, std = statistics.fmean(self.history), statistics.pstdev(self.history)
+        self.limit.fill_(math.exp(min(mean + self.cfg.spike_zscore * max(std, STD_FLOOR), MAX_EXPONENT)))
 
     def record_bad(self, step: int) -> bool:
         """Note a bad update at `step`; True when the rollback rule fires."""
@@ -120,27 +121,11 @@ class Guard:
         return len(self.bad_steps) >= self.cfg.rollback_after
 
     def state_dict(self) -> dict:
-        # the ring as it lies (not reordered), so a resumed run sums it in the same order: bit-exact
-        return {"ring": self.window.tolist(), "seen": int(self.seen.item()), "bad_steps": list(self.bad_steps)}
+        return {"log_history": list(self.history), "bad_steps": list(self.bad_steps)}
 
     def load_state_dict(self, state: dict) -> None:
+        logs = state["log_history"] if "log_history" in state else [  # older checkpoints kept raw losses
+            math.log(max(x, LOSS_FLOOR)) for x in state["history"]]
+        self.history = deque(logs, maxlen=self.cfg.spike_window)
         self.bad_steps = list(state["bad_steps"])
-        if len(state.get("ring", ())) == self.cfg.spike_window:
-            self.window.copy_(torch.tensor(state["ring"], dtype=self.window.dtype))
-            self.seen.fill_(state["seen"])
-            return
-        if "ring" in state:  # guard.spike_window changed: keep the newest losses that fit
-            logs = _oldest_first(state["ring"], state["seen"])
-        elif "log_history" in state:  # older checkpoints kept a list, oldest first
-            logs = state["log_history"]
-        else:  # and before that, raw losses
-            logs = [math.log(max(x, LOSS_FLOOR)) for x in state["history"]]
-        logs = logs[-self.cfg.spike_window:]
-        self.window.zero_()
-        self.window[:len(logs)] = torch.tensor(logs, dtype=self.window.dtype)
-        self.seen.fill_(len(logs))
-
-
-def _oldest_first(ring: list[float], seen: int) -> list[float]:
-    size = len(ring)
-    return ring[:seen] if seen <= size else ring[seen % size:] + ring[:seen % size]
+        self._set_limit()

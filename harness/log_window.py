@@ -19,37 +19,41 @@ class LogWindow:
         # [loss sum over applied updates, updates clipped, fp16 overflows the guard did not see]
         self.sums = torch.zeros(3, device=device)
         self.peaks = torch.zeros(2, device=device)  # [largest loss, largest pre-clip grad norm]
-        self.verdicts: list[tuple[int, torch.Tensor]] = []  # (step, Verdict code) not yet read
+        self.verdicts: list[tuple[int, torch.Tensor, torch.Tensor]] = []  # (step, Verdict code, loss) not yet read
         self.applied = 0  # updates applied in this window, as far as the verdicts were read
         self.steps = 0  # updates in this window
         self.last_grad_norm = torch.zeros((), device=device)
         self.started = time.perf_counter()
 
     def add(self, step: int, loss: torch.Tensor, grad_norm: torch.Tensor, verdict: torch.Tensor,
-            clipped: torch.Tensor | None) -> None:
-        """Accumulate one update on the device (no host read)."""
+            judged_loss: torch.Tensor, clipped: torch.Tensor | None) -> None:
+        """Accumulate one update on the device (no host read); `judged_loss` is the one the guard
+        judged (averaged over ranks), which joins its spike window when the update was good."""
         ok = verdict == Verdict.OK
         self.sums[0] += torch.where(ok, loss, 0.0)
         if clipped is not None:
             self.sums[1] += clipped & ok
         torch.maximum(self.peaks, torch.stack([loss, grad_norm]), out=self.peaks)  # a spike inside a window shows
-        self.verdicts.append((step, verdict))
+        self.verdicts.append((step, verdict, judged_loss))
         self.last_grad_norm = grad_norm
         self.steps += 1
 
-    def read_bad_updates(self) -> list[tuple[int, int]]:
-        """(step, Verdict code) of the bad updates since the last read: one host read, or none."""
+    def read_verdicts(self) -> tuple[list[tuple[int, int]], list[float]]:
+        """Since the last read: (step, Verdict code) of the bad updates, and the judged losses of
+        the good ones. One host read, or none when nothing is pending."""
         if not self.verdicts:
-            return []
-        steps = [step for step, _ in self.verdicts]
-        codes = torch.stack([code for _, code in self.verdicts]).tolist()
+            return [], []
+        steps, codes, losses = zip(*self.verdicts)
         self.verdicts = []
+        read = torch.stack([torch.stack(codes).to(losses[0].dtype), torch.stack(losses)]).tolist()
+        codes, losses = [round(code) for code in read[0]], read[1]
         self.applied += codes.count(Verdict.OK)
-        return [(step, code) for step, code in zip(steps, codes) if code != Verdict.OK]
+        bad = [(step, code) for step, code in zip(steps, codes) if code != Verdict.OK]
+        return bad, [loss for loss, code in zip(losses, codes) if code == Verdict.OK]
 
     def close(self) -> tuple[torch.Tensor, int, int, float]:
         """(sums and peaks, updates applied, updates, seconds per update) of the window; starts the
-        next. Call after `read_bad_updates`, so that `applied` is complete."""
+        next. Call after `read_verdicts`, so that `applied` is complete."""
         values = torch.cat([self.sums, self.peaks])
         applied, steps = self.applied, self.steps
         now = time.perf_counter()

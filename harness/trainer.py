@@ -157,7 +157,7 @@ class Trainer:
 
         self.scaler.unscale_(self.optimizer)  # fp16: clipping and norms must see true gradients
         grad_norm = global_grad_norm(self.params)  # pre-clip, on the device
-        verdict = self.guard.judge(loss, grad_norm, self.precision.scaling)  # on the device, no host read
+        verdict, judged_loss = self.guard.judge(loss, grad_norm, self.precision.scaling)  # on the device
         ok = verdict == Verdict.OK
         monitoring = monitoring and bool(ok)  # a logging step: reading is allowed
         if monitoring:
@@ -175,7 +175,7 @@ class Trainer:
         if monitoring:
             self.monitor.after_step()
         clipped = grad_norm > self.clip if self.clip and self.clip_mode == "norm" else None
-        self.window.add(step, loss, grad_norm, verdict, clipped)
+        self.window.add(step, loss, grad_norm, verdict, judged_loss, clipped)
 
     def _forward_backward(self, monitoring: bool) -> torch.Tensor:
         """Accumulate the gradients of one batch's mean loss; returns that loss (on the device)."""
@@ -216,7 +216,9 @@ class Trainer:
     def hear_guard(self) -> None:
         """Read the verdicts not yet read (one host read): count the bad updates, log them as
         events with their steps, and arm a rollback when they repeat."""
-        for step, verdict in self.window.read_bad_updates():
+        bad, good_losses = self.window.read_verdicts()
+        self.guard.remember(good_losses)
+        for step, verdict in bad:
             if verdict == Verdict.OVERFLOW:  # the loss scale was too high: expected, the scaler backs off
                 self.state.overflow_steps += 1
                 continue

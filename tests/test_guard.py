@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import math
+import statistics
 
 import pytest
 import torch
@@ -63,9 +64,11 @@ def test_faults_that_never_stop_end_the_run_as_diverged(tmp_path):
 def test_loss_spike_is_skipped_without_touching_parameters(tmp_path):
     cfg = compose_cfg([*MLP, "trainer.max_steps=40", "fault=spike", "fault.at=[30]", "fault.scale=1000"])
     trainer = build_trainer(cfg, tmp_path, torch.device("cpu"), resume_from=None)
-    for _ in range(29):
+    for _ in range(29):  # as `fit` drives it: the guard hears its verdicts at logging steps
         trainer.train_step()
         trainer.state.step += 1
+        if trainer._is_log_step(trainer.state.step):
+            trainer.hear_guard()
     assert trainer.skip_on_device  # the default fused AdamW: the skip happens inside step()
     params = [p.detach().clone() for p in trainer.raw_model.parameters()]
     moments = [{k: v.clone() for k, v in s.items()} for s in trainer.optimizer.state.values()]
@@ -104,35 +107,32 @@ def _guard(window: int = 8) -> Guard:
     return Guard(OmegaConf.create({"spike_window": window, "spike_min_history": 4}), DistInfo(), torch.device("cpu"))
 
 
-def test_guard_state_round_trips_exactly_and_across_formats():
+def test_guard_judges_on_the_device_against_the_losses_it_was_told():
     guard = _guard()
-    losses = [2.0, 1.9, 1.8, 1.85, 1.7, 1.75, 1.6, 1.65, 1.5, 1.55, 1.4]  # 11 > 8: the ring has wrapped
-    for loss in losses:
-        guard.judge(torch.tensor(loss), torch.tensor(1.0), loss_scaling=False)
-    state = guard.state_dict()
+    judge = lambda loss, norm=1.0, scaling=False: int(guard.judge(torch.tensor(loss), torch.tensor(norm), scaling)[0])
+    assert judge(50.0) == Verdict.OK  # too few losses remembered: spikes are not judged yet
+    guard.remember([1.0, 1.1, 0.9])
+    assert judge(50.0) == Verdict.OK and math.isinf(guard.limit.item())
+    guard.remember([1.0])  # the fourth: min_history reached
+    assert judge(50.0) == Verdict.SPIKE and judge(1.05) == Verdict.OK
+    logs = [math.log(x) for x in (1.0, 1.1, 0.9, 1.0)]
+    expected = math.exp(statistics.fmean(logs) + 6.0 * statistics.pstdev(logs))  # z = 6 on log losses
+    assert guard.limit.item() == pytest.approx(expected, rel=1e-6)
+    assert judge(float("nan")) == Verdict.NONFINITE and judge(1.0, float("inf"), True) == Verdict.OVERFLOW
+
+
+def test_guard_state_round_trips_and_reads_older_checkpoints():
+    guard = _guard()
+    losses = [2.0, 1.9, 1.8, 1.85, 1.7, 1.75, 1.6, 1.65, 1.5, 1.55, 1.4]  # 11 > 8: the oldest fall out
+    guard.remember(losses)
+    guard.record_bad(7)
     resumed = _guard()
-    resumed.load_state_dict(state)
-    assert torch.equal(resumed.window, guard.window) and int(resumed.seen) == int(guard.seen)
-    newest = [math.log(x) for x in losses[-8:]]
-    smaller = _guard(window=4)  # guard.spike_window changed on resume: the newest that fit
-    smaller.load_state_dict(state)
-    assert smaller.window.tolist() == pytest.approx(newest[-4:])
-    older = _guard()  # checkpoints that kept the logs oldest-first, or the raw losses
-    older.load_state_dict({"log_history": newest, "bad_steps": []})
-    assert sorted(older.window.tolist()) == pytest.approx(sorted(newest))
-    oldest = _guard()
-    oldest.load_state_dict({"history": losses, "bad_steps": [3]})
-    assert sorted(oldest.window.tolist()) == pytest.approx(sorted(newest)) and oldest.bad_steps == [3]
-
-
-def test_guard_verdicts_on_the_device():
-    guard = _guard()
-    codes = [int(guard.judge(torch.tensor(x), torch.tensor(1.0), loss_scaling=False)) for x in (1.0, 1.1, 0.9, 1.0)]
-    assert codes == [Verdict.OK] * 4
-    assert int(guard.judge(torch.tensor(50.0), torch.tensor(1.0), False)) == Verdict.SPIKE  # 4 losses seen: judged
-    assert int(guard.judge(torch.tensor(float("nan")), torch.tensor(1.0), False)) == Verdict.NONFINITE
-    assert int(guard.judge(torch.tensor(1.0), torch.tensor(float("inf")), True)) == Verdict.OVERFLOW
-    assert int(guard.seen) == 4  # bad losses are not remembered
+    resumed.load_state_dict(guard.state_dict())
+    assert list(resumed.history) == list(guard.history) == pytest.approx([math.log(x) for x in losses[-8:]])
+    assert resumed.limit.item() == guard.limit.item() and resumed.bad_steps == [7]
+    oldest = _guard()  # checkpoints from before log losses kept the raw losses
+    oldest.load_state_dict({"history": losses[-8:], "bad_steps": []})
+    assert list(oldest.history) == pytest.approx(list(guard.history))
 
 
 def test_without_guard_a_nan_update_poisons_the_run(tmp_path):
