@@ -64,6 +64,7 @@ def summarize(trainer: Trainer, status: str, wall_time: float, cfg: DictConfig) 
         "events": s.events,
         "task": trainer.meta.task,
         "chance_loss": trainer.meta.chance_loss,
+        "prior_loss": trainer.meta.prior_loss,
         "optimum_loss": trainer.meta.optimum_loss,
         "modules": sorted({type(m).__name__ for m in trainer.raw_model.modules()}),  # what the rules may ask of
         "mfu": None,  # known when the device's peak is (perf.peak_tflops, or a GPU in harness/flops.py)

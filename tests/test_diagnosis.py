@@ -137,9 +137,48 @@ def test_plateau_at_chance(tmp_path):
     rng = np.random.default_rng(1)
     run = Run().set("train/loss", lambda s, v: CHANCE + rng.normal(0, 0.02))
     run.set("val/loss", lambda s, v: CHANCE - 0.01, kind="eval")
+    run.summary["best_val_accuracy"] = 0.11
     found = run.findings(tmp_path)
     assert set(found) == {"plateau_at_chance"}
     assert "ln(10)" in found["plateau_at_chance"].evidence
+
+
+def test_a_loss_near_chance_with_accuracy_well_above_it_is_not_chance(tmp_path):
+    """Many classes: the loss can sit inside the 5% band of ln K while the model classifies far better than 1/K."""
+    chance = math.log(100)
+    run = Run().set("train/loss", lambda s, v: 0.97 * chance)
+    run.set("val/loss", lambda s, v: 0.97 * chance, kind="eval")
+    run.summary.update(chance_loss=chance, best_val_accuracy=0.09)  # 9x chance
+    assert "plateau_at_chance" not in run.findings(tmp_path)
+    run.summary["best_val_accuracy"] = 0.012
+    assert "plateau_at_chance" in run.findings(tmp_path)
+
+
+PRIOR = 1.5  # the targets' entropy on an unbalanced 10-class task, well below ln 10 = 2.30
+
+
+def test_plateau_at_prior(tmp_path):
+    rng = np.random.default_rng(2)
+    run = Run().set("train/loss", lambda s, v: PRIOR + 0.8 * math.exp(-s / 30) + rng.normal(0, 0.01))
+    run.set("val/loss", lambda s, v: PRIOR + 0.01, kind="eval")
+    run.summary.update(prior_loss=PRIOR, best_val_accuracy=0.45)
+    found = run.findings(tmp_path)
+    assert set(found) == {"plateau_at_prior"}
+    assert found["plateau_at_prior"].severity is Severity.CRITICAL and fmt_in(PRIOR, found["plateau_at_prior"].evidence)
+
+
+def test_a_run_falling_through_the_prior_is_not_stuck_there(tmp_path):
+    """A healthy run crosses the prior on its way down; the end of a short one may sit near it, still falling."""
+    run = Run().set("train/loss", lambda s, v: 2.3 - 0.002 * s)  # 1.5 at the midpoint of the second half
+    run.set("val/loss", lambda s, v: 2.3 - 0.002 * s, kind="eval")
+    run.summary.update(prior_loss=PRIOR)
+    assert "plateau_at_prior" not in run.findings(tmp_path)
+    run.summary.update(prior_loss=0.97 * CHANCE)  # a prior at chance is plateau_at_chance's to name
+    assert "plateau_at_prior" not in Run().set("train/loss", lambda s, v: 0.97 * CHANCE).findings(tmp_path / "b")
+
+
+def fmt_in(value: float, text: str) -> bool:
+    return f"{value:.3g}" in text
 
 
 def test_plateau_is_not_judged_before_the_run_had_time_at_full_lr(tmp_path):

@@ -69,3 +69,20 @@ def test_healthy_runs_of_the_new_families_raise_no_alarm(family, tmp_path):
     train([*HEALTHY_FAMILIES[family], "diagnose=false"], tmp_path / "run")
     alarms = [f.name for f in diagnose(load_run(tmp_path / "run")) if f.severity is not Severity.INFO]
     assert alarms == []
+
+
+# A user model that ignores its input collapses to the prior: below ln K, far above what a model
+# that reads its input reaches. The tiny GPT on the same data and budget goes below the prior.
+PRIOR_RUN = ["trainer.max_steps=200", "trainer.log_every=10", "trainer.eval_every=40", "batch_size=16",
+             "optim.lr=0.05", "schedule.warmup=10"]
+
+
+def test_a_model_blind_to_its_inputs_is_named_plateau_at_prior(tmp_path):
+    _, summary = train([*PRIOR_RUN, "model._target_=user_code.FrequenciesOnly"], tmp_path / "blind")
+    assert 0 < summary["prior_loss"] < 0.7 * summary["chance_loss"]
+    names = [f.name for f in diagnose(load_run(tmp_path / "blind"))]
+    assert names[:1] == ["plateau_at_prior"], names
+    _, healthy = train([*PRIOR_RUN, "optim.lr=3e-3", "model.n_layer=2", "model.n_embd=64", "model.n_head=2",
+                        "model.block_size=32"], tmp_path / "gpt")
+    assert healthy["best_val_loss"] < 0.9 * healthy["prior_loss"]
+    assert "plateau_at_prior" not in [f.name for f in diagnose(load_run(tmp_path / "gpt"))]

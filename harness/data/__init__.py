@@ -2,6 +2,8 @@
 every option is read through the same DataLoader settings (conf/train.yaml, `data.num_workers`, ...)."""
 from __future__ import annotations
 
+from dataclasses import replace
+
 from omegaconf import DictConfig, OmegaConf
 from torch.utils.data import Dataset
 
@@ -12,6 +14,7 @@ from harness.data.custom import build_custom, validate_custom
 from harness.data.digits import build_digits, validate_digits
 from harness.data.hf import build_hf, validate_hf
 from harness.data.loader import BatchRecipe, LoaderSettings
+from harness.data.prior import prior_loss
 from harness.data.synthetic import build_synthetic, validate_synthetic
 from harness.data.tokens import build_tokens, validate_tokens
 from harness.errors import ConfigError
@@ -86,4 +89,4 @@ def build_data(cfg: DictConfig) -> tuple[Dataset, Dataset, DataMeta]:
     _, build = BUILDERS[cfg.name]
     train, val, meta = build(cfg)
     check_samples(train, val, meta, BatchRecipe.from_config(cfg))
-    return train, val, meta
+    return train, val, replace(meta, prior_loss=prior_loss(train, meta))

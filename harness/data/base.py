@@ -24,6 +24,7 @@ class DataMeta:
     optimum_loss: float | None = None  # best achievable loss when known (synthetic)
     input_shape: tuple[int, ...] | None = None  # one input sample's shape, e.g. (1, 8, 8)
     tokenizer_file: str | None = None  # lm subwords: the tokenizer.json that decodes these ids (kept in the run dir)
+    prior_loss: float | None = None  # loss of predicting only the targets' frequencies (or mean); see prior.py
 
     @property
     def num_classes(self) -> int | None:

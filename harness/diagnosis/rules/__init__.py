@@ -13,6 +13,7 @@ Rule = Callable[[RunData], "Finding | None"]
 RULES: tuple[Rule, ...] = (
     curves.diverging,
     curves.plateau_at_chance,
+    curves.plateau_at_prior,
     curves.oscillating,
     curves.overfitting,
     curves.underfitting,

@@ -1,4 +1,5 @@
-"""Rules read off the loss curves: diverging, plateau at chance, oscillating, overfitting, underfitting."""
+"""Rules read off the loss curves: diverging, plateau at chance or at the prior, oscillating,
+overfitting, underfitting."""
 from __future__ import annotations
 
 import math
@@ -27,6 +28,21 @@ CHANCE_BAND = 0.05
 # ... given time at its full LR: judged only after 50 updates past warmup (the healthy preset
 # leaves the band within ~50); shorter runs (debug=smoke, a run cut off in warmup) are not judged.
 CHANCE_MIN_UPDATES = 50
+# ... unless the model classifies clearly better than guessing: with many classes a loss inside
+# the band can come with accuracy well above 1/K. "Clearly": twice chance, or chance + 0.1 for
+# two classes (where twice chance is perfect).
+ABOVE_CHANCE_ACCURACY = 0.1
+# "At the prior": the loss sits within 5% of the prior loss (the entropy of the targets'
+# frequencies; for regression the MSE of predicting their mean) and stopped moving: the model
+# learned what it can without looking at its inputs. Judged when the prior is clearly below
+# chance (else plateau_at_chance names it), after the same updates past warmup, and only when
+# the val loss improved by <5% over the last 30% of the run: a healthy run passes through the
+# prior on its way down, falling fast.
+PRIOR_BAND = 0.05
+# The best val loss may sit further below: the prior is the training split's, and a validation
+# split's own frequencies differ (the stdlib corpus' val split: 3% lower entropy). Below twice
+# the band, the model did learn something from its inputs.
+PRIOR_VAL_BAND = 2 * PRIOR_BAND
 # Oscillating: the train loss, smoothed over 3 log points, climbs above its best so far by >25%,
 # by >0.05 nats and by >6x its own point-to-point noise, then comes back, at least 3 times: the
 # field's "loss goes up and down wildly -> LR too high". Smoothing and the noise floor keep batch
@@ -93,28 +109,37 @@ def _blowup(run: RunData) -> tuple[int, float, float] | None:
     return (int(peaks.steps[i]), value, float(chance)) if value > BLOWUP_OVER_CHANCE * chance else None
 
 
-def plateau_at_chance(run: RunData) -> Finding | None:
-    chance = run.summary.get("chance_loss")
+def _settled_level(run: RunData) -> tuple[float, Series] | None:
+    """(median, points) of the train loss over the second half of the run after warmup, once the
+    run had CHANCE_MIN_UPDATES updates at its full LR; None for shorter runs."""
     warmup = run.warmup or 0
     loss = run.series("train/loss").finite()
     loss = Series(loss.steps[loss.steps > warmup], loss.values[loss.steps > warmup])
-    if not chance or not len(loss) or loss.steps[-1] - warmup < CHANCE_MIN_UPDATES:
+    if not len(loss) or loss.steps[-1] - warmup < CHANCE_MIN_UPDATES:
         return None
     late = loss.after_fraction(0.5)
-    if len(late) < EDGE_POINTS:
+    return (float(np.median(late.values)), late) if len(late) >= EDGE_POINTS else None
+
+
+def plateau_at_chance(run: RunData) -> Finding | None:
+    chance = run.summary.get("chance_loss")
+    settled = _settled_level(run) if chance else None
+    if settled is None:
         return None
-    level = float(np.median(late.values))
+    level, late = settled
     if abs(level - chance) > CHANCE_BAND * chance:
         return None
     best_val = run.summary.get("best_val_loss")
     if best_val is not None and best_val < (1 - CHANCE_BAND) * chance:
         return None
     k = round(math.exp(chance))
+    accuracy = run.summary.get("best_val_accuracy")
+    if accuracy is not None and accuracy > min(2 / k, 1 / k + ABOVE_CHANCE_ACCURACY):
+        return None
     parts = [f"median train loss {fmt(level)} over steps {int(late.steps[0])}-{int(late.steps[-1])} vs "
              f"chance ln({k}) = {fmt(chance)}"]
     if best_val is not None:
         parts.append(f"best val loss {fmt(best_val)}")
-    accuracy = run.summary.get("best_val_accuracy")
     if accuracy is not None:
         parts.append(f"best val accuracy {fmt(accuracy)} (chance {fmt(1 / k)})")
     return Finding("plateau_at_chance", Severity.CRITICAL, "the model predicts no better than uniform guessing",
@@ -123,6 +148,37 @@ def plateau_at_chance(run: RunData) -> Finding | None:
                    "fp16_underflow), fix that first; otherwise check that labels belong to their inputs "
                    "(data.shuffle_labels, a misaligned join or augmentation), run `mode=doctor` (it must "
                    "overfit one small batch), then try optim.lr 3-10x either way.")
+
+
+def plateau_at_prior(run: RunData) -> Finding | None:
+    prior, chance = run.summary.get("prior_loss"), run.summary.get("chance_loss")
+    if not prior or (chance and prior > (1 - CHANCE_BAND) * chance):
+        return None
+    settled = _settled_level(run)
+    val = run.series("val/loss", kind="eval").finite()
+    if settled is None or len(val) < MIN_EVALS:
+        return None
+    level, late = settled
+    best_val = run.summary.get("best_val_loss")
+    if abs(level - prior) > PRIOR_BAND * prior or (best_val is not None and best_val < (1 - PRIOR_VAL_BAND) * prior):
+        return None
+    tail_start = val.steps[0] + (1 - PLATEAU_TAIL) * (val.steps[-1] - val.steps[0])
+    before_tail, last_val = float(val.values[val.steps <= tail_start][-1]), float(val.values[-1])
+    if before_tail - last_val >= PLATEAU_IMPROVEMENT * abs(before_tail):
+        return None  # still falling: on its way through the prior, not stuck at it
+    what = "the targets' mean (MSE = their variance)" if run.summary.get("task") == "regression" else (
+        "the targets' frequencies (their entropy)")
+    return Finding("plateau_at_prior", Severity.CRITICAL, "the model learned only the targets' statistics, "
+                   "nothing from its inputs",
+                   f"median train loss {fmt(level)} over steps {int(late.steps[0])}-{int(late.steps[-1])} and best val "
+                   f"loss {fmt(best_val if best_val is not None else last_val)}, against {fmt(prior)} for predicting "
+                   f"{what}" + (f" and chance {fmt(chance)}" if chance else "") + "; flat over the last "
+                   f"{PLATEAU_TAIL:.0%} of the run.",
+                   "check that the inputs reach the model and change its output (a forward that ignores or "
+                   "detaches x, a wrong data.input_key, inputs zeroed by a transform); if another finding names a "
+                   "collapse (dead_relu, vanishing_gradients, diverging: a blow-up often leaves the model "
+                   "predicting the frequencies), fix that first; run `mode=doctor` (it must overfit one small "
+                   "batch); then try optim.lr 3-10x either way.")
 
 
 def oscillating(run: RunData) -> Finding | None:
@@ -172,9 +228,11 @@ def underfitting(run: RunData) -> Finding | None:
     before_tail = float(val.values[val.steps <= tail_start][-1])
     still_learning = before_tail - last_val >= PLATEAU_IMPROVEMENT * abs(before_tail)
     at_chance = chance is not None and abs(end - chance) <= CHANCE_BAND * chance
+    prior = run.summary.get("prior_loss")
+    at_prior = bool(prior) and abs(end - prior) <= PRIOR_BAND * prior  # plateau_at_prior says more
     far = end - optimum > UNDERFIT_REMAINING * (start - optimum)
     generalises = last_val <= (1 + UNDERFIT_GAP) * end
-    if still_learning or at_chance or not far or not generalises:
+    if still_learning or at_chance or at_prior or not far or not generalises:
         return None
     return Finding("underfitting", Severity.WARNING, "the loss settled far above what this task allows",
                    f"train loss {fmt(start)} -> {fmt(end)} and flat over the last {PLATEAU_TAIL:.0%} of the run, "
