@@ -10,6 +10,7 @@ from omegaconf.errors import OmegaConfBaseException
 
 from harness.clipping import validate_clip
 from harness.data import validate_data_config
+from harness.diagnosis.live import validate_diagnose_config
 from harness.early_stop import validate_early_stop_config
 from harness.errors import ConfigError
 from harness.faults import validate_fault_config
@@ -91,9 +92,10 @@ def validate_config(cfg: DictConfig, world_size: int = 1) -> torch.device:
                           f"a multiple of accum x world size = {cfg.accum} x {world_size}")
     if isinstance(cfg.seed, bool) or not isinstance(cfg.seed, int) or not 0 <= cfg.seed < 2**32:
         raise ConfigError("seed", cfg.seed, "an integer in [0, 2**32) (numpy's seed range)")
-    for key in ("compile", "overwrite", "diagnose"):
+    for key in ("compile", "overwrite"):
         if not isinstance(cfg[key], bool):
             raise ConfigError(key, cfg[key], "true or false")
+    validate_diagnose_config(cfg.diagnose)
     if cfg.accum_reduction not in ("mean", "sum"):
         raise ConfigError("accum_reduction", cfg.accum_reduction, "mean or sum")
     if cfg.mode not in MODES:

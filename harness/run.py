@@ -13,11 +13,11 @@ from omegaconf import DictConfig, OmegaConf
 from harness.assembly import build_trainer
 from harness.checkpoint import atomic_json_dump, latest_valid_checkpoint, load_checkpoint
 from harness.config import validate_config
+from harness.diagnosis.live import diagnose_settings
 from harness.distributed import DistInfo, barrier, destroy_process_group, dist_info_from_env, init_process_group
 from harness.errors import ConfigError
 from harness.lr_scaling import apply_lr_scaling
 from harness.rundir import claim_run_dir
-from harness.tracking import finite_or_none
 from harness.trainer import Trainer
 
 log = logging.getLogger("harness")
@@ -48,28 +48,7 @@ def find_resume_checkpoint(resume: str | None, run_dir: Path) -> tuple[Path, dic
 
 
 def summarize(trainer: Trainer, status: str, wall_time: float, cfg: DictConfig) -> dict[str, Any]:
-    s = trainer.state
-    summary = {
-        "status": status,
-        "reason": s.events[-1]["message"] if status != "completed" and s.events else None,
-        "steps": s.step,
-        "max_steps": int(cfg.trainer.max_steps),
-        "best_val_loss": finite_or_none(s.best_val_loss),
-        "final_val_loss": finite_or_none(s.last_val_loss),
-        "final_train_loss": finite_or_none(s.last_train_loss),
-        "best_val_accuracy": s.best_val_accuracy,
-        "wall_time_s": round(wall_time, 3),
-        "skipped_steps": s.skipped_steps,
-        "overflow_steps": trainer.total_overflow_steps(),
-        "events": s.events,
-        "task": trainer.meta.task,
-        "chance_loss": trainer.meta.chance_loss,
-        "prior_loss": trainer.meta.prior_loss,
-        "optimum_loss": trainer.meta.optimum_loss,
-        "modules": sorted({type(m).__name__ for m in trainer.raw_model.modules()}),  # what the rules may ask of
-        "mfu": None,  # known when the device's peak is (perf.peak_tflops, or a GPU in harness/flops.py)
-        **trainer.mean_throughput(),  # tokens_per_s or samples_per_s, and mfu
-    }
+    summary = {**trainer.summary(status), "wall_time_s": round(wall_time, 3)}
     names = list(cfg.objective) if OmegaConf.is_list(cfg.objective) else [cfg.objective]
     values = [summary[name] for name in names]
     summary["objective"] = values if len(values) > 1 else values[0]
@@ -134,7 +113,7 @@ def _train(cfg: DictConfig, run_dir: Path, device: torch.device, dist: DistInfo,
         atomic_json_dump(summary, run_dir / "summary.json")
         log.info("%s after %d steps: best val loss %s -> %s", status, summary["steps"],
                  summary["best_val_loss"], run_dir / "summary.json")
-        if cfg.diagnose:
+        if diagnose_settings(cfg.diagnose).report:
             write_diagnosis(run_dir)
     objective = summary["objective"]
     if isinstance(objective, list):

@@ -26,6 +26,7 @@ from harness.clipping import clip_gradients, global_grad_norm
 from harness.data import BatchRecipe, DataMeta, LoaderSettings
 from harness.data.loader import EvalBatches, TrainBatches
 from harness.data.sampler import BatchStream, eval_indices
+from harness.diagnosis.live import LiveDiagnosis, diagnose_settings
 from harness.distributed import DistInfo, all_gather_objects, all_reduce_mean, all_reduce_min, any_rank, gradient_sync
 from harness.early_stop import EarlyStopping
 from harness.faults import FaultInjector
@@ -37,7 +38,7 @@ from harness.models.output import OutputPicker
 from harness.models.probe import behaves_differently_in_eval, has_batch_norm
 from harness.monitor import Monitor
 from harness.precision import Precision
-from harness.tracking import Tracker
+from harness.tracking import Tracker, finite_or_none
 
 log = logging.getLogger("harness")
 
@@ -131,6 +132,7 @@ class Trainer:
         self.faults = FaultInjector(cfg.fault, dist.rank)
         self.monitor = Monitor(cfg.monitor, raw_model, cfg.trainer.max_steps)
         self.early_stop = EarlyStopping(cfg.early_stop)
+        self.live_diagnosis = None  # set when training starts (see fit): the rules need the run's files
         self._rollback_due = False
         # plain attributes: OmegaConf lookups cost microseconds each, too much for every step
         self.accum, self.mean_reduction = cfg.accum, cfg.accum_reduction == "mean"
@@ -251,6 +253,7 @@ class Trainer:
     def fit(self) -> str:
         """Train until max_steps (or a stop); returns the run's status."""
         self.stop_request.install()
+        self._start_live_diagnosis()
         t = self.cfg.trainer
         start_step = self.state.step
         no_checkpoint = any_rank(not step_checkpoints(self.run_dir), self.dist, self.device)  # rank 0 decides
@@ -290,6 +293,12 @@ class Trainer:
             if stop:
                 return "stopped"
         return "completed"
+
+    def _start_live_diagnosis(self) -> None:
+        settings = diagnose_settings(self.cfg.diagnose)
+        if settings.live:  # every rank: rank 0 judges, all agree on a stop
+            reported = {e["finding"] for e in self.state.events if e["kind"] == "diagnosis" and "finding" in e}
+            self.live_diagnosis = LiveDiagnosis(self.run_dir, settings, reported)
 
     def _preempted(self, step: int) -> bool:
         """A stop signal seen by any rank. Ranks can receive it a step apart, so under DDP
@@ -382,6 +391,30 @@ class Trainer:
             rate["perf/mfu"] = mfu(self.flops, seconds_per_update, self.peak)
         return rate
 
+    def summary(self, status: str) -> dict[str, Any]:
+        """What summary.json says of the run so far (run.py adds wall time and the objective)."""
+        s = self.state
+        return {
+            "status": status,
+            "reason": s.events[-1]["message"] if status not in ("completed", "running") and s.events else None,
+            "steps": s.step,
+            "max_steps": int(self.max_steps),
+            "best_val_loss": finite_or_none(s.best_val_loss),
+            "final_val_loss": finite_or_none(s.last_val_loss),
+            "final_train_loss": finite_or_none(s.last_train_loss),
+            "best_val_accuracy": s.best_val_accuracy,
+            "skipped_steps": s.skipped_steps,
+            "overflow_steps": self.total_overflow_steps(),
+            "events": s.events,
+            "task": self.meta.task,
+            "chance_loss": self.meta.chance_loss,
+            "prior_loss": self.meta.prior_loss,
+            "optimum_loss": self.meta.optimum_loss,
+            "modules": sorted({type(m).__name__ for m in self.raw_model.modules()}),  # what the rules may ask of
+            "mfu": None,  # known when the device's peak is (perf.peak_tflops, or a GPU in harness/flops.py)
+            **self.mean_throughput(),  # tokens_per_s or samples_per_s, and mfu
+        }
+
     def mean_throughput(self) -> dict[str, float | None]:
         """The run's logged windows on average (this invocation's): tokens/s or samples/s, and MFU."""
         seconds, updates = self._timed
@@ -432,6 +465,8 @@ class Trainer:
             state = self.state_dict()
             if self.dist.is_main:
                 save_best_checkpoint(state, self.run_dir)
+        if status := self._diagnose_so_far():
+            return status
         stop = self.early_stop.update(val)
         if stop == "diverged":
             self._event("diverged", f"step {self.state.step}: validation loss {val:.4g} is non-finite or above "
@@ -440,6 +475,22 @@ class Trainer:
             self._event("early_stop", f"step {self.state.step}: no val improvement > {self.early_stop.min_delta} "
                                       f"for {self.early_stop.patience} evals (best {self.early_stop.best:.4f})")
         return stop
+
+    def _diagnose_so_far(self) -> str | None:
+        """The diagnosis rules on the metrics so far (rank 0 writes them): a new critical finding is
+        printed once and logged as an event; under diagnose.abort_on it stops the run, as
+        `diverged` for a diverging loss and `sick` for any other finding (all ranks agree)."""
+        if self.live_diagnosis is None:
+            return None
+        stop = None
+        if self.dist.is_main and self.tracker is not None:  # the metrics it writes are what the rules read
+            for finding in self.live_diagnosis.new_findings(self.summary("running")):
+                self._event("diagnosis", f"step {self.state.step}: {finding.summary_line()}", finding=finding.name)
+                if self.live_diagnosis.abort_on and stop is None:
+                    stop = "diverged" if finding.name == "diverging" else "sick"
+        if self.live_diagnosis.abort_on and any_rank(stop is not None, self.dist, self.device):
+            return stop or "sick"
+        return None
 
     def _should_prune(self) -> bool:
         if self.reporter is None or self.state.last_val_loss is None:
@@ -451,9 +502,9 @@ class Trainer:
             return True
         return False
 
-    def _event(self, kind: str, message: str, step: int | None = None) -> None:
+    def _event(self, kind: str, message: str, step: int | None = None, **details: Any) -> None:
         step = self.state.step if step is None else step
-        self.state.events.append({"step": step, "kind": kind, "message": message})
+        self.state.events.append({"step": step, "kind": kind, "message": message, **details})
         if self.tracker:
             self.tracker.text(f"events/{kind}", message, step)
         else:

@@ -35,7 +35,7 @@ def train(overrides: list[str], run_dir: Path):
     from harness.run import run
 
     torch.set_num_threads(1)  # tests compare bits; also keeps parallel test workers off each other
-    if not any(o.startswith("diagnose=") for o in overrides):
+    if not any(o.startswith("diagnose") for o in overrides):
         overrides = ["diagnose=false", *overrides]  # the report has tests of its own; plots cost seconds
     objective = run(compose_cfg(overrides), run_dir=run_dir)
     return objective, json.loads((run_dir / "summary.json").read_text())

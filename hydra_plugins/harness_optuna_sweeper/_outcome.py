@@ -19,7 +19,7 @@ from hydra_plugins.harness_optuna_sweeper.runner import ProcessResult
 SUMMARY_FILE = "summary.json"
 # Hydra ends every crash report with this hint; the error itself is the line before it.
 HYDRA_HINT = "Set the environment variable HYDRA_FULL_ERROR=1"
-FAILED_STATUSES = ("diverged", "failed", "stopped")
+FAILED_STATUSES = ("diverged", "sick", "failed", "stopped")  # sick: diagnose.abort_on stopped it
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,66 @@
+"""The diagnosis while the run trains: the same rules on the metrics so far, at each eval.
+
+A run that blew up in its first hundred steps should say so then, not after its last step; and
+a sweep should not spend a trial's whole budget on a run already known to be sick. A new
+critical finding is reported once; with `diagnose.abort_on=critical` it also stops the run.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+from omegaconf import DictConfig
+
+from harness.diagnosis.findings import Finding, Severity
+from harness.diagnosis.load import load_run
+from harness.diagnosis.rules import diagnose
+from harness.errors import ConfigError
+
+ABORT_ON = ("critical",)
+KEYS = ("report", "live", "abort_on")
+
+
+@dataclass(frozen=True)
+class DiagnoseSettings:
+    report: bool = True  # report.md (and plots) when training ends
+    live: bool = True  # the rules at each eval: a new critical finding is printed once, as an event
+    abort_on: str | None = None  # "critical": such a finding stops the run
+
+
+def diagnose_settings(value: Any) -> DiagnoseSettings:
+    """`diagnose` is a node of the keys above, or a bool: true for the defaults, false for none."""
+    if isinstance(value, bool):
+        return DiagnoseSettings() if value else DiagnoseSettings(report=False, live=False)
+    return DiagnoseSettings(**{key: value.get(key, getattr(DiagnoseSettings, key)) for key in KEYS})
+
+
+def validate_diagnose_config(value: Any) -> None:
+    if isinstance(value, bool):
+        return
+    if not isinstance(value, (dict, DictConfig)):
+        raise ConfigError("diagnose", value, "true, false, or the keys report, live, abort_on")
+    for key in value:
+        if key not in KEYS:
+            raise ConfigError(f"diagnose.{key}", value[key], f"one of the keys {list(KEYS)}")
+    for key in ("report", "live"):
+        if not isinstance(value.get(key, True), bool):
+            raise ConfigError(f"diagnose.{key}", value.get(key), "true or false")
+    if value.get("abort_on") is not None and value.get("abort_on") not in ABORT_ON:
+        raise ConfigError("diagnose.abort_on", value.get("abort_on"), f"null (never stop) or one of {list(ABORT_ON)}")
+    if value.get("abort_on") is not None and not value.get("live", True):
+        raise ConfigError("diagnose.abort_on", value.get("abort_on"), "null while diagnose.live=false (nothing "
+                                                                      "is judged during the run)")
+
+
+class LiveDiagnosis:
+    def __init__(self, run_dir: Path, settings: DiagnoseSettings, reported: set[str]) -> None:
+        self.run_dir, self.abort_on = run_dir, settings.abort_on
+        self.reported = set(reported)  # findings already reported (events survive a resume)
+
+    def new_findings(self, summary: dict[str, Any]) -> list[Finding]:
+        """Critical findings on the metrics written so far that were not reported before."""
+        run = replace(load_run(self.run_dir), summary=summary)
+        new = [f for f in diagnose(run) if f.severity is Severity.CRITICAL and f.name not in self.reported]
+        self.reported.update(f.name for f in new)
+        return new

@@ -1,0 +1,79 @@
+"""The diagnosis while the run trains: a new critical finding is reported once, at the eval that
+first shows it; with diagnose.abort_on=critical it stops the run, and a sweep records the trial FAIL."""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from optuna.trial import TrialState
+
+from apps.sweep_helpers import REPO, load_study, sweep_env
+from conftest import compose_cfg, train
+from harness.checkpoint import step_checkpoints
+from harness.errors import ConfigError
+from harness.run import run
+
+# AdamW at lr 0.5, no clipping, no guard: the loss explodes inside the first log window (×1000),
+# then settles on a plateau near chance; nothing goes NaN, so only the diagnosis can tell.
+BLOWUP = ["diagnose.report=false", "model=mlp", "data=synthetic", "optim.lr=0.5", "clip=null", "guard=off", "schedule.warmup=0",
+          "trainer.max_steps=200", "trainer.log_every=5", "trainer.eval_every=20"]
+HEALTHY = ["diagnose.report=false", "model=mlp", "data=synthetic", "optim.lr=3e-3", "trainer.max_steps=200", "trainer.log_every=5",
+           "trainer.eval_every=20"]
+
+
+def diagnosis_events(summary: dict) -> list[dict]:
+    return [e for e in summary["events"] if e["kind"] == "diagnosis"]
+
+
+def test_a_blowup_is_reported_once_at_the_first_eval_and_the_run_goes_on(tmp_path):
+    _, summary = train(BLOWUP, tmp_path)
+    assert summary["status"] == "completed" and summary["steps"] == 200
+    events = diagnosis_events(summary)
+    assert [(e["step"], e["finding"]) for e in events if e["finding"] == "diverging"] == [(20, "diverging")]
+    assert "diverging [critical]" in events[0]["message"]
+
+
+def test_abort_on_critical_stops_the_run_at_that_eval(tmp_path):
+    _, summary = train([*BLOWUP, "diagnose.abort_on=critical"], tmp_path)
+    assert summary["status"] == "diverged" and summary["steps"] == 20
+    assert summary["reason"].startswith("step 20: diverging [critical]")
+    assert step_checkpoints(tmp_path)  # a checkpoint of where it stopped, as for any stop
+
+
+def test_abort_on_critical_leaves_a_healthy_run_alone(tmp_path):
+    _, summary = train([*HEALTHY, "diagnose.abort_on=critical"], tmp_path)
+    assert summary["status"] == "completed" and summary["steps"] == 200 and not diagnosis_events(summary)
+
+
+def test_live_off_reports_nothing_during_the_run(tmp_path):
+    _, summary = train([*BLOWUP, "diagnose.live=false"], tmp_path)
+    assert summary["status"] == "completed" and not diagnosis_events(summary)
+
+
+@pytest.mark.parametrize("bad", ["diagnose.abort_on=warning", "diagnose=maybe", "diagnose.live=2"])
+def test_bad_diagnose_settings_are_refused(tmp_path, bad):
+    key = bad.split("=")[0]
+    with pytest.raises(ConfigError, match=key.replace(".", r"\.")):
+        run(compose_cfg(["debug=smoke", "logger=none", bad]), run_dir=tmp_path / "run")
+    assert not (tmp_path / "run").exists()
+
+
+def test_a_sweep_records_the_sick_trial_as_fail_with_the_finding(tmp_path: Path):
+    """A grid of two LRs under abort_on: the blow-up stops at its first eval and is FAIL with the
+    finding as reason; the healthy trial completes untouched."""
+    overrides = [o for o in BLOWUP if not o.startswith("optim.lr")]
+    proc = subprocess.run(
+        [sys.executable, str(REPO / "train.py"), "-m", "hydra/sweeper=optuna", "hydra/sweeper/sampler=grid",
+         "optim.lr=choice(0.5,0.003)", *overrides, "diagnose.abort_on=critical", "diagnose.report=false",
+         "logger=none", "hydra.sweeper.n_jobs=2", "hydra.sweeper.plots=false", "hydra.sweeper.tensorboard=false",
+         f"hydra.sweep.dir={tmp_path}"],
+        cwd=REPO, env=sweep_env(), capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    trials = {t.params["optim.lr"]: t for t in load_study(tmp_path).trials}
+    sick, healthy = trials[0.5], trials[0.003]
+    assert sick.state == TrialState.FAIL and "diverging [critical]" in sick.user_attrs["reason"]
+    assert json.loads((tmp_path / str(sick.number) / "summary.json").read_text())["steps"] == 20
+    assert healthy.state == TrialState.COMPLETE
