@@ -3,12 +3,13 @@ from __future__ import annotations
 
 import json
 import math
+import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-from conftest import CONF, TINY_GPT, train
+from conftest import CONF, ROOT, TINY_GPT, compose_cfg, train
 
 VECTOR = ["model=mlp", "data=synthetic", "model.width=32"]
 SKIP_GROUPS = {"hydra", "hparams_search", "debug"}
@@ -82,3 +83,18 @@ def test_compile_matches_eager(tmp_path):
     compiled, summary = train([*overrides, "compile=true"], tmp_path / "compiled")
     assert summary["status"] == "completed"
     assert compiled == pytest.approx(eager, rel=1e-3)
+
+
+def test_experiment_stable_turns_every_safeguard_on():
+    cfg = compose_cfg(["experiment=stable"])
+    assert cfg.model.qk_norm and cfg.loss.z_loss == 1e-4 and cfg.clip == 1.0 and cfg.schedule.warmup == 0.05
+    assert cfg.guard.skip_nonfinite and cfg.guard.spike_zscore
+
+
+def test_lr_sensitivity_range_is_the_contiguous_run_around_the_best():
+    sys.path.insert(0, str(ROOT / "scripts"))
+    from bench_lr_sensitivity import good_range
+
+    losses = {1e-4: 3.9, 1e-3: 2.45, 1e-2: 2.4, 1e-1: 2.9, 3e-1: 2.5}  # 0.3 is good again, but not contiguous
+    best, decades, largest = good_range(losses)
+    assert best == 2.4 and decades == pytest.approx(1.0) and largest == 1e-2
