@@ -247,6 +247,20 @@ def test_clip_pinned(tmp_path):
     assert finding.severity is Severity.WARNING and "clip=0.0001" in finding.evidence
 
 
+def test_clip_pinned_fix_looks_at_the_config_first(tmp_path):
+    """accum_reduction=sum inflates every gradient: named before raising the clip; a clip near Adam's
+    eps is not rescaled away, and the evidence says so instead of claiming it is."""
+    run = Run().set("grad/clip_rate", lambda s, v: 1.0).set("grad/norm_postclip", lambda s, v: 1e-4)
+    run.config.update(clip=1e-4, accum=4, accum_reduction="sum")
+    run.config["optim"]["eps"] = 1e-8
+    finding = run.findings(tmp_path)["clip_pinned"]
+    assert finding.fix.startswith("accum_reduction=sum with accum=4") and "optim.eps" in finding.evidence
+    run.config.update(clip=0.5, accum=1, accum_reduction="mean")
+    run.set("grad/norm_preclip", lambda s, v: 10.0).set("grad/norm_postclip", lambda s, v: 0.5)
+    finding = run.findings(tmp_path / "b")["clip_pinned"]
+    assert finding.fix.startswith("raise clip") and "rescale it away" in finding.evidence
+
+
 def test_clipping_every_step_by_a_little_is_not_pinned(tmp_path):
     """Norms 1.5x the threshold, clipped on every update: clipping works hard but the LR is intact."""
     run = Run().set("grad/norm_preclip", lambda s, v: 1.5).set("grad/clip_rate", lambda s, v: 1.0)

@@ -20,6 +20,10 @@ PIN_RATIO = 10.0
 # Clip never reached: no logged update was clipped and the largest logged pre-clip norm stayed
 # below 10% of the threshold: the clip cannot catch even a 10x spike, so it protects nothing.
 NEVER_FRACTION = 0.1
+# Adam divides by sqrt(v) + eps: a clip so small that the clipped gradients' elements approach eps
+# (a norm of 1e4 x eps spread over a million weights is 10 x eps per element) makes eps dominate,
+# so Adam no longer rescales the clip away and the update shrinks with it.
+CLIP_NEAR_EPS = 1e4
 # Vanishing gradients: the last repeated block's gradient norm is >=100x its first block's
 # (same weight kind, median over kinds and over the logged steps of the run's last third: a
 # post-LN GPT starts near 10x and collapses during training). Healthy deep ReLU MLPs and pre-LN
@@ -57,12 +61,23 @@ def clip_pinned(run: RunData) -> Finding | None:
     if mean_rate < PIN_RATE or ratio < PIN_RATIO:
         return None
     p90 = float(np.percentile(pre.values, 90))
+    eps = run.cfg("optim.eps")
+    if isinstance(eps, (int, float)) and clip <= CLIP_NEAR_EPS * eps:
+        adam = (f"and clip={fmt(clip)} is so small that the clipped gradients approach optim.eps={fmt(eps)}: "
+                "Adam no longer rescales the clip away, its updates shrink with it")
+    else:
+        adam = "Adam-like optimizers rescale it away, but then the clip no longer singles out spikes"
+    fixes = []
+    accum = run.cfg("accum", 1)
+    if run.cfg("accum_reduction") == "sum" and isinstance(accum, int) and accum > 1:
+        fixes.append(f"accum_reduction=sum with accum={accum} makes every gradient {accum}x too large: set "
+                     "accum_reduction=mean first, then look again")
+    fixes.append(f"raise clip to about the 90th percentile of the pre-clip norm (here {fmt(p90)}) or a few times "
+                 "the typical norm, so that it only catches spikes; or lower optim.lr on purpose")
     return Finding("clip_pinned", Severity.WARNING, "the gradient norm is pinned at the clip threshold",
                    f"clipping acted on {mean_rate:.0%} of updates; median pre-clip norm {fmt(ratio * clip)} vs "
                    f"clip={fmt(clip)}: every gradient is shrunk ~{fmt(ratio)}x (for SGD a {fmt(ratio)}x smaller LR; "
-                   "Adam-like optimizers rescale it away, but then the clip no longer singles out spikes).",
-                   f"raise clip to about the 90th percentile of the pre-clip norm (here {fmt(p90)}) or a few "
-                   "times the typical norm, so that it only catches spikes; or lower optim.lr on purpose.")
+                   f"{adam}).", "; ".join(fixes) + ".")
 
 
 def clip_never_reached(run: RunData) -> Finding | None:
