@@ -146,6 +146,7 @@ class Trainer:
         self._timed = [0.0, 0]  # seconds and updates of the logged windows, for the summary's means
         self._post_norm_measured = self.window.last_grad_norm
         self._lr_used = 0.0
+        self._without_grad = 0  # trainable tensors with no gradient on the last logging step
 
     # ------------------------------------------------------------------ the step
     def train_step(self) -> None:
@@ -156,6 +157,8 @@ class Trainer:
         self.faults.arm(step)
         loss = self._forward_backward(monitoring)
         self.faults.on_grads(self.params)
+        if log_step:  # trainable tensors the loss never reached (a host-side count, no read)
+            self._without_grad = sum(p.grad is None for p in self.params)
 
         self.scaler.unscale_(self.optimizer)  # fp16: clipping and norms must see true gradients
         grad_norm = global_grad_norm(self.params)  # pre-clip, on the device
@@ -366,6 +369,7 @@ class Trainer:
             "train/skipped_steps": float(self.state.skipped_steps),
             "perf/step_time_ms": 1000 * seconds,
             "train/epoch": self.batches.stream.epochs_done(),
+            "grad/tensors_without_grad": float(self._without_grad),
         }
         if train_loss is not None:
             scalars = {"train/loss": train_loss, "train/loss_max": loss_max, **scalars}

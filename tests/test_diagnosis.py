@@ -434,6 +434,13 @@ def test_schedule_ended_early(tmp_path):
     assert "at step 200" in evidence and "last 50%" in evidence
 
 
+def test_unused_parameters(tmp_path):
+    run = Run().set("grad/tensors_without_grad", lambda s, v: 2.0)
+    assert run.findings(tmp_path)["unused_parameters"].evidence.startswith("2 trainable tensor(s)")
+    early = Run().set("grad/tensors_without_grad", lambda s, v: 2.0 if s < 200 else 0.0)  # a module switched on late
+    assert "unused_parameters" not in early.findings(tmp_path / "b")
+
+
 def test_every_rule_is_exercised_by_this_file():
     names = {rule.__name__ for rule in RULES}
     source = Path(__file__).read_text()

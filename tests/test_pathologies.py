@@ -86,3 +86,12 @@ def test_a_model_blind_to_its_inputs_is_named_plateau_at_prior(tmp_path):
                         "model.block_size=32"], tmp_path / "gpt")
     assert healthy["best_val_loss"] < 0.9 * healthy["prior_loss"]
     assert "plateau_at_prior" not in [f.name for f in diagnose(load_run(tmp_path / "gpt"))]
+
+
+def test_parameters_the_loss_never_reaches_are_named(tmp_path):
+    run = ["data=synthetic", "trainer.max_steps=100", "trainer.log_every=5", "trainer.eval_every=50"]
+    _, summary = train([*run, "model._target_=user_code.WithSpareHead"], tmp_path / "spare")
+    finding = {f.name: f for f in diagnose(load_run(tmp_path / "spare"))}["unused_parameters"]
+    assert finding.evidence.startswith("2 trainable tensor(s)")  # spare_head's weight and bias
+    train([*run, "model=mlp"], tmp_path / "mlp")
+    assert "unused_parameters" not in [f.name for f in diagnose(load_run(tmp_path / "mlp"))]

@@ -163,3 +163,15 @@ class FrequenciesOnly(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.logits.expand(*x.shape, -1)
+
+
+class WithSpareHead(nn.Module):
+    """A classifier that builds a second head and never calls it (a leftover of an experiment)."""
+
+    def __init__(self, in_features: int, num_classes: int) -> None:
+        super().__init__()
+        self.body = nn.Sequential(nn.Linear(in_features, 32), nn.ReLU(), nn.Linear(32, num_classes))
+        self.spare_head = nn.Linear(32, num_classes)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.body(x)

@@ -25,6 +25,7 @@ RULES: tuple[Rule, ...] = (
     gradients.clip_pinned,
     gradients.clip_never_reached,
     gradients.weight_norm_runaway,
+    gradients.unused_parameters,
     numerics.fp16_underflow,
     numerics.fp16_overflow_skips,
     guard_events.nonfinite_skips,

@@ -1,5 +1,5 @@
 """Rules read off the gradient and weight statistics: clipping, vanishing gradients, dead ReLUs,
-weight-norm runaway. Per-layer rules need the monitors (`monitor=basic` or `full`) and stay
+weight-norm runaway, parameters the loss never reaches. Per-layer rules need the monitors (`monitor=basic` or `full`) and stay
 silent without them."""
 from __future__ import annotations
 
@@ -249,3 +249,19 @@ def _vanishing_fix(run: RunData) -> str:
         fixes.append("model.norm=layer keeps every layer's input in range")
     fixes.append("a depth-aware init (init=kaiming for ReLU MLPs, init=scaled_residual for transformers)")
     return "; ".join(fixes) + "."
+
+
+def unused_parameters(run: RunData) -> Finding | None:
+    """Trainable tensors that got no gradient at all (None, not zero) on every logged step of the
+    last third: built and handed to the optimizer, never reached by the loss. Weight decay still
+    shrinks them under AdamW, and DDP refuses such models without find_unused_parameters."""
+    missing = run.series("grad/tensors_without_grad").finite().after_fraction(LATE_FRACTION)
+    if len(missing) < MIN_ROWS or missing.values.min() < 1:
+        return None
+    count = int(missing.values.min())
+    return Finding("unused_parameters", Severity.WARNING, "some trainable parameters never get a gradient",
+                   f"{count} trainable tensor(s) had no gradient (None) on every logged step from step "
+                   f"{int(missing.steps[0])} on: the loss does not depend on them.",
+                   "find the module that is built but not used in forward (or used under torch.no_grad(), or "
+                   "through .detach() / .item()); remove it, call it, or set requires_grad=False on it; "
+                   "`mode=doctor` names the tensors.")
