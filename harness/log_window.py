@@ -24,6 +24,7 @@ class LogWindow:
         self.steps = 0  # updates in this window
         self.last_grad_norm = torch.zeros((), device=device)
         self.started = time.perf_counter()
+        self.timed_seconds, self.timed_updates = 0.0, 0  # over this invocation's closed windows
 
     def add(self, step: int, loss: torch.Tensor, grad_norm: torch.Tensor, verdict: torch.Tensor,
             judged_loss: torch.Tensor, clipped: torch.Tensor | None) -> None:
@@ -51,17 +52,19 @@ class LogWindow:
         bad = [(step, code) for step, code in zip(steps, codes) if code != Verdict.OK]
         return bad, [loss for loss, code in zip(losses, codes) if code == Verdict.OK]
 
-    def close(self) -> tuple[torch.Tensor, int, int, float]:
-        """(sums and peaks, updates applied, updates, seconds per update) of the window; starts the
-        next. Call after `read_verdicts`, so that `applied` is complete."""
+    def close(self) -> tuple[torch.Tensor, int, float]:
+        """(sums and peaks, updates applied, seconds per update) of the window; starts the next.
+        Call after `read_verdicts`, so that `applied` is complete."""
         values = torch.cat([self.sums, self.peaks])
         applied, steps = self.applied, self.steps
         now = time.perf_counter()
         seconds = (now - self.started) / max(steps, 1)
+        self.timed_seconds += now - self.started if steps else 0.0
+        self.timed_updates += steps
         self.sums.zero_()
         self.peaks.zero_()
         self.applied, self.steps, self.started = 0, 0, now
-        return values, applied, steps, seconds
+        return values, applied, seconds
 
     def restart_clock(self) -> None:
         self.started = time.perf_counter()

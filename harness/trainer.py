@@ -143,7 +143,6 @@ class Trainer:
         self.peak = peak_flops(device, cfg.precision.name, OmegaConf.select(cfg, "perf.peak_tflops"))
         closed_form = flops_per_update(raw_model, cfg.batch_size)
         self.flops = closed_form / dist.world_size if closed_form is not None else None
-        self._timed = [0.0, 0]  # seconds and updates of the logged windows, for the summary's means
         self._post_norm_measured = self.window.last_grad_norm
         self._lr_used = 0.0
         self._without_grad = 0  # trainable tensors with no gradient on the last logging step
@@ -214,6 +213,18 @@ class Trainer:
             del self.optimizer.found_inf
         elif ok:  # the update's one host read: this optimizer cannot skip on the device
             self.scaler.step(self.optimizer)
+
+    def advance(self) -> bool:
+        """One update and, on a logging step, its log: what `fit` does per step minus evals,
+        checkpoints and rollbacks, for benchmarks and tests that drive the trainer themselves.
+        True when the step logged."""
+        self.train_step()
+        self.state.step += 1
+        logged = self._is_log_step(self.state.step)
+        if logged:
+            self.hear_guard()
+            self._log_train()
+        return logged
 
     def _is_log_step(self, step: int) -> bool:
         return step % self.log_every == 0 or step == self.max_steps
@@ -348,7 +359,7 @@ class Trainer:
         pre = self.window.last_grad_norm
         post = self._post_clip_norm(pre)
         monitored, histograms = self.monitor.pop()
-        window, applied, updates, seconds = self.window.close()
+        window, applied, seconds = self.window.close()
         values = torch.cat([window, torch.stack([pre, post, *monitored.values()])])
         values = all_reduce_mean(values, self.dist).tolist()
         loss_sum, clipped, overflows, loss_max, norm_max, pre_norm, post_norm = values[:7]
@@ -358,8 +369,6 @@ class Trainer:
         train_loss = loss_sum / applied if applied else None  # None: every update of the window was skipped
         if train_loss is not None:
             self.state.last_train_loss = train_loss
-        self._timed[0] += seconds * updates
-        self._timed[1] += updates
         scalars = {
             "train/lr": self._lr_used,
             "grad/norm_preclip": pre_norm,
@@ -421,7 +430,7 @@ class Trainer:
 
     def mean_throughput(self) -> dict[str, float | None]:
         """The run's logged windows on average (this invocation's): tokens/s or samples/s, and MFU."""
-        seconds, updates = self._timed
+        seconds, updates = self.window.timed_seconds, self.window.timed_updates
         if not updates:
             return {}
         rate = self._throughput(seconds / updates)

@@ -52,11 +52,7 @@ def make_trainer(overrides: list[str], tmp: Path):
 
 def harness_step(trainer) -> None:
     """What Trainer.fit does per step, minus eval and checkpoints."""
-    trainer.train_step()
-    trainer.state.step += 1
-    if trainer._is_log_step(trainer.state.step):
-        trainer.hear_guard()
-        trainer._log_train()
+    trainer.advance()
 
 
 def raw_step_fn(trainer):

@@ -102,18 +102,6 @@ def make_trainer(work: Workload, precision: str, compiled: bool, device: str, ru
     return trainer
 
 
-def harness_step(trainer) -> bool:
-    """What Trainer.fit does per step, minus eval and checkpoints; True on a logging step.
-    The one place this script reaches into the trainer's internals."""
-    trainer.train_step()
-    trainer.state.step += 1
-    logged = trainer._is_log_step(trainer.state.step)
-    if logged:
-        trainer.hear_guard()
-        trainer._log_train()
-    return logged
-
-
 class BareLoop:
     """nanoGPT's loop on a copy of the harness's model: forward under autocast, backward (scaled
     for fp16), clip_grad_norm_, fused AdamW step, zero_grad. No host reads: the floor to compare with."""
@@ -192,7 +180,7 @@ def host_syncs(trainer, n_steps: int, device: torch.device) -> tuple[float | Non
     reads, sources = [], Counter()
     for _ in range(n_steps):
         with count_host_reads() as seen:
-            logged = harness_step(trainer)
+            logged = trainer.advance()
         if not logged:
             reads.append(seen.count)
             sources.update(seen.reads)
@@ -204,7 +192,7 @@ def host_syncs(trainer, n_steps: int, device: torch.device) -> tuple[float | Non
                 warnings.simplefilter("always")
                 torch.cuda.set_sync_debug_mode("warn")
                 try:
-                    logged = harness_step(trainer)
+                    logged = trainer.advance()
                 finally:
                     torch.cuda.set_sync_debug_mode("default")
             if not logged:
@@ -223,12 +211,12 @@ def check(name: str, precision: str, compiled: bool, device: torch.device, args:
         if device.type == "cuda":
             torch.cuda.reset_peak_memory_stats(device)
         for _ in range(args.warmup):
-            harness_step(trainer)
+            trainer.advance()
         peak_memory = torch.cuda.max_memory_allocated(device) if device.type == "cuda" else None
         bare = BareLoop(bare_model.to(device), trainer.cfg, trainer.train_set, device)
         for _ in range(args.warmup):
             bare.step()
-        times = median_step_seconds({"harness": lambda: harness_step(trainer), "bare": bare.step},
+        times = median_step_seconds({"harness": lambda: trainer.advance(), "bare": bare.step},
                                     args.steps, args.block, device)
         syncs, sources = host_syncs(trainer, args.sync_steps, device)
         flops = flops_per_update(trainer.raw_model, work.batch_size)

@@ -65,10 +65,7 @@ def test_loss_spike_is_skipped_without_touching_parameters(tmp_path):
     cfg = compose_cfg([*MLP, "trainer.max_steps=40", "fault=spike", "fault.at=[30]", "fault.scale=1000"])
     trainer = build_trainer(cfg, tmp_path, torch.device("cpu"), resume_from=None)
     for _ in range(29):  # as `fit` drives it: the guard hears its verdicts at logging steps
-        trainer.train_step()
-        trainer.state.step += 1
-        if trainer._is_log_step(trainer.state.step):
-            trainer.hear_guard()
+        trainer.advance()
     assert trainer.skip_on_device  # the default fused AdamW: the skip happens inside step()
     params = [p.detach().clone() for p in trainer.raw_model.parameters()]
     moments = [{k: v.clone() for k, v in s.items()} for s in trainer.optimizer.state.values()]

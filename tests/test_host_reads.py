@@ -18,12 +18,8 @@ def reads_per_step(overrides: list[str], tmp_path, steps: int = 12) -> tuple[lis
     quiet, logging = [], []
     for _ in range(steps):
         with count_host_reads() as seen:
-            trainer.train_step()
-            trainer.state.step += 1
-            if trainer._is_log_step(trainer.state.step):
-                trainer.hear_guard()
-                trainer._log_train()
-        (logging if trainer._is_log_step(trainer.state.step) else quiet).append(seen.count)
+            logged = trainer.advance()
+        (logging if logged else quiet).append(seen.count)
     trainer.close()
     return quiet, logging
 

@@ -4,8 +4,6 @@ yet far above what the model can do, so the diagnosis needs the number; computed
 the data is built, from the training targets where they are at hand."""
 from __future__ import annotations
 
-import math
-
 import numpy as np
 import torch
 from torch.utils.data import Dataset
@@ -28,9 +26,14 @@ def prior_loss(train: Dataset, meta: DataMeta) -> float | None:
     if meta.task == "regression":
         values = torch.as_tensor(targets, dtype=torch.float64)
         return float(values.reshape(len(values), -1).var(dim=0, unbiased=False).mean())
-    counts = np.bincount(np.asarray(targets).reshape(-1).astype(np.int64))
+    return label_entropy(targets)
+
+
+def label_entropy(labels: np.ndarray | torch.Tensor) -> float:
+    """Entropy (nats) of the distribution of integer labels: the best loss without the inputs."""
+    counts = np.bincount(np.asarray(labels).reshape(-1).astype(np.int64))
     p = counts[counts > 0] / counts.sum()
-    return float(-(p * np.log(p)).sum()) if math.isfinite(p.sum()) else None
+    return float(-(p * np.log(p)).sum())
 
 
 def _targets(train: Dataset) -> np.ndarray | torch.Tensor | None:

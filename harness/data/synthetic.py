@@ -8,6 +8,7 @@ import torch
 from omegaconf import DictConfig
 
 from harness.data.base import DataMeta, TensorPairs
+from harness.data.prior import label_entropy
 from harness.errors import ConfigError
 
 TASKS = ("classification", "regression")
@@ -45,8 +46,7 @@ def build_synthetic(cfg: DictConfig):
     if cfg.get("shuffle_labels", False):
         y = y[torch.randperm(n, generator=g)]
         if cfg.task == "classification":  # nothing to learn: the best loss is the labels' entropy
-            p = torch.bincount(y, minlength=cfg.num_classes).float() / n
-            meta = replace(meta, optimum_loss=float(-(p[p > 0] * p[p > 0].log()).sum()))
+            meta = replace(meta, optimum_loss=label_entropy(y))
     train_x, train_y = x[: cfg.n_train], y[: cfg.n_train]
     if cfg.get("sort_by_target", False):  # stored like a file sorted by its label column
         order = torch.argsort(train_y if train_y.ndim == 1 else train_y[:, 0], stable=True)

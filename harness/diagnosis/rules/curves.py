@@ -121,6 +121,13 @@ def _settled_level(run: RunData) -> tuple[float, Series] | None:
     return (float(np.median(late.values)), late) if len(late) >= EDGE_POINTS else None
 
 
+def _still_falling(val: Series) -> bool:
+    """Whether the val loss improved by >= PLATEAU_IMPROVEMENT over the last PLATEAU_TAIL of the run."""
+    tail_start = val.steps[0] + (1 - PLATEAU_TAIL) * (val.steps[-1] - val.steps[0])
+    before_tail = float(val.values[val.steps <= tail_start][-1])
+    return before_tail - float(val.values[-1]) >= PLATEAU_IMPROVEMENT * abs(before_tail)
+
+
 def plateau_at_chance(run: RunData) -> Finding | None:
     chance = run.summary.get("chance_loss")
     settled = _settled_level(run) if chance else None
@@ -162,10 +169,9 @@ def plateau_at_prior(run: RunData) -> Finding | None:
     best_val = run.summary.get("best_val_loss")
     if abs(level - prior) > PRIOR_BAND * prior or (best_val is not None and best_val < (1 - PRIOR_VAL_BAND) * prior):
         return None
-    tail_start = val.steps[0] + (1 - PLATEAU_TAIL) * (val.steps[-1] - val.steps[0])
-    before_tail, last_val = float(val.values[val.steps <= tail_start][-1]), float(val.values[-1])
-    if before_tail - last_val >= PLATEAU_IMPROVEMENT * abs(before_tail):
-        return None  # still falling: on its way through the prior, not stuck at it
+    last_val = float(val.values[-1])
+    if _still_falling(val):
+        return None  # on its way through the prior, not stuck at it
     what = "the targets' mean (MSE = their variance)" if run.summary.get("task") == "regression" else (
         "the targets' frequencies (their entropy)")
     return Finding("plateau_at_prior", Severity.CRITICAL, "the model learned only the targets' statistics, "
@@ -224,9 +230,7 @@ def underfitting(run: RunData) -> Finding | None:
     if optimum is None or len(train) < 2 * EDGE_POINTS or len(val) < MIN_EVALS:
         return None
     start, end, last_val = start_level(train), end_level(train), float(val.values[-1])
-    tail_start = val.steps[0] + (1 - PLATEAU_TAIL) * (val.steps[-1] - val.steps[0])
-    before_tail = float(val.values[val.steps <= tail_start][-1])
-    still_learning = before_tail - last_val >= PLATEAU_IMPROVEMENT * abs(before_tail)
+    still_learning = _still_falling(val)
     at_chance = chance is not None and abs(end - chance) <= CHANCE_BAND * chance
     prior = run.summary.get("prior_loss")
     at_prior = bool(prior) and abs(end - prior) <= PRIOR_BAND * prior  # plateau_at_prior says more

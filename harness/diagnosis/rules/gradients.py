@@ -1,6 +1,6 @@
 """Rules read off the gradient and weight statistics: clipping, vanishing gradients, dead ReLUs,
-weight-norm runaway, parameters the loss never reaches. Per-layer rules need the monitors (`monitor=basic` or `full`) and stay
-silent without them."""
+weight-norm runaway, parameters the loss never reaches. Per-layer rules need the monitors
+(`monitor=basic` or `full`) and stay silent without them."""
 from __future__ import annotations
 
 import re
