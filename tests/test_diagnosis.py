@@ -123,8 +123,16 @@ def test_diverging_inside_the_first_window_is_seen_through_the_window_maximum(tm
 
 
 def test_a_window_maximum_near_chance_is_not_a_blowup(tmp_path):
-    run = Run().set("train/loss_max", lambda s, v: 1.6 * CHANCE if s == 10 else 1.0)
+    run = Run().set("train/loss_max", lambda s, v: 1.2 * CHANCE if s == 10 else 1.0)
     assert "diverging" not in run.findings(tmp_path)
+
+
+def test_a_loss_a_third_above_chance_is_a_blowup(tmp_path):
+    """SGD at 40x its LR: the first window's worst update reaches 1.3x ln K, then the units die and the
+    logged means sit near chance, never rising above their first point."""
+    run = Run().set("train/loss", lambda s, v: CHANCE * 1.03).set("train/loss_max",
+                                                                  lambda s, v: 1.3 * CHANCE if s == 10 else CHANCE)
+    assert "1.3x chance" in run.findings(tmp_path)["diverging"].evidence
 
 
 def test_diverging_fix_names_the_accumulation_bug(tmp_path):
@@ -220,6 +228,22 @@ def test_overfitting(tmp_path):
     assert "best 1 at step 100" in evidence and "last 1.5 at step 400" in evidence
 
 
+def steady_then_rising(rise: float, wobble: float) -> list[float]:
+    """Twelve evals: the best at the third, then a steady climb to +`rise`, each eval off by +-`wobble`."""
+    trend = [1.3, 1.1, 1.0] + [1.0 + rise * i / 8 for i in range(1, 10)]
+    return [v * (1 + wobble * (-1) ** i) for i, v in enumerate(trend)]
+
+
+@pytest.mark.parametrize("rise,wobble,flagged", [(0.10, 0.0, True), (0.10, 0.04, False), (0.04, 0.0, False)])
+def test_overfitting_threshold_follows_the_eval_noise(tmp_path, rise, wobble, flagged):
+    """A steady +10% over a quiet val curve is overfitting; the same rise inside +-4% eval-to-eval
+    noise is not, nor is a +4% drift (below the floor a decaying LR's val wobble needs)."""
+    run = Run().set("train/loss", lambda s, v: 2.0 * math.exp(-s / 60))
+    run.evals = [{"step": s, "kind": "eval", "val/loss": v} for s, v in zip(range(40, 520, 40), steady_then_rising(rise, wobble))]
+    run.config["trainer"]["max_steps"] = run.summary["max_steps"] = 480
+    assert ("overfitting" in run.findings(tmp_path)) is flagged
+
+
 def test_a_noisy_val_rise_without_train_progress_is_not_overfitting(tmp_path):
     run = Run().set("train/loss", lambda s, v: 0.6)
     run.set("val/loss", [0.6, 0.55, 0.7, 0.65], kind="eval")
@@ -230,6 +254,53 @@ def test_underfitting(tmp_path):
     run = Run().set("train/loss", lambda s, v: 1.6 + 0.6 * math.exp(-s / 30))
     run.set("val/loss", lambda s, v: 1.62, kind="eval")
     assert set(run.findings(tmp_path)) == {"underfitting"}
+
+
+def slow(run: Run) -> Run:
+    """An LM run far from the prior, its loss creeping down by 0.5% per eval to the end."""
+    run.set("train/loss", lambda s, v: 4.8 - 0.0005 * s).set("val/loss", lambda s, v: 4.8 - 0.0005 * s, kind="eval")
+    run.summary.update(prior_loss=3.2, chance_loss=5.4, optimum_loss=None, best_val_accuracy=None)
+    return run
+
+
+def test_slow_progress_on_data_without_a_known_optimum(tmp_path):
+    finding = slow(Run()).findings(tmp_path)["slow_progress"]
+    assert "above 3.2" in finding.evidence and "raise optim.lr (now 0.001)" in finding.fix
+
+
+def test_a_run_below_the_prior_or_no_longer_falling_is_not_slow(tmp_path):
+    below = slow(Run())
+    below.summary["prior_loss"] = 4.8  # the loss went past what predicting the frequencies gives
+    assert "slow_progress" not in below.findings(tmp_path / "below")
+    flat = slow(Run()).set("val/loss", [4.6, 4.55, 4.55, 4.56], kind="eval")
+    assert "slow_progress" not in flat.findings(tmp_path / "flat")
+
+
+def test_slow_progress_from_tiny_updates_explains_a_plateau_at_chance(tmp_path):
+    """An LR 1000x too low: the loss never leaves chance; the updates say why, so that finding is raised
+    to the symptom's severity and listed first."""
+    run = Run().set("train/loss", lambda s, v: CHANCE).set("val/loss", lambda s, v: CHANCE, kind="eval")
+    run.summary["best_val_accuracy"] = 0.1
+    for name in LAYERS:
+        run.set(f"update_ratio/{name}", lambda s, v: 1e-5)
+    found = diagnose(load_run(run.write(tmp_path / "run")))
+    assert [f.name for f in found] == ["slow_progress", "plateau_at_chance"]
+    assert found[0].severity is Severity.CRITICAL and "1e-05" in found[0].evidence
+
+
+def test_a_cause_is_listed_before_the_symptom_it_explains(tmp_path):
+    """A clip 1000x below the gradient norm under SGD: the loss stays at chance (critical); clip_pinned,
+    a warning on its own, is why."""
+    run = Run().set("train/loss", lambda s, v: CHANCE).set("val/loss", lambda s, v: CHANCE, kind="eval")
+    run.summary["best_val_accuracy"] = 0.1
+    run.config["clip"] = 1e-3
+    run.set("grad/clip_rate", lambda s, v: 1.0)
+    found = diagnose(load_run(run.write(tmp_path / "run")))
+    assert [(f.name, f.severity) for f in found] == [("clip_pinned", Severity.CRITICAL),
+                                                     ("plateau_at_chance", Severity.CRITICAL)]
+    pinned_alone = Run().set("grad/clip_rate", lambda s, v: 1.0)
+    pinned_alone.config["clip"] = 1e-3
+    assert pinned_alone.findings(tmp_path / "alone")["clip_pinned"].severity is Severity.WARNING
 
 
 def test_underfitting_needs_a_known_optimum(tmp_path):
@@ -380,6 +451,20 @@ def test_dead_relu_from_zero_gradients_without_activation_monitors(tmp_path):
     for name in ("hidden.0.linear.weight", "hidden.1.linear.weight"):
         run.set(f"grad_norm/{name}", lambda s, v: 0.0 if s > 100 else v)
     assert "2 weight tensor(s)" in run.findings(tmp_path)["dead_relu"].evidence
+
+
+def test_dead_relu_is_judged_on_any_model_with_relu_modules(tmp_path):
+    """A user's model (config says nothing about activations) whose module types include ReLU."""
+    run = Run()
+    run.config["model"] = {"_target_": "mypkg.Net"}
+    run.summary["modules"] = ["Linear", "Net", "ReLU", "Sequential"]
+    for row in run.train:
+        for key in [k for k in row if k.startswith("act_dead/")]:
+            del row[key]
+    run.set("grad_norm/hidden.1.linear.weight", lambda s, v: 0.0 if s > 100 else v)
+    assert "1 weight tensor(s)" in run.findings(tmp_path)["dead_relu"].evidence
+    run.summary["modules"] = ["GELU", "Linear", "Net", "Sequential"]  # zero gradients there: something else
+    assert "dead_relu" not in run.findings(tmp_path / "gelu")
 
 
 def test_weight_norm_runaway(tmp_path):

@@ -1,6 +1,8 @@
 """Facts about a run that more than one rule module asks for."""
 from __future__ import annotations
 
+import numpy as np
+
 from harness.diagnosis.load import RunData
 
 LATE_FRACTION = 2 / 3  # "the last third of the run"
@@ -26,3 +28,21 @@ def zero_gradient_tensors(run: RunData) -> list[str]:
 
 def name_some(names: list[str], shown: int = 4) -> str:
     return ", ".join(names[:shown]) + (f" and {len(names) - shown} more" if len(names) > shown else "")
+
+
+def peak_lr_update_ratio(run: RunData) -> float | None:
+    """Median update/weight norm ratio of the weight tensors over the logged steps where the LR was
+    at least half its peak (warmup and the decayed tail say nothing about whether the LR is too
+    low); None without per-layer monitors."""
+    lr = run.series("train/lr").finite()
+    keys = [k for k in run.keys("update_ratio/") if k.endswith("weight")]
+    if not len(lr) or not keys:
+        return None
+    at_peak = set(lr.steps[lr.values >= 0.5 * lr.values.max()].tolist())
+    medians = []
+    for key in keys:
+        ratios = run.series(key).finite()
+        values = ratios.values[np.isin(ratios.steps, list(at_peak))]
+        if len(values):
+            medians.append(float(np.median(values)))
+    return float(np.median(medians)) if medians else None

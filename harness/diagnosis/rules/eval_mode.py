@@ -14,11 +14,11 @@ from harness.diagnosis.load import RunData
 from harness.diagnosis.rules.curves import MIN_EVALS
 from harness.diagnosis.signals import fmt, level_at
 
-# The eval-mode loss on training samples is >= 2x the train-mode loss of the same steps (median
+# The eval-mode loss on training samples is >= 1.5x the train-mode loss of the same steps (median
 # over the last 3 evals). Healthy batch-norm runs measure 0.5-1.2x (eval mode is usually a little
 # better: no batch noise); dropout only ever makes eval mode better. Running statistics that lag
-# the weights (bn_momentum=0.001) measure ~18x.
-MODE_GAP_RATIO = 2.0
+# the weights (bn_momentum=0.001) measure ~18x after 200 steps, ~1.9x after 150 on a smaller net.
+MODE_GAP_RATIO = 1.5
 LAST_EVALS = 3
 BATCH_NORM_TYPES = ("BatchNorm1d", "BatchNorm2d", "BatchNorm3d", "SyncBatchNorm")
 

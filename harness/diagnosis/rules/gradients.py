@@ -47,6 +47,7 @@ RUNAWAY_LATE_GROWTH = 2.0
 # lr 0.5 without clipping reaches ~100x.
 EXPLODE_RATIO = 10.0
 SETTLE_FRACTION = 0.1
+RELU_TYPES = ("ReLU", "ReLU6")  # units that output exactly 0 for every negative input (LeakyReLU never does)
 RECURRENT_TYPES = ("LSTM", "GRU", "RNN", "LSTMCell", "GRUCell", "RNNCell")
 
 _INDEX = re.compile(r"(?<=\.)\d+(?=\.)")  # the layer index in "blocks.3.attn.c_attn.weight"
@@ -187,7 +188,7 @@ def dead_relu(run: RunData) -> Finding | None:
     if worst:
         evidence = "dead-unit fraction (0 for every sample of the batch) over the last third of the run: " + \
                    ", ".join(f"{name} {v:.0%}" for name, v in worst.items()) + "."
-    elif not dead and run.cfg("model.activation") == "relu" and not fp16_unscaled(run):
+    elif not dead and _has_relu(run) and not fp16_unscaled(run):
         frozen = zero_gradient_tensors(run)
         if not frozen:
             return None
@@ -199,6 +200,11 @@ def dead_relu(run: RunData) -> Finding | None:
                    "lower optim.lr (one huge update pushes pre-activations negative for good) and keep clip on; "
                    "model.activation=gelu or silu never go fully flat; model.norm=layer keeps pre-activations "
                    "centred; init=kaiming.")
+
+
+def _has_relu(run: RunData) -> bool:
+    """ReLUs anywhere in the model: by its module types (any model, a user's included) or by our config."""
+    return run.cfg("model.activation") == "relu" or any(t in RELU_TYPES for t in run.summary.get("modules") or [])
 
 
 def weight_norm_runaway(run: RunData) -> Finding | None:

@@ -1,0 +1,483 @@
+"""Score the diagnosis on sick and healthy runs that the rules were not written against.
+
+    python scripts/pathology_suite.py --part heldout          # train and score the held-out part
+    python scripts/pathology_suite.py --part dev --only diverging
+    python scripts/pathology_suite.py --rescore outputs/pathology_suite/heldout   # re-diagnose, no training
+    python scripts/pathology_suite.py --list
+
+Every case varies family (GPT, MLP, char RNN, ResNet, user models through `model._target_`),
+size, optimizer, schedule, precision, data and seed around one pathology class, and records the
+cause expected before it runs. A third of each class is the dev part (rules are tuned on it);
+the rest is held out (only scored). A sick case counts as named when a finding that names its
+cause is the report's first finding or is critical; a healthy case is clean when it has no
+warning or critical finding. The live check's alarms (`diagnosis` events while training) are
+counted on healthy runs too.
+
+Each run trains in a process of its own, `--workers` at a time, one thread each, under --out
+(default outputs/pathology_suite/PART); results.json and results.md land there.
+"""
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+import subprocess
+import sys
+import time
+import traceback
+from collections import defaultdict
+from concurrent.futures import ThreadPoolExecutor, as_completed
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path[:0] = [str(ROOT), str(ROOT / "scripts")]  # the harness from a plain checkout; suite_models
+
+HEALTHY = "healthy"
+RESULT_FILE = "suite_result.json"
+CASE_TIMEOUT = 600.0  # seconds; the slowest case takes ~30 s on two loaded cores
+DEV_EVERY = 3  # every third case of a class (in hash order) is dev, the rest held out
+
+
+@dataclass(frozen=True)
+class Case:
+    name: str  # "<class>/<variant>", unique
+    cause: str  # the pathology class, or "healthy"
+    overrides: tuple[str, ...]
+    expect: tuple[str, ...] = ()  # finding names that name the cause
+    mention: str = ""  # ... or any finding whose fix names this setting (a cause only the fix text can name)
+
+    @property
+    def sick(self) -> bool:
+        return self.cause != HEALTHY
+
+
+# Shared by every case: no TensorBoard, no end-of-run report (the suite diagnoses itself), the
+# live check on; logs and per-layer statistics every 5 steps so short runs have curves.
+COMMON = ("logger=none", "diagnose.report=false", "trainer.log_every=5", "monitor.every=5",
+          "trainer.eval_batches=8")
+MLP = ("model=mlp", "data=synthetic", "model.width=64")
+GPT = ("model=gpt", "data=stdlib", "model.n_layer=2", "model.n_embd=64", "model.n_head=4", "model.block_size=32",
+       "batch_size=16")
+RNN = ("model=rnn", "data=stdlib", "model.hidden=64", "model.n_embd=32", "model.n_layer=1", "model.block_size=32",
+       "batch_size=16")
+RESNET = ("model=resnet", "data=digits", "model.width=8")
+USER_NET = ("model=mlp", "data=synthetic", "model._target_=suite_models.Net")
+USER_LM = ("data=stdlib", "model._target_=suite_models.CharRNN", "model.block_size=32", "batch_size=16")
+SKEWED = ("data=custom", "data._target_=suite_models.skewed_blobs")
+NO_CLIP = "clip=null"
+
+
+def steps(n: int, evals: int = 6) -> tuple[str, ...]:
+    return (f"trainer.max_steps={n}", f"trainer.eval_every={max(n // evals, 1)}", f"trainer.ckpt_every={n}")
+
+
+def sick(cause: str, expect: tuple[str, ...], variants: dict[str, tuple[str, ...]], mention: str = "") -> list[Case]:
+    return [Case(f"{cause}/{v}", cause, (*COMMON, *o), expect, mention) for v, o in variants.items()]
+
+
+def catalogue() -> list[Case]:
+    """Every case of the suite, dev and held-out alike."""
+    c = NO_CLIP
+    return [
+        *sick("diverging", ("diverging",), {
+            "mlp-sgd-lr2": (*MLP, "optim=sgd", "optim.lr=2.0", "schedule=constant", c, *steps(100)),
+            "mlp-sgd-lr5-guard": (*MLP, "optim=sgd", "optim.lr=5.0", "schedule=constant", c, *steps(100)),
+            "mlp-adamw-lr0.3": (*MLP, "optim.lr=0.3", "schedule=constant", c, "guard=off", *steps(100)),
+            "mlp-adamw-lr1-gelu": (*MLP, "model.activation=gelu", "optim.lr=1.0", "schedule=constant", c,
+                                   *steps(100)),
+            "mlp-lion-lr0.1": (*MLP, "optim=lion", "optim.lr=0.1", "schedule=constant", c, *steps(100)),
+            "gpt-adamw-lr0.1": (*GPT, "optim.lr=0.1", "schedule=constant", c, "guard=off", *steps(150)),
+            "gpt-adamw-lr0.3-cosine": (*GPT, "optim.lr=0.3", "schedule.warmup=0", c, *steps(150)),
+            "gpt-sgd-lr30": (*GPT, "optim=sgd", "optim.lr=30", "schedule=constant", c, *steps(150)),
+            "user-net-adam-lr1": (*USER_NET, "optim=adam", "optim.lr=1.0", "schedule=constant", c, *steps(100)),
+            "rnn-adamw-lr0.3": (*RNN, "optim.lr=0.3", "schedule=constant", c, "guard=off", *steps(150)),
+            "user-lm-sgd-lr50": (*USER_LM, "optim=sgd", "optim.lr=50", "schedule=constant", c, *steps(150)),
+        }),
+        *sick("plateau_at_chance", ("plateau_at_chance",), {
+            "mlp-k10-adamw": (*MLP, "data.shuffle_labels=true", *steps(150)),
+            "mlp-k4-sgd": (*MLP, "data.shuffle_labels=true", "data.num_classes=4", "optim=sgd", *steps(150)),
+            "mlp-k50-wide": (*MLP, "data.shuffle_labels=true", "data.num_classes=50", "model.width=128",
+                             *steps(150)),
+            "mlp-k2-lion": (*MLP, "data.shuffle_labels=true", "data.num_classes=2", "optim=lion", "optim.lr=3e-4",
+                            *steps(150)),
+            "user-net-k10": (*USER_NET, "data.shuffle_labels=true", *steps(150)),
+            "user-net-k20-seed7": (*USER_NET, "data.shuffle_labels=true", "data.num_classes=20", "seed=7",
+                                   *steps(200)),
+            "mlp-k10-bf16": (*MLP, "data.shuffle_labels=true", "precision=bf16", "schedule=constant", *steps(120)),
+        }),
+        *sick("plateau_at_prior", ("plateau_at_prior",), {
+            "position-lm-adamw": (*USER_LM, "model._target_=suite_models.PositionOnlyLM", "optim.lr=3e-3",
+                                  *steps(200)),
+            "position-lm-sgd": (*USER_LM, "model._target_=suite_models.PositionOnlyLM", "optim=sgd", "optim.lr=0.5",
+                                *steps(200)),
+            "position-lm-lion-b16": (*USER_LM, "model._target_=suite_models.PositionOnlyLM", "model.block_size=16",
+                                     "optim=lion", "optim.lr=1e-3", *steps(200)),
+            "blind-net-skewed-adamw": (*SKEWED, "model._target_=suite_models.InputBlindNet", *steps(150)),
+            "blind-net-skewed-sgd": (*SKEWED, "model._target_=suite_models.InputBlindNet", "optim=sgd",
+                                     "+data.classes=6", *steps(150)),
+            "blind-net-skewed-k12": (*SKEWED, "model._target_=suite_models.InputBlindNet", "+data.classes=12",
+                                     "seed=3", *steps(150)),
+            "position-lm-wide-cosine": (*USER_LM, "model._target_=suite_models.PositionOnlyLM", "+model.hidden=128",
+                                        "optim.lr=1e-2", *steps(250)),
+        }),
+        *sick("slow_progress", ("slow_progress", "underfitting"), {
+            "gpt-adamw-lr3e-5": (*GPT, "optim.lr=3e-5", *steps(300)),
+            "gpt-adamw-lr1e-5-constant": (*GPT, "optim.lr=1e-5", "schedule=constant", *steps(300)),
+            "mlp-sgd-lr1e-3": (*MLP, "optim=sgd", "optim.lr=1e-3", "optim.momentum=0.0", "optim.nesterov=false", *steps(300)),
+            "mlp-adamw-lr1e-5": (*MLP, "optim.lr=1e-5", *steps(300)),
+            "rnn-adamw-lr1e-4": (*RNN, "optim.lr=1e-4", *steps(300)),
+            "user-net-sgd-lr3e-3": (*USER_NET, "optim=sgd", "optim.lr=3e-3", "optim.momentum=0.0", "optim.nesterov=false", *steps(300)),
+            "user-lm-adamw-lr3e-5": (*USER_LM, "optim.lr=3e-5", *steps(300)),
+            "mlp-lion-lr1e-6": (*MLP, "optim=lion", "optim.lr=1e-6", *steps(300)),
+        }),
+        *sick("oscillating", ("oscillating", "diverging"), {
+            "mlp-sgd-lr0.5": (*MLP, "model.activation=gelu", "optim=sgd", "optim.lr=0.5", "schedule=constant", c,
+                              *steps(200)),
+            "mlp-adamw-lr0.05": (*MLP, "optim.lr=0.05", "schedule=constant", c, *steps(200)),
+            "gpt-adamw-lr0.03": (*GPT, "optim.lr=0.03", "schedule=constant", c, *steps(200)),
+            "user-net-adam-lr0.1": (*USER_NET, "optim=adam", "optim.lr=0.1", "schedule=constant", c, *steps(200)),
+            "rnn-sgd-lr5": (*RNN, "optim=sgd", "optim.lr=5.0", "schedule=constant", c, *steps(200)),
+            "mlp-lion-lr0.01": (*MLP, "optim=lion", "optim.lr=0.01", "schedule=constant", c, *steps(200)),
+        }),
+        *sick("overfitting", ("overfitting",), {
+            "mlp-n64-w256": (*MLP, "data.n_train=64", "model.width=256", "optim.weight_decay=0.0", "schedule.warmup=20",
+                             "trainer.eval_every=20", "trainer.max_steps=300", "trainer.ckpt_every=300"),
+            "mlp-n128-w512": (*MLP, "data.n_train=128", "model.width=512", "optim.weight_decay=0.0",
+                              "trainer.eval_every=25", "trainer.max_steps=400", "trainer.ckpt_every=400"),
+            "mlp-n64-sgd": (*MLP, "data.n_train=64", "model.width=256", "optim=sgd", "optim.lr=0.1",
+                            "optim.weight_decay=0.0", "trainer.eval_every=20", "trainer.max_steps=300",
+                            "trainer.ckpt_every=300"),
+            "user-net-n64": (*USER_NET, "data.n_train=64", "+model.hidden=256", "trainer.eval_every=20",
+                             "trainer.max_steps=300", "trainer.ckpt_every=300"),
+            "user-net-n96-gelu-seed5": (*USER_NET, "data.n_train=96", "+model.hidden=256", "+model.act=gelu", "seed=5",
+                                        "trainer.eval_every=25", "trainer.max_steps=400", "trainer.ckpt_every=400"),
+            "mlp-regression-n64": (*MLP, "data.task=regression", "data.n_train=64", "model.width=256",
+                                   "optim.weight_decay=0.0", "trainer.eval_every=25", "trainer.max_steps=400",
+                                   "trainer.ckpt_every=400"),
+            "mlp-n64-bf16": (*MLP, "data.n_train=64", "model.width=256", "precision=bf16", "optim.weight_decay=0.0",
+                             "trainer.eval_every=20", "trainer.max_steps=300", "trainer.ckpt_every=300"),
+        }),
+        *sick("underfitting", ("underfitting",), {
+            "mlp-w3": (*MLP, "model.width=3", "model.depth=1", "optim.lr=3e-3", *steps(400)),
+            "mlp-w2-sgd": (*MLP, "model.width=2", "model.depth=1", "optim=sgd", *steps(400)),
+            "mlp-w4-k20": (*MLP, "model.width=4", "model.depth=1", "data.num_classes=20", *steps(400)),
+            "user-net-h2": (*USER_NET, "+model.hidden=2", "model.depth=1", *steps(400)),
+            "user-net-h3-lion": (*USER_NET, "+model.hidden=3", "model.depth=1", "optim=lion", "optim.lr=1e-3",
+                                 *steps(400)),
+            "mlp-w2-bf16-seed9": (*MLP, "model.width=2", "model.depth=1", "precision=bf16", "seed=9", *steps(400)),
+        }),
+        *sick("vanishing_gradients", ("vanishing_gradients",), {
+            "mlp-sigmoid-d10": (*MLP, "model.depth=10", "model.activation=sigmoid", "schedule=constant", *steps(100)),
+            "mlp-sigmoid-d8-sgd": (*MLP, "model.depth=8", "model.activation=sigmoid", "optim=sgd", *steps(100)),
+            "mlp-sigmoid-d12-w128": (*MLP, "model.depth=12", "model.width=128", "model.activation=sigmoid",
+                                     *steps(100)),
+            "user-net-sigmoid-d10": (*USER_NET, "model.depth=10", "+model.act=sigmoid", *steps(100)),
+            "gpt-post-ln-l8": (*GPT, "model.n_layer=8", "model.ln_position=post", "optim.lr=3e-3", "schedule=constant",
+                               c, "guard=off", *steps(60)),
+            "gpt-post-ln-l6-lr1e-2": (*GPT, "model.n_layer=6", "model.ln_position=post", "optim.lr=1e-2",
+                                      "schedule=constant", c, *steps(60)),
+            "resnet-plain-deep": (*RESNET, "model.blocks_per_stage=4", "model.residual=false", "model.norm=none",
+                                  *steps(100)),
+            "user-net-sigmoid-d12-sgd": (*USER_NET, "model.depth=12", "+model.act=sigmoid", "optim=sgd",
+                                         *steps(100)),
+        }),
+        *sick("exploding_gradients", ("exploding_gradients", "diverging"), {
+            "rnn-tanh-sgd-lr0.5": (*RNN, "model.cell=rnn", "model.hidden=256", "optim=sgd", "optim.lr=0.5",
+                                   "schedule=constant", c, "guard=off", *steps(150)),
+            "rnn-tanh-sgd-lr1": (*RNN, "model.cell=rnn", "model.hidden=128", "optim=sgd", "optim.lr=1.0",
+                                 "schedule=constant", c, *steps(150)),
+            "user-rnn-sgd-lr0.5": (*USER_LM, "+model.cell=rnn", "+model.hidden=256", "optim=sgd", "optim.lr=0.5",
+                                   "schedule=constant", c, *steps(150)),
+            "rnn-tanh-b64-seed4": (*RNN, "model.cell=rnn", "model.hidden=256", "model.block_size=64", "optim=sgd",
+                                   "optim.lr=0.5", "schedule=constant", c, "seed=4", *steps(150)),
+            "user-rnn-sgd-lr1-h128": (*USER_LM, "+model.cell=rnn", "+model.hidden=128", "optim=sgd", "optim.lr=1.0",
+                                      "schedule=constant", c, *steps(150)),
+            "rnn-tanh-sgd-cosine": (*RNN, "model.cell=rnn", "model.hidden=256", "optim=sgd", "optim.lr=0.7", c,
+                                    *steps(150)),
+        }),
+        *sick("dead_relu", ("dead_relu",), {
+            "mlp-adamw-lr0.1-full": (*MLP, "monitor=full", "monitor.every=5", "optim.lr=0.1", "schedule=constant", c,
+                                     "guard=off", *steps(80)),
+            "mlp-adamw-lr0.1-basic": (*MLP, "optim.lr=0.1", "schedule=constant", c, "guard=off", *steps(80)),
+            "mlp-adam-lr0.2-w128": (*MLP, "model.width=128", "optim=adam", "optim.lr=0.2", "schedule=constant", c,
+                                    *steps(80)),
+            "user-net-adamw-lr0.1": (*USER_NET, "optim.lr=0.1", "schedule=constant", c, "guard=off", *steps(80)),
+            "user-net-adam-lr0.3-d3": (*USER_NET, "model.depth=3", "optim=adam", "optim.lr=0.3",
+                                       "schedule=constant", c, *steps(80)),
+            "mlp-lion-lr0.05-full": (*MLP, "monitor=full", "monitor.every=5", "optim=lion", "optim.lr=0.05",
+                                     "schedule=constant", c, *steps(80)),
+            "mlp-adamw-lr0.1-d4-seed2": (*MLP, "model.depth=4", "optim.lr=0.1", "schedule=constant", c, "seed=2",
+                                         *steps(80)),
+        }),
+        *sick("clip_pinned", ("clip_pinned",), {
+            "mlp-sgd-1e-4": (*MLP, "optim=sgd", "clip=1e-4", "schedule=constant", *steps(100)),
+            "mlp-sgd-1e-3-w128": (*MLP, "optim=sgd", "clip=1e-3", "model.width=128", *steps(100)),
+            "mlp-adamw-1e-3": (*MLP, "clip=1e-3", *steps(100)),
+            "gpt-adamw-1e-3": (*GPT, "clip=1e-3", *steps(100)),
+            "user-net-sgd-1e-4": (*USER_NET, "optim=sgd", "clip=1e-4", *steps(100)),
+            "rnn-adamw-1e-3": (*RNN, "clip=1e-3", *steps(100)),
+        }),
+        *sick("clip_never_reached", ("clip_never_reached",), {
+            "mlp-clip1e4": (*MLP, "clip=1e4", *steps(150)),
+            "gpt-clip1e3": (*GPT, "clip=1e3", *steps(150)),
+            "user-net-clip1e4-sgd": (*USER_NET, "clip=1e4", "optim=sgd", *steps(150)),
+            "rnn-clip1e4": (*RNN, "clip=1e4", *steps(150)),
+        }),
+        *sick("fp16_underflow", ("fp16_underflow",), {
+            "mlp-sigmoid-d8": (*MLP, "precision=fp16", "precision.loss_scaling=false", "model.depth=8",
+                               "model.activation=sigmoid", "schedule=constant", "guard=off", *steps(60)),
+            "mlp-sigmoid-d6-sgd": (*MLP, "precision=fp16", "precision.loss_scaling=false", "model.depth=6",
+                                   "model.activation=sigmoid", "optim=sgd", *steps(60)),
+            "user-net-sigmoid-d8": (*USER_NET, "precision=fp16", "precision.loss_scaling=false", "model.depth=8",
+                                    "+model.act=sigmoid", *steps(60)),
+            "mlp-sigmoid-d10-w128": (*MLP, "precision=fp16", "precision.loss_scaling=false", "model.depth=10",
+                                     "model.width=128", "model.activation=sigmoid", *steps(60)),
+            "user-net-sigmoid-d7-seed3": (*USER_NET, "precision=fp16", "precision.loss_scaling=false",
+                                          "model.depth=7", "+model.act=sigmoid", "seed=3", *steps(60)),
+        }),
+        *sick("schedule_ended_early", ("schedule_ended_early",), {
+            "mlp-poly8": (*MLP, "schedule=poly", "schedule.power=8", *steps(200)),
+            "gpt-poly10": (*GPT, "schedule=poly", "schedule.power=10", *steps(200)),
+            "user-net-poly6-sgd": (*USER_NET, "schedule=poly", "schedule.power=6", "optim=sgd", *steps(200)),
+            "rnn-poly8": (*RNN, "schedule=poly", "schedule.power=8", *steps(200)),
+            "mlp-poly12-lion": (*MLP, "schedule=poly", "schedule.power=12", "optim=lion", "optim.lr=1e-3",
+                                *steps(200)),
+        }),
+        *sick("accum_sum", (), {
+            "mlp-sgd-accum8": (*MLP, "model.activation=gelu", "optim=sgd", "optim.lr=0.3", "accum=8",
+                               "accum_reduction=sum", "schedule=constant", c, "guard=off", *steps(100)),
+            "mlp-sgd-accum16-clip": (*MLP, "optim=sgd", "optim.lr=0.1", "accum=16", "accum_reduction=sum",
+                                     "schedule=constant", *steps(100)),
+            "user-net-sgd-accum8": (*USER_NET, "optim=sgd", "optim.lr=0.3", "accum=8", "accum_reduction=sum",
+                                    "schedule=constant", c, *steps(100)),
+            "gpt-sgd-accum8": (*GPT, "optim=sgd", "optim.lr=1.0", "accum=8", "accum_reduction=sum", c,
+                               *steps(100)),
+            "mlp-sgd-accum8-w128-seed6": (*MLP, "model.width=128", "optim=sgd", "optim.lr=0.3", "accum=8",
+                                          "accum_reduction=sum", "schedule=constant", c, "seed=6", *steps(100)),
+            "user-net-sgd-accum4-clip": (*USER_NET, "optim=sgd", "optim.lr=0.5", "accum=4", "accum_reduction=sum",
+                                         *steps(100)),
+        }, mention="accum_reduction"),
+        *sick("unused_parameters", ("unused_parameters",), {
+            "spare-head-adamw": (*USER_NET, "model._target_=suite_models.SpareHeadNet", *steps(150)),
+            "spare-head-sgd": (*USER_NET, "model._target_=suite_models.SpareHeadNet", "optim=sgd", *steps(150)),
+            "detached-branch": (*USER_NET, "model._target_=suite_models.DetachedBranchNet", *steps(150)),
+            "detached-branch-lion": (*USER_NET, "model._target_=suite_models.DetachedBranchNet", "optim=lion",
+                                     "optim.lr=3e-4", *steps(150)),
+            "user-lm-spare": (*USER_LM, "+model.spare=true", *steps(150)),
+        }),
+        *sick("bn_eval_gap", ("bn_eval_gap",), {
+            "resnet-momentum1e-3": (*RESNET, "model.bn_momentum=0.001", *steps(150)),
+            "resnet-momentum3e-3-w16": (*RESNET, "model.width=16", "model.bn_momentum=0.003", *steps(150)),
+            "resnet-momentum1e-3-sgd": (*RESNET, "model.bn_momentum=0.001", "optim=sgd", *steps(150)),
+        }),
+        *sick("epoch_boundary_jumps", ("epoch_boundary_jumps",), {
+            "mlp-regression-sorted": (*MLP, "data.task=regression", "data.n_train=1024", "data.sort_by_target=true",
+                                      "data.shuffle=false", "optim.lr=3e-3", "schedule=constant",
+                                      "trainer.log_every=4", *steps(320, evals=4)),
+            "mlp-classes-sorted": (*MLP, "data.n_train=1024", "data.sort_by_target=true", "data.shuffle=false",
+                                   "optim.lr=3e-3", "schedule=constant", "trainer.log_every=4", *steps(320, evals=4)),
+            "user-net-regression-sorted": (*USER_NET, "data.task=regression", "data.n_train=1024",
+                                           "data.sort_by_target=true", "data.shuffle=false", "schedule=constant",
+                                           "trainer.log_every=4", *steps(320, evals=4)),
+            "mlp-regression-sorted-n2048-sgd": (*MLP, "data.task=regression", "data.n_train=2048",
+                                                "data.sort_by_target=true", "data.shuffle=false", "optim=sgd",
+                                                "optim.lr=0.01", "schedule=constant", "trainer.log_every=4",
+                                                *steps(384, evals=4)),
+        }),
+        *healthy_cases(),
+    ]
+
+
+def healthy_cases() -> list[Case]:
+    variants = {
+        "mlp-adamw-cosine": (*MLP, "optim.lr=3e-3", *steps(300)),
+        "mlp-sgd-w128": (*MLP, "model.width=128", "optim=sgd", *steps(300)),
+        "mlp-lion-gelu": (*MLP, "model.activation=gelu", "optim=lion", "optim.lr=1e-3", *steps(300)),
+        "mlp-adam-linear-d4": (*MLP, "model.depth=4", "optim=adam", "optim.lr=1e-3", "schedule=linear", *steps(300)),
+        "mlp-adamw-bf16-wsd": (*MLP, "precision=bf16", "schedule=wsd", *steps(300)),
+        "mlp-fp16-scaler": (*MLP, "precision=fp16", *steps(200)),
+        "mlp-regression": (*MLP, "data.task=regression", *steps(300)),
+        "mlp-layernorm-residual-seed3": (*MLP, "model.norm=layer", "model.residual=true", "seed=3", *steps(300)),
+        "mlp-tanh-k20": (*MLP, "model.activation=tanh", "data.num_classes=20", "optim.lr=3e-3", *steps(300)),
+        "mlp-accum4-mean": (*MLP, "accum=4", *steps(200)),
+        "mlp-adamw-constant-warmup": (*MLP, "schedule=constant", "schedule.warmup=20", *steps(250)),
+        "mlp-muon": (*MLP, "optim=muon", *steps(250)),
+        "gpt-adamw": (*GPT, *steps(300)),
+        "gpt-adamw-lr3e-3-wsd": (*GPT, "optim.lr=3e-3", "schedule=wsd", *steps(300)),
+        "gpt-lion": (*GPT, "optim=lion", "optim.lr=3e-4", *steps(300)),
+        "gpt-bf16-qknorm": (*GPT, "precision=bf16", "model.qk_norm=true", *steps(250)),
+        "gpt-l4-seed11": (*GPT, "model.n_layer=4", "seed=11", *steps(250)),
+        "gpt-tied-linear": (*GPT, "model.tie_embeddings=true", "schedule=linear", *steps(250)),
+        "gpt-post-ln-warmup": (*GPT, "model.ln_position=post", "optim.lr=1e-3", "schedule.warmup=50", *steps(300)),
+        "gpt-accum2-constant": (*GPT, "accum=2", "schedule=constant", "schedule.warmup=20", *steps(200)),
+        "rnn-lstm": (*RNN, "optim.lr=3e-3", *steps(300)),
+        "rnn-gru-sgd": (*RNN, "model.cell=gru", "optim=sgd", "optim.lr=0.5", *steps(300)),
+        "rnn-lstm-bf16-seed5": (*RNN, "precision=bf16", "optim.lr=3e-3", "seed=5", *steps(250)),
+        "user-net-adamw": (*USER_NET, *steps(300)),
+        "user-net-gelu-d3-sgd": (*USER_NET, "+model.act=gelu", "model.depth=3", "optim=sgd", *steps(300)),
+        "user-net-wide-lion": (*USER_NET, "+model.hidden=256", "optim=lion", "optim.lr=3e-4", *steps(250)),
+        "user-net-regression": (*USER_NET, "data.task=regression", *steps(300)),
+        "user-net-skewed": (*SKEWED, "model._target_=suite_models.Net", *steps(200)),
+        "user-net-skewed-sgd-k6": (*SKEWED, "model._target_=suite_models.Net", "+data.classes=6", "optim=sgd",
+                                   *steps(200)),
+        "user-lm-lstm": (*USER_LM, "optim.lr=3e-3", *steps(300)),
+        "user-lm-gru-cosine": (*USER_LM, "+model.cell=gru", "optim.lr=3e-3", *steps(250)),
+        "user-lm-lstm-h128-seed2": (*USER_LM, "+model.hidden=128", "optim.lr=2e-3", "seed=2", *steps(250)),
+        "resnet-digits": (*RESNET, *steps(150)),
+        "resnet-digits-sgd": (*RESNET, "optim=sgd", "optim.lr=0.05", *steps(150)),
+        "resnet-digits-groupnorm": (*RESNET, "model.norm=group", *steps(150)),
+        "mlp-clip-0.5-sgd-seed8": (*MLP, "optim=sgd", "clip=0.5", "seed=8", *steps(300)),
+    }
+    return [Case(f"{HEALTHY}/{v}", HEALTHY, (*COMMON, *o)) for v, o in variants.items()]
+
+
+def part_of(case: Case, cases: list[Case]) -> str:
+    """dev for every DEV_EVERY-th case of its class in hash order, else heldout: stable as cases are added."""
+    same = sorted((c.name for c in cases if c.cause == case.cause), key=_hash)
+    return "dev" if same.index(case.name) % DEV_EVERY == 0 else "heldout"
+
+
+def _hash(name: str) -> str:
+    return hashlib.sha1(name.encode()).hexdigest()
+
+
+# --- running ---------------------------------------------------------------------------------
+
+def run_case(case: Case, out: Path) -> dict:
+    """Train one case in this process and diagnose it; an exception is a result too (a miss)."""
+    import torch
+    from hydra import compose, initialize_config_dir
+
+    from harness.resolvers import register_resolvers
+    from harness.run import run
+
+    register_resolvers()
+    torch.set_num_threads(1)
+    run_dir = out / case.name
+    started = time.monotonic()
+    try:
+        with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base="1.3"):
+            cfg = compose(config_name="train", overrides=[*case.overrides, "overwrite=true"])
+        run(cfg, run_dir=run_dir)
+        error = None
+    except (Exception, SystemExit) as exc:  # a case that cannot train is reported, not fatal to the suite
+        error = f"{type(exc).__name__}: {exc}".splitlines()[0][:300]
+        traceback.print_exc()
+    return {**score(case, run_dir, error), "seconds": round(time.monotonic() - started, 1)}
+
+
+def score(case: Case, run_dir: Path, error: str | None = None) -> dict:
+    """Diagnose the run in `run_dir` and judge it against the case's expectation."""
+    from harness.diagnosis import Severity, diagnose, load_run
+
+    result = {"name": case.name, "cause": case.cause, "error": error, "findings": [], "live": []}
+    if error is None:
+        run = load_run(run_dir)
+        findings = diagnose(run)
+        result["findings"] = [f"{f.name}:{f.severity.value}" for f in findings]
+        result["live"] = [e.get("finding") for e in run.events_of("diagnosis")]
+        result["status"] = run.summary.get("status")
+    else:
+        findings = []
+    if case.sick:
+        naming = [f for f in findings if f.name in case.expect or (case.mention and case.mention in f.fix)]
+        first = findings[0] if findings else None
+        result["ok"] = any(f is first or f.severity is Severity.CRITICAL for f in naming)
+    else:
+        result["ok"] = error is None and all(f.severity is Severity.INFO for f in findings)
+    return result
+
+
+def run_in_child(case: Case, out: Path, timeout: float = CASE_TIMEOUT) -> dict:
+    """Train one case in its own process: a crash or a hang costs that case, not the suite."""
+    result_file = out / case.name / RESULT_FILE
+    result_file.unlink(missing_ok=True)
+    started = time.monotonic()
+    try:
+        proc = subprocess.run([sys.executable, __file__, "--case", case.name, "--out", str(out)], capture_output=True,
+                              text=True, timeout=timeout, env={**os.environ, "OMP_NUM_THREADS": "1"})
+        failure = None if result_file.is_file() else f"exit {proc.returncode}: {(proc.stderr.strip().splitlines() or [''])[-1]}"
+    except subprocess.TimeoutExpired:
+        failure = f"timed out after {timeout:g} s"
+    if failure is not None:
+        return {**score(case, out / case.name, failure), "seconds": round(time.monotonic() - started, 1)}
+    return json.loads(result_file.read_text())
+
+
+def tally(results: list[dict]) -> dict:
+    sick = [r for r in results if r["cause"] != HEALTHY]
+    healthy = [r for r in results if r["cause"] == HEALTHY]
+    live_alarms = sum(1 for r in healthy if r["live"])
+    return {"sick": len(sick), "named": sum(r["ok"] for r in sick), "healthy": len(healthy),
+            "clean": sum(r["ok"] for r in healthy), "healthy_live_alarms": live_alarms}
+
+
+def report(results: list[dict], part: str) -> str:
+    t = tally(results)
+    by_cause: dict[str, list[dict]] = defaultdict(list)
+    for r in results:
+        by_cause[r["cause"]].append(r)
+    lines = [f"# pathology suite, {part} part", "",
+             f"sick runs named: {t['named']}/{t['sick']} ({_pct(t['named'], t['sick'])}); "
+             f"healthy runs clean: {t['clean']}/{t['healthy']} ({_pct(t['clean'], t['healthy'])}); "
+             f"healthy runs with a live alarm: {t['healthy_live_alarms']}", "",
+             "| cause | runs | right |", "|---|---|---|"]
+    lines += [f"| {cause} | {len(rs)} | {sum(r['ok'] for r in rs)} |" for cause, rs in sorted(by_cause.items())]
+    misses = [r for r in results if not r["ok"]]
+    if misses:
+        lines += ["", "misses:"]
+        lines += [f"- {r['name']}: {r['error'] or ', '.join(r['findings']) or 'no finding'}" for r in misses]
+    return "\n".join(lines)
+
+
+def _pct(a: int, b: int) -> str:
+    return f"{100 * a / b:.0f}%" if b else "n/a"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--part", choices=["dev", "heldout", "all"], default="heldout")
+    parser.add_argument("--only", default="", help="cases whose name contains this text")
+    parser.add_argument("--workers", type=int, default=2, help="runs trained at once (one thread each)")
+    parser.add_argument("--out", type=Path, default=None, help="default: outputs/pathology_suite/PART")
+    parser.add_argument("--rescore", type=Path, default=None, metavar="DIR",
+                        help="re-diagnose the runs an earlier invocation left in DIR; trains nothing")
+    parser.add_argument("--list", action="store_true", help="print the cases with their part and exit")
+    parser.add_argument("--case", default=None, help=argparse.SUPPRESS)  # one case, in this process (the workers)
+    args = parser.parse_args(argv)
+    cases = catalogue()
+    out = args.rescore or args.out or ROOT / "outputs" / "pathology_suite" / args.part
+    if args.case:
+        case = next(c for c in cases if c.name == args.case)
+        result = run_case(case, out)
+        (out / case.name).mkdir(parents=True, exist_ok=True)  # a case the harness refused has no run dir
+        (out / case.name / RESULT_FILE).write_text(json.dumps(result))
+        return 0
+    chosen = [c for c in cases if (args.part == "all" or part_of(c, cases) == args.part) and args.only in c.name]
+    if args.list:
+        for c in chosen:
+            print(f"{part_of(c, cases):8s} {c.name}: expect {'/'.join(c.expect) or 'a fix naming ' + c.mention or '-'}")
+        return 0
+    if args.rescore:
+        results = [score(c, out / c.name) for c in chosen if (out / c.name / "metrics.jsonl").is_file()]
+    else:
+        out.mkdir(parents=True, exist_ok=True)
+        results = []
+        with ThreadPoolExecutor(args.workers) as pool:
+            for future in as_completed([pool.submit(run_in_child, c, out) for c in chosen]):
+                results.append(r := future.result())
+                print(f"[{len(results)}/{len(chosen)}] {'ok  ' if r['ok'] else 'MISS'} {r['name']} "
+                      f"({r['seconds']} s): {r['error'] or ', '.join(r['findings']) or 'no finding'}", flush=True)
+    results.sort(key=lambda r: r["name"])
+    (out / "results.json").write_text(json.dumps({"part": args.part, "tally": tally(results), "runs": results},
+                                                 indent=1))
+    text = report(results, args.part)
+    (out / "results.md").write_text(text + "\n")
+    print(text)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,79 @@
+"""scripts/pathology_suite.py: its catalogue, its dev/held-out split, its scoring and one real invocation."""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from collections import Counter
+
+import pytest
+
+from conftest import ROOT, compose_cfg
+from harness.config import validate_config
+
+sys.path.insert(0, str(ROOT / "scripts"))
+import pathology_suite as suite  # noqa: E402
+
+CASES = suite.catalogue()
+
+
+def test_the_held_out_part_is_big_enough_and_spans_the_families():
+    held = [c for c in CASES if suite.part_of(c, CASES) == "heldout"]
+    assert sum(c.sick for c in held) >= 60 and sum(not c.sick for c in held) >= 20
+    options = {o.split("=", 1)[1] for c in held for o in c.overrides if o.startswith("model=")}
+    targets = {o.split("=", 1)[1] for c in held for o in c.overrides if o.startswith("model._target_=")}
+    assert {"gpt", "mlp", "rnn", "resnet"} <= options
+    assert {"suite_models.Net", "suite_models.CharRNN"} <= targets  # user models through model._target_
+
+
+def test_names_are_unique_and_every_sick_case_says_what_names_it():
+    assert len({c.name for c in CASES}) == len(CASES)
+    for case in CASES:
+        assert case.name.startswith(case.cause + "/")
+        assert not case.sick or case.expect or case.mention
+
+
+def test_every_class_with_several_cases_has_dev_and_held_out_cases():
+    parts: dict[str, Counter] = {}
+    for case in CASES:
+        parts.setdefault(case.cause, Counter())[suite.part_of(case, CASES)] += 1
+    for cause, count in parts.items():
+        assert count["dev"] >= 1 and count["heldout"] >= 1, cause
+        assert count["dev"] <= count["heldout"], cause
+
+
+def test_the_split_does_not_move_when_another_class_grows():
+    extra = suite.Case("diverging/one-more", "diverging", (), ("diverging",))
+    grown = [*CASES, extra]
+    moved = [c.name for c in CASES if c.cause != "diverging" and suite.part_of(c, CASES) != suite.part_of(c, grown)]
+    assert moved == []
+
+
+@pytest.mark.parametrize("case", CASES[::6], ids=lambda c: c.name)
+def test_cases_pass_the_harness_config_checks(case):
+    """A case the harness would refuse would score as a miss for the wrong reason."""
+    validate_config(compose_cfg(list(case.overrides)))
+
+
+def test_scoring_and_a_real_invocation(tmp_path):
+    """Four lion cases of the dev part train in their own processes; results.json scores them, and
+    --rescore reproduces the score from the run directories alone."""
+    out = tmp_path / "suite"
+    cmd = [sys.executable, str(ROOT / "scripts" / "pathology_suite.py"), "--part", "dev", "--only", "lion",
+           "--out", str(out)]
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    results = json.loads((out / "results.json").read_text())
+    names = {r["name"] for r in results["runs"]}
+    assert names == {c.name for c in CASES if "lion" in c.name and suite.part_of(c, CASES) == "dev"}
+    by_name = {r["name"]: r for r in results["runs"]}
+    for name, r in by_name.items():
+        assert r["error"] is None and r["status"] == "completed"
+        if name.startswith("healthy/"):
+            assert r["ok"] is all(f.endswith(":info") for f in r["findings"])
+    slow = by_name["slow_progress/mlp-lion-lr1e-6"]
+    assert slow["findings"][0] == "slow_progress:critical" and slow["ok"]
+    assert "sick runs named" in (out / "results.md").read_text()
+    rescored = subprocess.run([*cmd[:-2], "--rescore", str(out)], capture_output=True, text=True, timeout=300)
+    assert rescored.returncode == 0, rescored.stderr[-3000:]
+    assert json.loads((out / "results.json").read_text())["tally"] == results["tally"]
