@@ -2,7 +2,8 @@
 
 level  what                                                              cost on a logging step
 off    nothing beyond the global grad norm
-basic  per-parameter grad norm, param norm, update/param ratio           a few foreach norms + one param copy
+basic  per-parameter grad norm, param norm, update/param ratio,          a few foreach norms + one param copy
+       per-layer share of units with an all-zero gradient (dead units)
 full   basic + activation mean/std/dead fraction (forward hooks),
        attention entropy per head (gpt), optional TensorBoard histograms  hooks for one forward pass
 
@@ -15,6 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+from collections import deque
 from collections.abc import Iterator
 
 import torch
@@ -26,6 +28,13 @@ from harness.errors import ConfigError
 LEVELS = ("off", "basic", "full")
 ACTIVATIONS = (nn.ReLU, nn.GELU, nn.SiLU, nn.Tanh, nn.Sigmoid, nn.LeakyReLU)
 DEAD_CAPABLE = (nn.ReLU,)  # units that can output exactly 0 for every input
+# Layers with one weight row (and bias entry) per output unit: a unit that a ReLU after it zeroes
+# for every sample of the batch gets an all-zero gradient row, so the share of such rows counts
+# dead units on any model, without forward hooks (embedding rows are tokens, not units). A unit
+# counts as dead when its row was zero on each of the last 4 collections: one homogeneous batch
+# (data read in target order) silences many units that the next batch uses.
+UNIT_LAYERS = (nn.Linear, nn.Conv1d, nn.Conv2d, nn.Conv3d)
+DEAD_COLLECTIONS = 4
 
 
 def validate_monitor_config(cfg: DictConfig) -> None:
@@ -51,6 +60,9 @@ class Monitor:
             self.every = adapted
         self.histograms = bool(cfg.get("histograms", False)) and self.level == "full"
         self.named = [(n, p) for n, p in model.named_parameters() if p.requires_grad]
+        self.units = [(n, m.weight, m.bias) for n, m in model.named_modules()
+                      if isinstance(m, UNIT_LAYERS) and m.weight.requires_grad]
+        self.silent: dict[str, deque[torch.Tensor]] = {n: deque(maxlen=DEAD_COLLECTIONS) for n, _, _ in self.units}
         self.model = model
         self.metrics: dict[str, torch.Tensor] = {}
         self.hist_tensors: dict[str, torch.Tensor] = {}
@@ -102,6 +114,14 @@ class Monitor:
         norms = torch._foreach_norm([p.grad for _, p in with_grad])
         for (name, _), norm in zip(with_grad, norms):
             self.metrics[f"grad_norm/{name}"] = norm
+        for name, weight, bias in self.units:
+            if weight.grad is not None:
+                silent = weight.grad.flatten(1).abs().amax(1) == 0
+                if bias is not None and bias.grad is not None:
+                    silent &= bias.grad == 0  # a zero input zeroes the weight row, not the bias: not dead
+                self.silent[name].append(silent)
+                dead = torch.stack(list(self.silent[name])).all(0)
+                self.metrics[f"grad_dead/{name}"] = dead.float().mean()
         if self.histograms:
             self.hist_tensors.update({f"grad/{n}": p.grad.detach().clone() for n, p in with_grad})
         self._before = torch._foreach_mul([p.detach() for _, p in self.named], 1.0)  # one batched copy
@@ -120,6 +140,15 @@ class Monitor:
         self.metrics["param/norm_total"] = torch.linalg.vector_norm(torch.stack(param_norms))
         if self.histograms:
             self.hist_tensors.update({f"param/{n}": p.detach().clone() for n, p in self.named})
+
+    def state_dict(self) -> dict[str, list[torch.Tensor]]:
+        """The recent zero-gradient masks, so a resumed run counts dead units as if never stopped."""
+        return {name: [m.cpu() for m in masks] for name, masks in self.silent.items()}
+
+    def load_state_dict(self, state: dict[str, list[torch.Tensor]]) -> None:
+        for name, masks in state.items():
+            if name in self.silent:
+                self.silent[name].extend(m.to(self.units[0][1].device) for m in masks)
 
     def pop(self) -> tuple[dict[str, torch.Tensor], dict[str, torch.Tensor]]:
         """This log step's scalars (device tensors) and histogram tensors; clears both."""

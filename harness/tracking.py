@@ -30,7 +30,8 @@ log = logging.getLogger("harness")
 TB_FIRST_GROUPS = ("grad", "train", "val")
 TB_LATER_PREFIX = "~"
 # The monitor's groups that hold one tag per parameter or module (grad_norm/fc1.weight, ...).
-PER_TENSOR_GROUPS = ("grad_norm", "param_norm", "update_ratio", "act_mean", "act_std", "act_dead", "attn_entropy")
+PER_TENSOR_GROUPS = ("grad_norm", "param_norm", "update_ratio", "grad_dead", "act_mean", "act_std", "act_dead",
+                     "attn_entropy")
 
 
 def validate_logger_config(cfg: DictConfig) -> None:

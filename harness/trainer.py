@@ -25,6 +25,7 @@ from harness.checkpoint import (latest_valid_checkpoint, rng_state, save_best_ch
 from harness.clipping import clip_gradients, global_grad_norm
 from harness.data import BatchRecipe, DataMeta, LoaderSettings
 from harness.data.loader import EvalBatches, TrainBatches
+from harness.data.prior import majority_share, prior_loss
 from harness.data.sampler import BatchStream, eval_indices
 from harness.diagnosis.live import LiveDiagnosis, diagnose_settings
 from harness.distributed import DistInfo, all_gather_objects, all_reduce_mean, all_reduce_min, any_rank, gradient_sync
@@ -116,7 +117,13 @@ class Trainer:
                              min_batch)
         self.batches = TrainBatches(train_set, recipe, loader, stream, dist.rank, dist.world_size, cfg.accum, cfg.seed)
         count = cfg.trainer.eval_batches * self.micro_batch * dist.world_size
-        eval_share = eval_indices(len(val_set), count).tensor_split(dist.world_size)[dist.rank]
+        eval_sample = eval_indices(len(val_set), count)
+        eval_share = eval_sample.tensor_split(dist.world_size)[dist.rank]
+        # The prior of the very samples every eval scores: a model blind to its inputs cannot beat
+        # its loss, nor (by more than sampling noise) the accuracy of always naming the largest class.
+        self.eval_prior = {"val_prior_loss": prior_loss(val_set, meta, eval_sample),
+                           "val_majority_share": majority_share(val_set, meta, eval_sample),
+                           "eval_samples": len(eval_sample)}
         self.eval_batches = EvalBatches(val_set, recipe, loader, eval_share, self.micro_batch, cfg.seed)
         # Training samples evaluated in eval mode, for models whose eval mode differs (batch norm,
         # dropout): it tells a train/eval-mode gap apart from overfitting.
@@ -422,6 +429,7 @@ class Trainer:
             "task": self.meta.task,
             "chance_loss": self.meta.chance_loss,
             "prior_loss": self.meta.prior_loss,
+            **self.eval_prior,
             "optimum_loss": self.meta.optimum_loss,
             "modules": sorted({type(m).__name__ for m in self.raw_model.modules()}),  # what the rules may ask of
             "mfu": None,  # known when the device's peak is (perf.peak_tflops, or a GPU in harness/flops.py)
@@ -539,6 +547,7 @@ class Trainer:
             "faults": self.faults.state_dict(),
             "early_stop": self.early_stop.state_dict(),
             "window": self.window.state_dict(),
+            "monitor": self.monitor.state_dict(),
             "config": OmegaConf.to_container(self.cfg, resolve=True),
         }
 
@@ -553,6 +562,7 @@ class Trainer:
         self.faults.load_state_dict(ckpt["faults"])
         self.early_stop.load_state_dict(ckpt["early_stop"])
         self.window.load_state_dict(ckpt["window"])
+        self.monitor.load_state_dict(ckpt.get("monitor", {}))  # absent in older checkpoints
         # Same world size: each rank continues its own streams. Another world size still resumes
         # (same data order; weights and optimizer are replicated) but dropout draws differ.
         per_rank = ckpt["rng"]

@@ -28,7 +28,7 @@ import time
 import traceback
 from collections import defaultdict
 from concurrent.futures import ThreadPoolExecutor, as_completed
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -38,6 +38,7 @@ HEALTHY = "healthy"
 RESULT_FILE = "suite_result.json"
 CASE_TIMEOUT = 600.0  # seconds; the slowest case takes ~30 s on two loaded cores
 DEV_EVERY = 3  # every third case of a class (in hash order) is dev, the rest held out
+CURRENT_DRAW = 2  # the redrawing not yet looked at when the rules were last changed
 
 
 @dataclass(frozen=True)
@@ -95,7 +96,7 @@ def catalogue() -> list[Case]:
             "rnn-adamw-lr0.3": (*RNN, "optim.lr=0.3", "schedule=constant", c, "guard=off", *steps(150)),
             "user-lm-sgd-lr50": (*USER_LM, "optim=sgd", "optim.lr=50", "schedule=constant", c, *steps(150)),
         }),
-        *sick("plateau_at_chance", ("plateau_at_chance",), {
+        *sick("plateau_at_chance", ("plateau_at_chance", "plateau_at_prior"), {
             "mlp-k10-adamw": (*MLP, "data.shuffle_labels=true", *steps(150)),
             "mlp-k4-sgd": (*MLP, "data.shuffle_labels=true", "data.num_classes=4", "optim=sgd", *steps(150)),
             "mlp-k50-wide": (*MLP, "data.shuffle_labels=true", "data.num_classes=50", "model.width=128",
@@ -223,7 +224,7 @@ def catalogue() -> list[Case]:
             "mlp-clip1e4": (*MLP, "clip=1e4", *steps(150)),
             "gpt-clip1e3": (*GPT, "clip=1e3", *steps(150)),
             "user-net-clip1e4-sgd": (*USER_NET, "clip=1e4", "optim=sgd", *steps(150)),
-            "rnn-clip1e4": (*RNN, "clip=1e4", *steps(150)),
+            "rnn-clip1e4": (*RNN, "clip=1e4", "optim.lr=3e-3", *steps(150)),
         }),
         *sick("fp16_underflow", ("fp16_underflow",), {
             "mlp-sigmoid-d8": (*MLP, "precision=fp16", "precision.loss_scaling=false", "model.depth=8",
@@ -241,7 +242,7 @@ def catalogue() -> list[Case]:
             "mlp-poly8": (*MLP, "schedule=poly", "schedule.power=8", *steps(200)),
             "gpt-poly10": (*GPT, "schedule=poly", "schedule.power=10", *steps(200)),
             "user-net-poly6-sgd": (*USER_NET, "schedule=poly", "schedule.power=6", "optim=sgd", *steps(200)),
-            "rnn-poly8": (*RNN, "schedule=poly", "schedule.power=8", *steps(200)),
+            "rnn-poly8": (*RNN, "schedule=poly", "schedule.power=8", "optim.lr=3e-3", *steps(200)),
             "mlp-poly12-lion": (*MLP, "schedule=poly", "schedule.power=12", "optim=lion", "optim.lr=1e-3",
                                 *steps(200)),
         }),
@@ -265,7 +266,7 @@ def catalogue() -> list[Case]:
             "detached-branch": (*USER_NET, "model._target_=suite_models.DetachedBranchNet", *steps(150)),
             "detached-branch-lion": (*USER_NET, "model._target_=suite_models.DetachedBranchNet", "optim=lion",
                                      "optim.lr=3e-4", *steps(150)),
-            "user-lm-spare": (*USER_LM, "+model.spare=true", *steps(150)),
+            "user-lm-spare": (*USER_LM, "+model.spare=true", "optim.lr=3e-3", *steps(150)),
         }),
         *sick("bn_eval_gap", ("bn_eval_gap",), {
             "resnet-momentum1e-3": (*RESNET, "model.bn_momentum=0.001", *steps(150)),
@@ -343,6 +344,25 @@ def _hash(name: str) -> str:
     return hashlib.sha1(name.encode()).hexdigest()
 
 
+def redrawn(case: Case, draw: int) -> Case:
+    """The case with a new run seed, a new synthetic task (data.seed) and 1-1.5x its length (evals and
+    checkpoints stretched alike), one set per `draw`: runs the rules have never seen, same expected cause."""
+    digest = int(_hash(case.name + ("/redrawn" if draw == 1 else f"/redrawn{draw}"))[:8], 16)
+    stretch = (1.0, 1.25, 1.5)[digest % 3]
+    overrides = [_stretched(o, stretch) for o in case.overrides]
+    overrides.append(f"seed={100 + digest % 900}")
+    if "data=synthetic" in overrides:
+        overrides.append(f"data.seed={1 + digest % 97}")
+    return replace(case, overrides=tuple(overrides))
+
+
+def _stretched(override: str, factor: float) -> str:
+    key, _, value = override.partition("=")
+    if key in ("trainer.max_steps", "trainer.eval_every", "trainer.ckpt_every"):
+        return f"{key}={max(1, round(int(value) * factor))}"
+    return override
+
+
 # --- running ---------------------------------------------------------------------------------
 
 def run_case(case: Case, out: Path) -> dict:
@@ -390,13 +410,13 @@ def score(case: Case, run_dir: Path, error: str | None = None) -> dict:
     return result
 
 
-def run_in_child(case: Case, out: Path, timeout: float = CASE_TIMEOUT) -> dict:
+def run_in_child(case: Case, part: list[str], out: Path, timeout: float = CASE_TIMEOUT) -> dict:
     """Train one case in its own process: a crash or a hang costs that case, not the suite."""
     result_file = out / case.name / RESULT_FILE
     result_file.unlink(missing_ok=True)
     started = time.monotonic()
     try:
-        proc = subprocess.run([sys.executable, __file__, "--case", case.name, "--out", str(out)], capture_output=True,
+        proc = subprocess.run([sys.executable, __file__, *part, "--case", case.name, "--out", str(out)], capture_output=True,
                               text=True, timeout=timeout, env={**os.environ, "OMP_NUM_THREADS": "1"})
         failure = None if result_file.is_file() else f"exit {proc.returncode}: {(proc.stderr.strip().splitlines() or [''])[-1]}"
     except subprocess.TimeoutExpired:
@@ -438,7 +458,10 @@ def _pct(a: int, b: int) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--part", choices=["dev", "heldout", "all"], default="heldout")
+    parser.add_argument("--part", choices=["dev", "heldout", "redrawn", "all"], default="redrawn",
+                        help="redrawn: every case with a new seed, task and length (the current held-out part)")
+    parser.add_argument("--draw", type=int, default=CURRENT_DRAW,
+                        help=f"which redrawing (1 was scored and then tuned on; {CURRENT_DRAW} is held out)")
     parser.add_argument("--only", default="", help="cases whose name contains this text")
     parser.add_argument("--workers", type=int, default=2, help="runs trained at once (one thread each)")
     parser.add_argument("--out", type=Path, default=None, help="default: outputs/pathology_suite/PART")
@@ -448,17 +471,21 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--case", default=None, help=argparse.SUPPRESS)  # one case, in this process (the workers)
     args = parser.parse_args(argv)
     cases = catalogue()
-    out = args.rescore or args.out or ROOT / "outputs" / "pathology_suite" / args.part
+    part = f"redrawn{args.draw}" if args.part == "redrawn" else args.part
+    out = args.rescore or args.out or ROOT / "outputs" / "pathology_suite" / part
+    if args.part == "redrawn":
+        cases = [redrawn(c, args.draw) for c in cases]
     if args.case:
         case = next(c for c in cases if c.name == args.case)
         result = run_case(case, out)
         (out / case.name).mkdir(parents=True, exist_ok=True)  # a case the harness refused has no run dir
         (out / case.name / RESULT_FILE).write_text(json.dumps(result))
         return 0
-    chosen = [c for c in cases if (args.part == "all" or part_of(c, cases) == args.part) and args.only in c.name]
+    chosen = [c for c in cases if (args.part in ("all", "redrawn") or part_of(c, cases) == args.part)
+              and args.only in c.name]
     if args.list:
         for c in chosen:
-            print(f"{part_of(c, cases):8s} {c.name}: expect {'/'.join(c.expect) or 'a fix naming ' + c.mention or '-'}")
+            print(f"{args.part if args.part == 'redrawn' else part_of(c, cases):8s} {c.name}: expect {'/'.join(c.expect) or 'a fix naming ' + c.mention or '-'}")
         return 0
     if args.rescore:
         results = [score(c, out / c.name) for c in chosen if (out / c.name / "metrics.jsonl").is_file()]
@@ -466,14 +493,14 @@ def main(argv: list[str] | None = None) -> int:
         out.mkdir(parents=True, exist_ok=True)
         results = []
         with ThreadPoolExecutor(args.workers) as pool:
-            for future in as_completed([pool.submit(run_in_child, c, out) for c in chosen]):
+            for future in as_completed([pool.submit(run_in_child, c, ["--part", args.part, "--draw", str(args.draw)], out) for c in chosen]):
                 results.append(r := future.result())
                 print(f"[{len(results)}/{len(chosen)}] {'ok  ' if r['ok'] else 'MISS'} {r['name']} "
                       f"({r['seconds']} s): {r['error'] or ', '.join(r['findings']) or 'no finding'}", flush=True)
     results.sort(key=lambda r: r["name"])
-    (out / "results.json").write_text(json.dumps({"part": args.part, "tally": tally(results), "runs": results},
+    (out / "results.json").write_text(json.dumps({"part": part, "tally": tally(results), "runs": results},
                                                  indent=1))
-    text = report(results, args.part)
+    text = report(results, part)
     (out / "results.md").write_text(text + "\n")
     print(text)
     return 0

@@ -123,7 +123,7 @@ def test_diverging_inside_the_first_window_is_seen_through_the_window_maximum(tm
 
 
 def test_a_window_maximum_near_chance_is_not_a_blowup(tmp_path):
-    run = Run().set("train/loss_max", lambda s, v: 1.2 * CHANCE if s == 10 else 1.0)
+    run = Run().set("train/loss_max", lambda s, v: 1.1 * CHANCE if s == 10 else 1.0)
     assert "diverging" not in run.findings(tmp_path)
 
 
@@ -451,6 +451,23 @@ def test_dead_relu_from_zero_gradients_without_activation_monitors(tmp_path):
     for name in ("hidden.0.linear.weight", "hidden.1.linear.weight"):
         run.set(f"grad_norm/{name}", lambda s, v: 0.0 if s > 100 else v)
     assert "2 weight tensor(s)" in run.findings(tmp_path)["dead_relu"].evidence
+
+
+@pytest.mark.parametrize("dead,severity", [(0.95, Severity.CRITICAL), (0.7, Severity.WARNING), (0.2, None)])
+def test_dead_relu_from_zero_gradient_units(tmp_path, dead, severity):
+    """Without activation hooks, monitor=basic's grad_dead: critical once a layer passes almost no signal."""
+    run = Run()
+    for row in run.train:
+        for key in [k for k in row if k.startswith("act_dead/")]:
+            del row[key]
+        row["grad_dead/hidden.1.linear"] = dead
+        row["grad_dead/hidden.0.linear"] = 0.05
+    found = run.findings(tmp_path).get("dead_relu")
+    assert (found.severity if found else None) is severity
+    if found:
+        assert f"hidden.1.linear {dead:.0%}" in found.evidence and "hidden.0.linear" not in found.evidence
+    run.config["model"]["activation"] = "gelu"  # no unit of a GELU model is exactly 0: zero rows mean something else
+    assert "dead_relu" not in run.findings(tmp_path / "gelu")
 
 
 def test_dead_relu_is_judged_on_any_model_with_relu_modules(tmp_path):

@@ -37,6 +37,47 @@ def test_labels_and_regression_targets():
     assert prior_loss(TensorPairs(torch.zeros(2, 3), y), DataMeta("regression", out_features=2)) == pytest.approx(0.5)
 
 
-def test_targets_held_by_a_users_dataset_are_not_read():
-    assert prior_loss(TensorDataset(torch.zeros(4, 3), torch.tensor([0, 1, 0, 1])), DataMeta("classification",
-                                                                                            out_features=2)) is None
+class Labelled(torch.utils.data.Dataset):
+    """A user's dataset that keeps its labels as an array attribute, torchvision style."""
+
+    def __init__(self, targets) -> None:
+        self.targets = targets
+
+    def __len__(self) -> int:
+        return len(self.targets)
+
+    def __getitem__(self, i: int):
+        return torch.zeros(3), self.targets[i]
+
+
+class Opaque(Labelled):
+    """... and one whose labels could only be had by reading every sample."""
+
+    def __init__(self, targets) -> None:
+        self._hidden = targets
+
+
+def test_a_users_dataset_gets_a_prior_when_its_targets_are_at_hand():
+    meta, labels = DataMeta("classification", out_features=2), torch.tensor([0, 1, 0, 1])
+    assert prior_loss(TensorDataset(torch.zeros(4, 3), labels), meta) == pytest.approx(math.log(2))
+    assert prior_loss(Labelled(np.array([0, 0, 0, 0])), meta) == 0.0
+    assert prior_loss(Opaque(labels), meta) is None  # not read sample by sample: that could take long
+
+
+def test_the_summary_holds_both_splits_priors(tmp_path):
+    from conftest import train
+
+    _, summary = train(["data=custom", "data._target_=user_code.pairs", "model=mlp", "model.width=16",
+                        "trainer.max_steps=4", "trainer.eval_every=4", "trainer.log_every=2", "logger=none"],
+                       tmp_path / "run")
+    assert 0 < summary["prior_loss"] <= math.log(4) and 0 < summary["val_prior_loss"] <= math.log(4)
+    assert summary["prior_loss"] != summary["val_prior_loss"]  # 256 and 64 samples: their own frequencies
+
+
+def test_the_val_prior_is_the_prior_of_the_samples_the_evals_score():
+    tokens = np.array([0, 1, 2, 3, 0, 0, 0, 0, 5, 5, 5, 5], dtype=np.uint16)
+    windows, meta = TokenWindows(tokens, 2), DataMeta("lm", vocab_size=6, block_size=2)
+    assert prior_loss(windows, meta, torch.tensor([4, 5])) == 0.0  # targets 0 0 and 0 0
+    assert prior_loss(windows, meta, torch.tensor([0])) == pytest.approx(math.log(2))  # targets 1 2
+    labels = TensorPairs(torch.zeros(4, 3), torch.tensor([0, 1, 1, 1]))
+    assert prior_loss(labels, DataMeta("classification", out_features=2), torch.tensor([1, 3])) == 0.0

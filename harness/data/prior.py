@@ -1,12 +1,12 @@
 """The prior loss: what a model scores that learned only the targets' frequencies (or, for
 regression, their mean) and nothing from the inputs. A collapsed run sits there, below ln K
 yet far above what the model can do, so the diagnosis needs the number; computed once, when
-the data is built, from the training targets where they are at hand."""
+the data is built, from each split's targets where they are at hand."""
 from __future__ import annotations
 
 import numpy as np
 import torch
-from torch.utils.data import Dataset
+from torch.utils.data import Dataset, TensorDataset
 
 from harness.data.base import DataMeta, TensorPairs, TokenWindows
 
@@ -15,18 +15,29 @@ from harness.data.base import DataMeta, TensorPairs, TokenWindows
 MAX_COUNTED = 1_000_000
 
 
-def prior_loss(train: Dataset, meta: DataMeta) -> float | None:
-    """Entropy (nats) of the training targets' distribution for classification and language
+def prior_loss(split: Dataset, meta: DataMeta, indices: torch.Tensor | None = None) -> float | None:
+    """Entropy (nats) of the split's targets' distribution for classification and language
     modelling (the cross-entropy of always predicting the frequencies); the targets' variance
     (MSE of always predicting their mean) for regression. None when the targets are not held
-    as one array (a user's Dataset), since reading them all could take long."""
-    targets = _targets(train)
+    as one array (a user's Dataset without `targets`/`labels` or TensorDataset tensors), since
+    reading them all could take long."""
+    targets = _targets(split, indices)
     if targets is None:
         return None
     if meta.task == "regression":
         values = torch.as_tensor(targets, dtype=torch.float64)
         return float(values.reshape(len(values), -1).var(dim=0, unbiased=False).mean())
     return label_entropy(targets)
+
+
+def majority_share(split: Dataset, meta: DataMeta, indices: torch.Tensor | None = None) -> float | None:
+    """Share of the most frequent class: the accuracy of a classifier that learned only the
+    frequencies (chance accuracy on unbalanced labels). None outside classification."""
+    targets = _targets(split, indices) if meta.task == "classification" else None
+    if targets is None:
+        return None
+    counts = np.bincount(np.asarray(targets).reshape(-1).astype(np.int64))
+    return float(counts.max() / counts.sum())
 
 
 def label_entropy(labels: np.ndarray | torch.Tensor) -> float:
@@ -36,11 +47,24 @@ def label_entropy(labels: np.ndarray | torch.Tensor) -> float:
     return float(-(p * np.log(p)).sum())
 
 
-def _targets(train: Dataset) -> np.ndarray | torch.Tensor | None:
-    if isinstance(train, TokenWindows):
-        stride = max(1, (len(train.tokens) - 1) // MAX_COUNTED)
-        return np.asarray(train.tokens[1::stride])  # every token but the first is some window's target
-    if isinstance(train, TensorPairs):
-        return train.y
-    labels = getattr(train, "labels", None)  # image sets that augment on the fly keep their labels whole
-    return labels if isinstance(labels, (torch.Tensor, np.ndarray)) else None
+def _targets(split: Dataset, indices: torch.Tensor | None) -> np.ndarray | torch.Tensor | None:
+    """The targets of the split's samples (those at `indices` when given: the fixed eval sample)."""
+    if isinstance(split, TokenWindows):
+        if indices is not None:  # every target token of the chosen windows
+            return split.tokens[indices.numpy()[:, None] + 1 + np.arange(split.block_size)]
+        stride = max(1, (len(split.tokens) - 1) // MAX_COUNTED)
+        return np.asarray(split.tokens[1::stride])  # every token but the first is some window's target
+    targets = _target_array(split)
+    return targets if targets is None or indices is None else targets[indices.numpy()]
+
+
+def _target_array(split: Dataset) -> np.ndarray | torch.Tensor | None:
+    if isinstance(split, TensorPairs):
+        return split.y
+    if isinstance(split, TensorDataset) and len(split.tensors) == 2:
+        return split.tensors[1]  # a user's (input, target) tensors
+    for attr in ("labels", "targets"):  # image sets that augment on the fly, torchvision's datasets
+        labels = getattr(split, attr, None)
+        if isinstance(labels, (torch.Tensor, np.ndarray)):
+            return labels
+    return None

@@ -34,8 +34,15 @@ VANISH_RATIO = 100.0
 # weight by 1e-8 * lr. Healthy runs measure 1e-4 to 10; a plain 24-conv ReLU stack with torch's
 # default init measures ~1e-12 (its forward signal shrinks ~2.4x per layer).
 VANISHED_NORM = 1e-8
-# Dead ReLUs: >=50% of a layer's units output 0 for every sample of a logged batch (act_dead,
-# monitor=full) over the last third of the run; healthy ReLU layers sit at 0-15%.
+# Dead ReLUs: >=50% of a layer's units output 0 for every sample of a logged batch over the last
+# third of the run: measured by forward hooks (act_dead, monitor=full), else by the share of a
+# layer's units whose weight row and bias got exactly zero gradient (grad_dead, monitor=basic; in
+# a model with ReLUs that is a unit at 0 for the whole batch); healthy ReLU layers sit at 0-15%.
+# Critical from 90% (or with no measured fraction, all of a tensor's gradient zero): such a layer
+# passes almost no signal. Below that it is a warning: the model lost capacity but may still learn
+# (an MLP reading regression data in target order: 84% dead, loss 2.5% of the prior's). Next to a
+# plateau it is the cause and rises to critical either way (rules.CAUSES).
+DEAD_CRITICAL = 0.9
 DEAD_UNITS = 0.5
 # Weight-norm runaway: the total parameter norm at least doubles over the second half of the
 # run. Healthy runs grow fastest early and settle (weight decay balances the updates).
@@ -182,24 +189,42 @@ def block_ratio_series(run: RunData) -> Series:
 
 
 def dead_relu(run: RunData) -> Finding | None:
-    dead = {key: run.series(key).finite().after_fraction(LATE_FRACTION) for key in run.keys("act_dead/")}
-    dead = {k: float(np.median(s.values)) for k, s in dead.items() if len(s)}
-    worst = {k.split("/", 1)[1]: v for k, v in dead.items() if v >= DEAD_UNITS}
+    measured = _late_medians(run, "act_dead/")
+    source = "dead-unit fraction (0 for every sample of the batch)"
+    if not measured and _has_relu(run) and not fp16_unscaled(run):
+        measured = _late_medians(run, "grad_dead/")
+        source = "share of units whose weights got exactly zero gradient (0 for every sample of the batch)"
+    worst = {k.split("/", 1)[1]: v for k, v in measured.items() if v >= DEAD_UNITS}
     if worst:
-        evidence = "dead-unit fraction (0 for every sample of the batch) over the last third of the run: " + \
+        evidence = f"{source} over the last third of the run: " + \
                    ", ".join(f"{name} {v:.0%}" for name, v in worst.items()) + "."
-    elif not dead and _has_relu(run) and not fp16_unscaled(run):
-        frozen = zero_gradient_tensors(run)
+    elif not measured and _has_relu(run) and not fp16_unscaled(run):
+        frozen = zero_gradient_tensors(run)[_input_layer_offset(run):]
         if not frozen:
             return None
         evidence = (f"{len(frozen)} weight tensor(s) got exactly zero gradient on every logged step of the last "
                     f"third of the run ({name_some(frozen)}): every ReLU feeding them outputs 0.")
     else:
         return None
-    return Finding("dead_relu", Severity.CRITICAL, "ReLU units died: they output 0 and never recover", evidence,
+    severity = Severity.CRITICAL if max(worst.values(), default=1.0) >= DEAD_CRITICAL else Severity.WARNING
+    return Finding("dead_relu", severity, "ReLU units died: they output 0 and never recover", evidence,
                    "lower optim.lr (one huge update pushes pre-activations negative for good) and keep clip on; "
                    "model.activation=gelu or silu never go fully flat; model.norm=layer keeps pre-activations "
                    "centred; init=kaiming.")
+
+
+def _late_medians(run: RunData, prefix: str) -> dict[str, float]:
+    """Per logged key under `prefix`: its median over the run's last third."""
+    late = {key: run.series(key).finite().after_fraction(LATE_FRACTION) for key in run.keys(prefix)}
+    return {key: float(np.median(s.values)) for key, s in late.items() if len(s)}
+
+
+def _input_layer_offset(run: RunData) -> int:
+    """1 when the model's first weight tensor (it reads the data, not a ReLU's output) got zero
+    gradient: an input zeroed before the model, not dead units; 0 otherwise."""
+    weights = [k for k in run.keys("grad_norm/") if k.endswith("weight")]
+    frozen = zero_gradient_tensors(run)
+    return int(bool(weights) and bool(frozen) and frozen[0] == weights[0].split("/", 1)[1])
 
 
 def _has_relu(run: RunData) -> bool:
