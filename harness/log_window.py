@@ -25,11 +25,14 @@ class LogWindow:
         self.last_grad_norm = torch.zeros((), device=device)
         self.started = time.perf_counter()
         self.timed_seconds, self.timed_updates = 0.0, 0  # over this invocation's closed windows
+        self.first_loss: torch.Tensor | None = None  # the run's first update: the untrained model's loss
 
     def add(self, step: int, loss: torch.Tensor, grad_norm: torch.Tensor, verdict: torch.Tensor,
             judged_loss: torch.Tensor, clipped: torch.Tensor | None) -> None:
         """Accumulate one update on the device (no host read); `judged_loss` is the one the guard
         judged (averaged over ranks), which joins its spike window when the update was good."""
+        if step == 1:
+            self.first_loss = loss.detach().clone()
         ok = verdict == Verdict.OK
         self.sums[0] += torch.where(ok, loss, 0.0)
         if clipped is not None:

@@ -366,6 +366,8 @@ class Trainer:
         pre = self.window.last_grad_norm
         post = self._post_clip_norm(pre)
         monitored, histograms = self.monitor.pop()
+        if self.window.first_loss is not None:  # read with the first window: where the blow-up test starts
+            monitored["train/loss_first"], self.window.first_loss = self.window.first_loss, None
         window, applied, seconds = self.window.close()
         values = torch.cat([window, torch.stack([pre, post, *monitored.values()])])
         values = all_reduce_mean(values, self.dist).tolist()

@@ -288,6 +288,21 @@ def test_slow_progress_from_tiny_updates_explains_a_plateau_at_chance(tmp_path):
     assert found[0].severity is Severity.CRITICAL and "1e-05" in found[0].evidence
 
 
+def test_a_pinned_clip_is_listed_before_the_slow_progress_it_causes(tmp_path):
+    run = slow(Run()).set("grad/clip_rate", lambda s, v: 1.0)
+    run.config["clip"] = 1e-3
+    assert [f.name for f in diagnose(load_run(run.write(tmp_path / "run")))] == ["clip_pinned", "slow_progress"]
+
+
+def test_a_blowup_is_judged_from_where_the_untrained_model_started(tmp_path):
+    """A small model may start above ln K: 1.2x ln K is then its own first loss, not a blow-up."""
+    run = Run().set("train/loss_max", lambda s, v: 1.2 * CHANCE if s == 10 else 1.0)
+    run.train[0]["train/loss_first"] = 1.19 * CHANCE
+    assert "diverging" not in run.findings(tmp_path / "small")
+    run.train[0]["train/loss_first"] = 0.99 * CHANCE
+    assert "1.2x chance ln K" in run.findings(tmp_path / "blowup")["diverging"].evidence
+
+
 def test_a_cause_is_listed_before_the_symptom_it_explains(tmp_path):
     """A clip 1000x below the gradient norm under SGD: the loss stays at chance (critical); clip_pinned,
     a warning on its own, is why."""

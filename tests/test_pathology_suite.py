@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import math
 import subprocess
 import sys
 from collections import Counter
@@ -73,7 +74,20 @@ def test_scoring_and_a_real_invocation(tmp_path):
             assert r["ok"] is all(f.endswith(":info") for f in r["findings"])
     slow = by_name["slow_progress/mlp-lion-lr1e-6"]
     assert slow["findings"][0] == "slow_progress:critical" and slow["ok"]
+    rows = [json.loads(line) for line in (out / "slow_progress/mlp-lion-lr1e-6/metrics.jsonl").read_text().splitlines()]
+    firsts = [r["train/loss_first"] for r in rows if "train/loss_first" in r]
+    assert len(firsts) == 1 and abs(firsts[0] - math.log(10)) < 0.1  # the untrained model, read once
+
     assert "sick runs named" in (out / "results.md").read_text()
     rescored = subprocess.run([*cmd[:-2], "--rescore", str(out)], capture_output=True, text=True, timeout=300)
     assert rescored.returncode == 0, rescored.stderr[-3000:]
     assert json.loads((out / "results.json").read_text())["tally"] == results["tally"]
+
+
+def test_rescoring_a_directory_without_runs_is_a_one_line_error(tmp_path):
+    done = subprocess.run([sys.executable, str(ROOT / "scripts" / "pathology_suite.py"), "--part", "dev", "--rescore",
+                           str(tmp_path / "nothing")], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2 and "Traceback" not in done.stderr
+    assert done.stderr.strip().splitlines() == [f"error: --rescore='{tmp_path / 'nothing'}' is invalid: a directory "
+                                                "holding runs of the dev part (none found)"]
+    assert not (tmp_path / "nothing").exists()

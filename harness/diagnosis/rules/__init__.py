@@ -37,20 +37,34 @@ RULES: tuple[Rule, ...] = (
 )
 
 
-# Findings that describe where a run ended up, not why: "stuck at chance" is the symptom of a
-# clip that shrinks every update 1000x, of dead units, of an LR too low. A finding from CAUSES next
-# to a symptom explains it, so it is raised to the symptom's severity and listed first.
+# Findings in three tiers. SYMPTOMS say where a run ended up, not why: "stuck at chance". CAUSES
+# say why: a clip that shrinks every update 1000x, dead units, a schedule at its floor. In between,
+# slow_progress is the symptom of a pinned clip or a spent schedule and the cause of a plateau. A
+# finding is raised to the severity of any finding of a later tier beside it (the thing it
+# explains) and listed before it.
 SYMPTOMS = frozenset({"plateau_at_chance", "plateau_at_prior", "underfitting"})
-CAUSES = frozenset({"clip_pinned", "schedule_ended_early", "slow_progress", "dead_relu", "vanishing_gradients",
-                    "fp16_underflow", "exploding_gradients"})
+INTERMEDIATE = frozenset({"slow_progress"})
+CAUSES = frozenset({"clip_pinned", "schedule_ended_early", "dead_relu", "vanishing_gradients", "fp16_underflow",
+                    "exploding_gradients"})
+
+
+def _tier(finding: Finding) -> int | None:
+    """0 for causes, 1 for slow_progress, 2 for symptoms, None for findings outside the chain."""
+    for tier, names in enumerate((CAUSES, INTERMEDIATE, SYMPTOMS)):
+        if finding.name in names:
+            return tier
+    return None
 
 
 def diagnose(run: RunData) -> list[Finding]:
-    """All findings, the most severe first; causes before the symptoms they explain, then rule order."""
+    """All findings, the most severe first; causes before what they explain, then rule order."""
     findings = [f for rule in RULES if (f := rule(run)) is not None]
-    symptom_rank = min((f.severity.rank for f in findings if f.name in SYMPTOMS), default=None)
-    if symptom_rank is not None:
-        severity = list(Severity)[symptom_rank]
-        findings = [replace(f, severity=severity) if f.name in CAUSES and f.severity.rank > symptom_rank else f
-                    for f in findings]
-    return sorted(findings, key=lambda f: (f.severity.rank, f.name in SYMPTOMS))
+    tiers = {f.name: _tier(f) for f in findings}
+    raised = []
+    for f in findings:
+        tier = tiers[f.name]
+        explained = [g.severity.rank for g in findings if tier is not None and (tiers[g.name] or 0) > tier]
+        if explained and min(explained) < f.severity.rank:
+            f = replace(f, severity=list(Severity)[min(explained)])
+        raised.append(f)
+    return sorted(raised, key=lambda f: (f.severity.rank, tiers[f.name] or 0))

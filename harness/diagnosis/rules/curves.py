@@ -19,12 +19,14 @@ from harness.diagnosis.signals import (EDGE_POINTS, end_level, excursions, fmt, 
 # The first value, not a median of several: a blow-up can take only one or two log windows.
 DIVERGE_RISE = 1.5
 # ... or any single update's loss (`train/loss_max`, the largest of each log window) went past
-# 1.15x chance, ln K: an untrained model with the usual small-logit init starts at ln K and only
-# goes down, so a loss well above it is a blow-up even when it happened inside the first window and
-# the curve settled afterwards (its first logged mean is already the explosion, so the rise test
-# above cannot see it). Healthy runs of every family in the pathology suite's dev part peak at
-# <= 1.05x ln K; an MLP under SGD at 40x its working LR peaks at 1.3x, then its units die; a
-# 2-layer GPT under AdamW at 0.1 (100x) at 1.17x, then trains on to a worse loss.
+# 1.15x where the untrained model started: ln K, or the run's first update's loss
+# (`train/loss_first`) when that is higher (a small model's init can start above ln K). A loss
+# only goes down from there, so a loss well above it is a blow-up even when it happened inside
+# the first window and the curve settled afterwards (its first logged mean is already the
+# explosion, so the rise test above cannot see it). Healthy runs of every family in the
+# pathology suite peak at <= 1.05x ln K; an MLP under SGD at 40x its working LR peaks at 1.3x,
+# then its units die; a 2-layer GPT under AdamW at 0.1 (100x) at 1.17x, then trains on to a
+# worse loss; a 2-unit MLP starts at up to 1.2x ln K.
 BLOWUP_OVER_CHANCE = 1.15
 # "At chance": within 5% of ln(K). A model that learned even the label frequencies of an
 # unbalanced task, or anything about the inputs, leaves this band within a few hundred updates.
@@ -115,9 +117,9 @@ def diverging(run: RunData) -> Finding | None:
         detail = (f"train loss {fmt(start)} at the start, {fmt(end)} at the end (step {int(finite.steps[-1])}), "
                   f"peak {fmt(float(finite.values[peak]))} at step {int(finite.steps[peak])}")
     elif (blowup := _blowup(run)) is not None:
-        step, value, chance = blowup
+        step, value, start_loss, what = blowup
         detail = (f"one update's loss reached {fmt(value)} in the window ending at step {step}, "
-                  f"{fmt(value / chance)}x chance ln K = {fmt(chance)} (the loss an untrained model starts at); "
+                  f"{fmt(value / start_loss)}x {what} = {fmt(start_loss)} (where the untrained model started); "
                   f"the train loss ended at {fmt(end)}")
     else:
         return None
@@ -126,15 +128,19 @@ def diverging(run: RunData) -> Finding | None:
     return Finding("diverging", Severity.CRITICAL, "the loss diverged", f"{detail}{status}.", instability_fixes(run))
 
 
-def _blowup(run: RunData) -> tuple[int, float, float] | None:
-    """(step, loss, ln K) of the largest single-update loss when it passed BLOWUP_OVER_CHANCE x ln K."""
+def _blowup(run: RunData) -> tuple[int, float, float, str] | None:
+    """(step, loss, start, what the start is) of the largest single-update loss when it passed
+    BLOWUP_OVER_CHANCE x where the untrained model started."""
     chance = run.summary.get("chance_loss")
     peaks = run.series("train/loss_max").finite()
     if not chance or not len(peaks):
         return None
+    first = run.series("train/loss_first").finite()
+    start, what = (float(first.values[0]), "the first update's loss") if len(first) and first.values[0] > chance \
+        else (float(chance), "chance ln K")
     i = int(np.argmax(peaks.values))
     value = float(peaks.values[i])
-    return (int(peaks.steps[i]), value, float(chance)) if value > BLOWUP_OVER_CHANCE * chance else None
+    return (int(peaks.steps[i]), value, start, what) if value > BLOWUP_OVER_CHANCE * start else None
 
 
 def _settled_level(run: RunData) -> tuple[float, Series] | None:
