@@ -146,9 +146,8 @@ class Monitor:
         return {name: [m.cpu() for m in masks] for name, masks in self.silent.items()}
 
     def load_state_dict(self, state: dict[str, list[torch.Tensor]]) -> None:
-        for name, masks in state.items():
-            if name in self.silent:
-                self.silent[name].extend(m.to(self.units[0][1].device) for m in masks)
+        for name, weight, _ in self.units:
+            self.silent[name].extend(m.to(weight.device) for m in state.get(name, []))
 
     def pop(self) -> tuple[dict[str, torch.Tensor], dict[str, torch.Tensor]]:
         """This log step's scalars (device tensors) and histogram tensors; clears both."""

@@ -129,10 +129,12 @@ def catalogue() -> list[Case]:
         *sick("slow_progress", ("slow_progress", "underfitting"), {
             "gpt-adamw-lr3e-5": (*GPT, "optim.lr=3e-5", *steps(300)),
             "gpt-adamw-lr1e-5-constant": (*GPT, "optim.lr=1e-5", "schedule=constant", *steps(300)),
-            "mlp-sgd-lr1e-3": (*MLP, "optim=sgd", "optim.lr=1e-3", "optim.momentum=0.0", "optim.nesterov=false", *steps(300)),
+            "mlp-sgd-lr1e-3": (*MLP, "optim=sgd", "optim.lr=1e-3", "optim.momentum=0.0",
+                               "optim.nesterov=false", *steps(300)),
             "mlp-adamw-lr1e-5": (*MLP, "optim.lr=1e-5", *steps(300)),
             "rnn-adamw-lr1e-4": (*RNN, "optim.lr=1e-4", *steps(300)),
-            "user-net-sgd-lr3e-3": (*USER_NET, "optim=sgd", "optim.lr=3e-3", "optim.momentum=0.0", "optim.nesterov=false", *steps(300)),
+            "user-net-sgd-lr3e-3": (*USER_NET, "optim=sgd", "optim.lr=3e-3", "optim.momentum=0.0",
+                                    "optim.nesterov=false", *steps(300)),
             "user-lm-adamw-lr3e-5": (*USER_LM, "optim.lr=3e-5", *steps(300)),
             "mlp-lion-lr1e-6": (*MLP, "optim=lion", "optim.lr=1e-6", *steps(300)),
         }),
@@ -413,15 +415,18 @@ def score(case: Case, run_dir: Path, error: str | None = None) -> dict:
     return result
 
 
-def run_in_child(case: Case, part: list[str], out: Path, timeout: float = CASE_TIMEOUT) -> dict:
-    """Train one case in its own process: a crash or a hang costs that case, not the suite."""
+def run_in_child(case: Case, which: list[str], out: Path, timeout: float = CASE_TIMEOUT) -> dict:
+    """Train one case in its own process (`which`: the --part/--draw arguments that define the
+    case's overrides): a crash or a hang costs that case, not the suite."""
     result_file = out / case.name / RESULT_FILE
     result_file.unlink(missing_ok=True)
     started = time.monotonic()
     try:
-        proc = subprocess.run([sys.executable, __file__, *part, "--case", case.name, "--out", str(out)], capture_output=True,
-                              text=True, timeout=timeout, env={**os.environ, "OMP_NUM_THREADS": "1"})
-        failure = None if result_file.is_file() else f"exit {proc.returncode}: {(proc.stderr.strip().splitlines() or [''])[-1]}"
+        proc = subprocess.run([sys.executable, __file__, *which, "--case", case.name, "--out", str(out)],
+                              capture_output=True, text=True, timeout=timeout,
+                              env={**os.environ, "OMP_NUM_THREADS": "1"})
+        last_line = (proc.stderr.strip().splitlines() or [""])[-1]
+        failure = None if result_file.is_file() else f"exit {proc.returncode}: {last_line}"
     except subprocess.TimeoutExpired:
         failure = f"timed out after {timeout:g} s"
     if failure is not None:
@@ -489,7 +494,8 @@ def main(argv: list[str] | None = None) -> int:
               and args.only in c.name]
     if args.list:
         for c in chosen:
-            print(f"{args.part if args.part == 'redrawn' else part_of(c, cases):8s} {c.name}: expect {'/'.join(c.expect) or 'a fix naming ' + c.mention or '-'}")
+            naming = "/".join(c.expect) or f"a fix naming {c.mention}"
+            print(f"{args.part if args.part == 'redrawn' else part_of(c, cases):8s} {c.name}: expect {naming}")
         return 0
     if args.rescore:
         results = [score(c, out / c.name) for c in chosen if (out / c.name / "metrics.jsonl").is_file()]
@@ -499,7 +505,8 @@ def main(argv: list[str] | None = None) -> int:
         out.mkdir(parents=True, exist_ok=True)
         results = []
         with ThreadPoolExecutor(args.workers) as pool:
-            for future in as_completed([pool.submit(run_in_child, c, ["--part", args.part, "--draw", str(args.draw)], out) for c in chosen]):
+            which = ["--part", args.part, "--draw", str(args.draw)]
+            for future in as_completed([pool.submit(run_in_child, c, which, out) for c in chosen]):
                 results.append(r := future.result())
                 print(f"[{len(results)}/{len(chosen)}] {'ok  ' if r['ok'] else 'MISS'} {r['name']} "
                       f"({r['seconds']} s): {r['error'] or ', '.join(r['findings']) or 'no finding'}", flush=True)

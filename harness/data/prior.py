@@ -36,15 +36,19 @@ def majority_share(split: Dataset, meta: DataMeta, indices: torch.Tensor | None 
     targets = _targets(split, indices) if meta.task == "classification" else None
     if targets is None:
         return None
-    counts = np.bincount(np.asarray(targets).reshape(-1).astype(np.int64))
+    counts = _label_counts(targets)
     return float(counts.max() / counts.sum())
 
 
 def label_entropy(labels: np.ndarray | torch.Tensor) -> float:
     """Entropy (nats) of the distribution of integer labels: the best loss without the inputs."""
-    counts = np.bincount(np.asarray(labels).reshape(-1).astype(np.int64))
+    counts = _label_counts(labels)
     p = counts[counts > 0] / counts.sum()
     return float(-(p * np.log(p)).sum())
+
+
+def _label_counts(labels: np.ndarray | torch.Tensor) -> np.ndarray:
+    return np.bincount(np.asarray(labels).reshape(-1).astype(np.int64))
 
 
 def _targets(split: Dataset, indices: torch.Tensor | None) -> np.ndarray | torch.Tensor | None:

@@ -191,15 +191,16 @@ def block_ratio_series(run: RunData) -> Series:
 def dead_relu(run: RunData) -> Finding | None:
     measured = _late_medians(run, "act_dead/")
     source = "dead-unit fraction (0 for every sample of the batch)"
-    if not measured and _has_relu(run) and not fp16_unscaled(run):
+    relu_judged = _has_relu(run) and not fp16_unscaled(run)  # fp16 underflow zeroes gradients too
+    if not measured and relu_judged:
         measured = _late_medians(run, "grad_dead/")
         source = "share of units whose weights got exactly zero gradient (0 for every sample of the batch)"
     worst = {k.split("/", 1)[1]: v for k, v in measured.items() if v >= DEAD_UNITS}
     if worst:
         evidence = f"{source} over the last third of the run: " + \
                    ", ".join(f"{name} {v:.0%}" for name, v in worst.items()) + "."
-    elif not measured and _has_relu(run) and not fp16_unscaled(run):
-        frozen = zero_gradient_tensors(run)[_input_layer_offset(run):]
+    elif not measured and relu_judged:
+        frozen = _fed_by_relus(run, zero_gradient_tensors(run))
         if not frozen:
             return None
         evidence = (f"{len(frozen)} weight tensor(s) got exactly zero gradient on every logged step of the last "
@@ -219,12 +220,11 @@ def _late_medians(run: RunData, prefix: str) -> dict[str, float]:
     return {key: float(np.median(s.values)) for key, s in late.items() if len(s)}
 
 
-def _input_layer_offset(run: RunData) -> int:
-    """1 when the model's first weight tensor (it reads the data, not a ReLU's output) got zero
-    gradient: an input zeroed before the model, not dead units; 0 otherwise."""
-    weights = [k for k in run.keys("grad_norm/") if k.endswith("weight")]
-    frozen = zero_gradient_tensors(run)
-    return int(bool(weights) and bool(frozen) and frozen[0] == weights[0].split("/", 1)[1])
+def _fed_by_relus(run: RunData, frozen: list[str]) -> list[str]:
+    """The zero-gradient weight tensors less the model's first one, which reads the data, not a
+    ReLU's output: its zero gradient means an input zeroed before the model, not dead units."""
+    weights = [k.split("/", 1)[1] for k in run.keys("grad_norm/") if k.endswith("weight")]
+    return frozen[1:] if weights and frozen and frozen[0] == weights[0] else frozen
 
 
 def _has_relu(run: RunData) -> bool:
