@@ -15,7 +15,6 @@ from omegaconf import DictConfig, OmegaConf
 from harness.data import BatchRecipe, build_data, loader_settings
 from harness.data.checks import spread_indices
 from harness.data.loader import fetch
-from harness.data.sampler import prefetch_epoch_order
 from harness.distributed import DistInfo
 from harness.errors import ConfigError, one_line
 from harness.models import build_model
@@ -44,8 +43,6 @@ def build_trainer(cfg: DictConfig, run_dir: Path, device: torch.device,
     """Every component from its config group, wired into a Trainer (resumed when asked)."""
     seed_everything(cfg.seed)
     train_set, val_set, meta = build_data(cfg.data)
-    epoch = resume_from[1].get("data", {}).get("epoch", 0) if resume_from else 0
-    prefetch_epoch_order(len(train_set), cfg.seed, epoch, cfg.data.get("shuffle", True))  # while the model is built
     recipe = BatchRecipe.from_config(cfg.data)
     raw_model = build_model(cfg.model, meta)
     apply_init(raw_model, cfg.init)

@@ -4,6 +4,12 @@ Every variant trains the same model on the same data in this one process; varian
 interleaved blocks (round-robin), and per-step medians over all blocks are compared, so machine
 noise hits every variant alike. Prints ratios to the raw loop.
 
+It pins torch to one thread (--threads 1) so the variants' ratios stay steady when other work
+shares the cores. That makes it blind to costs that only show at the default thread count or
+across a whole process (a side thread's OpenMP team throttling the training thread's cost ~40% of
+a step that this benchmark could not see): scripts/bench_vs_nanogpt.py measures those, as whole
+processes against nanoGPT's own train.py.
+
     python scripts/bench_overhead.py                 # baby GPT and a small MLP
     python scripts/bench_overhead.py --rounds 8 --block 20
 """

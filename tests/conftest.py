@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 import torch
 from hydra import compose, initialize_config_dir
-from omegaconf import DictConfig, open_dict
+from omegaconf import DictConfig
 
 from harness.resolvers import register_resolvers
 

@@ -2,7 +2,6 @@
 the bad value, before any file is written (exit 2 and nothing left behind for the CLI cases)."""
 from __future__ import annotations
 
-import json
 
 import numpy as np
 import pytest

@@ -13,6 +13,7 @@ from tokenizers import Tokenizer, pre_tokenizers
 from conftest import TINY_GPT, compose_cfg, train
 from harness.data import bpe, build_data
 from harness.data.chars import stdlib_files, stdlib_text
+from harness.data.token_file import TokenFile
 from harness.run import run
 
 VAL_ONLY = "zyxwvutsrq"  # a word that appears only in the corpus's validation tail
@@ -53,9 +54,9 @@ def test_bpe_on_a_text_file_trains_on_the_train_split_only(tmp_path):
     train_set, val_set, meta = build(bpe_overrides(path))
     tokenizer = Tokenizer.from_file(meta.tokenizer_file)
     assert meta.vocab_size == tokenizer.get_vocab_size() == VOCAB
-    assert tokenizer.decode(val_set.tokens.tolist()) == val_text(text)
-    assert tokenizer.decode(train_set.tokens.tolist()) + val_text(text) == text
-    assert max(train_set.tokens.max(), val_set.tokens.max()) < meta.vocab_size
+    assert tokenizer.decode(np.asarray(val_set.tokens).tolist()) == val_text(text)
+    assert tokenizer.decode(np.asarray(train_set.tokens).tolist()) + val_text(text) == text
+    assert max(np.asarray(train_set.tokens).max(), np.asarray(val_set.tokens).max()) < meta.vocab_size
     # The tail's word is the corpus's most frequent one: trained on all of it, BPE merges it whole.
     assert any(VAL_ONLY in token for token in bpe.train_bpe(text, VOCAB).get_vocab())
     assert not any(VAL_ONLY[:4] in token for token in tokenizer.get_vocab())
@@ -80,7 +81,7 @@ def test_the_cache_is_reused_and_keyed_by_vocab_size_and_file(tmp_path, monkeypa
     path, _ = write_corpus(tmp_path)
     first = build(bpe_overrides(path))[2].tokenizer_file
     train_set, _, meta = build(bpe_overrides(path))
-    assert trained == [VOCAB] and meta.tokenizer_file == first and isinstance(train_set.tokens, np.memmap)
+    assert trained == [VOCAB] and meta.tokenizer_file == first and isinstance(train_set.tokens, TokenFile)
     folder = Path(first).parent  # nanoGPT's layout: data=tokens reads it as it is
     tokens_set = build(["data=tokens", f"data.dir={folder}", "model.block_size=32"])
     assert tokens_set[2].vocab_size == VOCAB and np.array_equal(tokens_set[0].tokens, train_set.tokens)
@@ -106,7 +107,7 @@ def test_a_short_run_keeps_the_tokenizer_that_decodes_its_ids(tmp_path):
     assert summary["status"] == "completed"
     tokenizer = Tokenizer.from_file(str(tmp_path / "run" / "tokenizer.json"))
     _, val_set, _ = build(bpe_overrides(path))  # the ids the run was evaluated on (from the cache)
-    assert tokenizer.get_vocab_size() == VOCAB and tokenizer.decode(val_set.tokens.tolist()) == val_text(text)
+    assert tokenizer.get_vocab_size() == VOCAB and tokenizer.decode(np.asarray(val_set.tokens).tolist()) == val_text(text)
 
 
 def test_a_char_run_writes_no_tokenizer(tmp_path):
@@ -124,8 +125,8 @@ def test_a_tokenizer_json_file_is_used_as_it_is(tmp_path):
                                       f"data.tokenizer={tmp_path / 'tokenizer.json'}"])
     assert meta.vocab_size == 280
     tokenizer.no_truncation()
-    assert val_set.tokens.tolist() == tokenizer.encode(val_text(text)).ids
-    assert tokenizer.decode(train_set.tokens.tolist()) + tokenizer.decode(val_set.tokens.tolist()) == text
+    assert np.asarray(val_set.tokens).tolist() == tokenizer.encode(val_text(text)).ids
+    assert tokenizer.decode(np.asarray(train_set.tokens).tolist()) + tokenizer.decode(np.asarray(val_set.tokens).tolist()) == text
 
 
 def test_hf_text_file_with_bpe(tmp_path):
@@ -135,7 +136,7 @@ def test_hf_text_file_with_bpe(tmp_path):
                                       f"data.vocab_size={VOCAB}", "model.block_size=32"])
     joined = "\n".join(line for line in text.splitlines() if line)  # one document a non-empty line
     tokenizer = Tokenizer.from_file(meta.tokenizer_file)
-    assert meta.vocab_size == VOCAB and tokenizer.decode(val_set.tokens.tolist()) == val_text(joined)
+    assert meta.vocab_size == VOCAB and tokenizer.decode(np.asarray(val_set.tokens).tolist()) == val_text(joined)
     assert not any(VAL_ONLY[:4] in token for token in tokenizer.get_vocab())
 
 
@@ -173,7 +174,7 @@ def test_bpe_on_the_whole_stdlib_corpus(tmp_path, monkeypatch):
     print(f"stdlib BPE 4096: trained and encoded in {built:.1f}s; {len(text)} chars -> {tokens} tokens "
           f"({len(text) / tokens:.2f} chars a token)")
     assert meta.vocab_size == 4096
-    assert Tokenizer.from_file(meta.tokenizer_file).decode(val_set.tokens.tolist()) == val_text(text)
+    assert Tokenizer.from_file(meta.tokenizer_file).decode(np.asarray(val_set.tokens).tolist()) == val_text(text)
     started = time.perf_counter()
     build(overrides)
     assert time.perf_counter() - started < SECOND_BUILD_S, "the second build must memory-map the cache"

@@ -2,10 +2,13 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Union
 
 import numpy as np
 import torch
 from torch.utils.data import Dataset
+
+from harness.data.token_file import TokenFile
 
 TASKS = ("lm", "classification", "regression")
 # What a model's constructor may ask for by name; the data decides these.
@@ -55,21 +58,29 @@ class ArrayDataset(Dataset):
         return x[0], y[0]
 
 
+Tokens = Union[np.ndarray, TokenFile]  # ids in memory, or in a file read on demand
+
+
+def token_windows(tokens: Tokens, starts: np.ndarray, width: int) -> np.ndarray:
+    """tokens[s : s + width] for each start, as one (len(starts), width) array."""
+    if isinstance(tokens, TokenFile):
+        return tokens.windows(starts, width)
+    return tokens[starts[:, None] + np.arange(width)]
+
+
 class TokenWindows(ArrayDataset):
     """Every window of block_size+1 consecutive tokens is one sample (nanoGPT's sampling)."""
 
-    def __init__(self, tokens: np.ndarray, block_size: int) -> None:
+    def __init__(self, tokens: Tokens, block_size: int) -> None:
         if len(tokens) <= block_size + 1:
             raise ValueError(f"only {len(tokens)} tokens, need more than block_size+1={block_size + 1}")
         self.tokens, self.block_size = tokens, block_size
-        self._offsets = np.arange(block_size + 1)
 
     def __len__(self) -> int:
         return len(self.tokens) - self.block_size
 
     def gather(self, idx: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        rows = self.tokens[idx.numpy()[:, None] + self._offsets]
-        window = torch.from_numpy(rows.astype(np.int64))
+        window = torch.from_numpy(token_windows(self.tokens, idx.numpy(), self.block_size + 1).astype(np.int64))
         return window[:, :-1], window[:, 1:]
 
 

@@ -25,6 +25,7 @@ from omegaconf import DictConfig
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 
 from harness.errors import ConfigError, one_line
+from harness.data.token_file import TokenFile
 
 log = logging.getLogger("harness")
 
@@ -48,8 +49,8 @@ PIECE_CUT = re.compile(r"(?=[ \n]\S)")
 class Tokenized:
     """A corpus's train and val token ids, and the tokenizer that maps them back to text."""
 
-    train: np.ndarray
-    val: np.ndarray
+    train: TokenFile
+    val: TokenFile
     vocab_size: int  # 1 + the largest id the tokenizer can emit: the model's output count
     tokenizer_file: Path
 
@@ -165,8 +166,7 @@ def tokenize_corpus(cfg: DictConfig, cache_dir: Path, corpus: str, read: Callabl
     if not (target / DONE_FILE).exists():
         _build(cfg, target, {"corpus": corpus, "val_fraction": float(cfg.val_fraction), "tokenizer": spec}, read)
     meta = json.loads((target / DONE_FILE).read_text())
-    train, val = (np.memmap(target / f"{name}.bin", dtype=np.uint16, mode="r") if meta["tokens"][name] else
-                  np.zeros(0, dtype=np.uint16) for name in ("train", "val"))  # numpy cannot map an empty file
+    train, val = (TokenFile(target / f"{name}.bin") for name in ("train", "val"))
     return Tokenized(train, val, meta["vocab_size"], target / TOKENIZER_FILE)
 
 

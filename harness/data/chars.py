@@ -12,14 +12,15 @@ from typing import TypeVar
 import numpy as np
 from omegaconf import DictConfig
 
-from harness.data.base import DataMeta, TokenWindows
+from harness.data.base import DataMeta, Tokens, TokenWindows
+from harness.data.token_file import TokenFile
 from harness.data.bpe import CHAR, fingerprint, publish_dir, short_hash, tokenize_corpus, validate_tokenizer
 from harness.errors import ConfigError
 
 BINARY_SNIFF = 8192  # bytes read to tell a binary file from text
 MAX_UNDECODABLE = 0.01  # fraction of characters that may fail to decode as UTF-8
 EXCLUDED_DIRS = {"test", "tests", "idle_test", "site-packages", "__pycache__"}
-Text = TypeVar("Text", np.ndarray, str)
+Text = TypeVar("Text", np.ndarray, TokenFile, str)
 
 
 def stdlib_root() -> Path:
@@ -65,8 +66,8 @@ def stdlib_text(files: list[Path]) -> str:
     return "".join(p.read_text(encoding="utf-8", errors="replace") for p in files)
 
 
-def _stdlib_corpus(cache_dir: Path) -> tuple[np.ndarray, list[str]]:
-    """Encode the stdlib once per Python install; later runs memory-map the cached ids."""
+def _stdlib_corpus(cache_dir: Path) -> tuple[TokenFile, list[str]]:
+    """Encode the stdlib once per Python install; later runs read the cached ids from the file."""
     files = stdlib_files()
     target = cache_dir / f"stdlib-{stdlib_fingerprint(files)}"
     if not (target / "meta.json").exists():
@@ -77,16 +78,16 @@ def _stdlib_corpus(cache_dir: Path) -> tuple[np.ndarray, list[str]]:
         (staging / "meta.json").write_text(json.dumps({"vocab": vocab, "files": len(files)}))
         publish_dir(staging, target)
     vocab = json.loads((target / "meta.json").read_text())["vocab"]
-    return np.memmap(target / "ids.bin", dtype=np.uint16, mode="r"), vocab
+    return TokenFile(target / "ids.bin"), vocab
 
 
-def _lm_data(train: np.ndarray, val: np.ndarray, vocab_size: int, cfg: DictConfig, tokenizer_file: str | None = None):
+def _lm_data(train: Tokens, val: Tokens, vocab_size: int, cfg: DictConfig, tokenizer_file: str | None = None):
     check_long_enough("data.path", cfg.get("path", "stdlib"), {"train": train, "val": val}, int(cfg.block_size))
     meta = DataMeta(task="lm", vocab_size=vocab_size, block_size=int(cfg.block_size), tokenizer_file=tokenizer_file)
     return TokenWindows(train, meta.block_size), TokenWindows(val, meta.block_size), meta
 
 
-def _char_data(ids: np.ndarray, vocab: list[str], cfg: DictConfig):
+def _char_data(ids: Tokens, vocab: list[str], cfg: DictConfig):
     return _lm_data(*split(ids, float(cfg.val_fraction)), len(vocab), cfg)
 
 

@@ -3,13 +3,26 @@
 The global batch of an update is fixed by (seed, epoch, offset) alone; it is then cut into
 ranks and accumulation micro-batches. So accum=4 x 16 sees exactly the samples of accum=1 x 64,
 and 2 ranks x 32 those of 1 process x 64 (the same contract as DistributedSampler + set_epoch).
+
+An epoch's order is a keyed bijection of [0, n) (a Feistel network with cycle walking), evaluated
+a chunk of positions at a time, never a materialised permutation of every sample: a language
+corpus has a sample per token position, and `randperm` over billions of them would cost ~10
+bytes of RAM per token and seconds at every epoch boundary. Memory and start-up are O(chunk),
+whatever the corpus. Everything runs on the calling thread: torch work on a side thread starts a
+second OpenMP team, and libgomp then throttles the training thread's team (see docs/performance.md).
 """
 from __future__ import annotations
 
-from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
+from functools import lru_cache
 
+import numpy as np
 import torch
+
+CHUNK = 1 << 16  # positions evaluated together: ~1 ms of numpy, amortised over the chunk's batches
+ROUNDS = 6  # Feistel rounds; 4 already make a pseudo-random permutation (Luby-Rackoff)
+EVAL_KEY = (0, 0xE7A1)  # the eval sample's permutation: one for every run seed
+_MIX1, _MIX2 = np.uint64(0xBF58476D1CE4E5B9), np.uint64(0x94D049BB133111EB)  # splitmix64's finaliser
 
 
 @dataclass
@@ -18,32 +31,63 @@ class MicroBatch:
     weight: float  # share of this rank's samples in the update: the loss is scaled by it
 
 
-OrderKey = tuple[int, int, int, bool]  # (num_samples, seed, epoch, shuffle)
-_ORDERS: dict[OrderKey, Future[torch.Tensor]] = {}
-_PERMUTER = ThreadPoolExecutor(max_workers=1, thread_name_prefix="epoch-order")
-KEPT_ORDERS = 2  # the trainer's stream and the DataLoader's replica walk the same epoch
+def _mix(x: np.ndarray) -> np.ndarray:
+    """splitmix64's finaliser: every output bit depends on every input bit (uint64 wraps)."""
+    x = (x ^ (x >> np.uint64(30))) * _MIX1
+    x = (x ^ (x >> np.uint64(27))) * _MIX2
+    return x ^ (x >> np.uint64(31))
 
 
-def _order(num_samples: int, seed: int, epoch: int, shuffle: bool) -> torch.Tensor:
+class KeyedPermutation:
+    """A pseudo-random bijection of [0, n), chosen by `key`, computed per position in O(1) memory.
+
+    An alternating Feistel network permutes [0, 2^bits) with 2^bits < 2n; a position that lands
+    at or past n is mapped again until it falls inside (cycle walking), which keeps it a
+    bijection of [0, n). Expected walks per position: fewer than two."""
+
+    def __init__(self, n: int, key: tuple[int, ...]) -> None:
+        self.n = n
+        self.bits = max(2, (n - 1).bit_length())
+        seeds = np.random.SeedSequence([k % 2**64 for k in key]).generate_state(ROUNDS, np.uint64)
+        self.round_keys = [np.uint64(k) for k in seeds]
+
+    def _feistel(self, x: np.ndarray) -> np.ndarray:
+        low_bits = self.bits // 2
+        for key in self.round_keys:
+            high_bits = self.bits - low_bits
+            low = x & np.uint64((1 << low_bits) - 1)
+            high = x >> np.uint64(low_bits)
+            # (high, low) -> (low, high ^ F(low)): invertible whatever F, so each round is a bijection
+            x = (low << np.uint64(high_bits)) | (high ^ (_mix(low ^ key) & np.uint64((1 << high_bits) - 1)))
+            low_bits = high_bits
+        return x
+
+    def __call__(self, positions: np.ndarray) -> np.ndarray:
+        """The images of positions in [0, n)."""
+        out = self._feistel(positions.astype(np.uint64))
+        outside = np.flatnonzero(out >= self.n)
+        while len(outside):
+            out[outside] = self._feistel(out[outside])
+            outside = outside[out[outside] >= self.n]
+        return out.astype(np.int64)
+
+
+@lru_cache(maxsize=4)  # the trainer's stream and the DataLoader's replica walk the same chunk
+def _order_chunk(num_samples: int, seed: int, epoch: int, shuffle: bool, chunk: int) -> torch.Tensor:
+    positions = np.arange(chunk * CHUNK, min((chunk + 1) * CHUNK, num_samples), dtype=np.int64)
     if not shuffle:
-        return torch.arange(num_samples)
-    return torch.randperm(num_samples, generator=torch.Generator().manual_seed(seed * 1_000_003 + epoch))
+        return torch.from_numpy(positions)
+    return torch.from_numpy(KeyedPermutation(num_samples, (seed, epoch))(positions))
 
 
-def prefetch_epoch_order(num_samples: int, seed: int, epoch: int, shuffle: bool) -> None:
-    """Start permuting an epoch in a thread: millions of samples take most of a second, and torch
-    releases the GIL meanwhile, so the model and optimizer get built in parallel."""
-    key = (num_samples, seed, epoch, shuffle)
-    if key not in _ORDERS:
-        while len(_ORDERS) >= KEPT_ORDERS:
-            _ORDERS.pop(next(iter(_ORDERS)))
-        _ORDERS[key] = _PERMUTER.submit(_order, *key)
-
-
-def epoch_order(num_samples: int, seed: int, epoch: int, shuffle: bool) -> torch.Tensor:
-    """The sample order of one epoch, computed once for all its users (who never modify it)."""
-    prefetch_epoch_order(num_samples, seed, epoch, shuffle)
-    return _ORDERS[(num_samples, seed, epoch, shuffle)].result()
+def epoch_slice(num_samples: int, seed: int, epoch: int, shuffle: bool, start: int, stop: int) -> torch.Tensor:
+    """Positions [start, stop) of an epoch's sample order (the stored order when not shuffled).
+    Callers never modify the result: chunks are shared."""
+    first, last = start // CHUNK, (stop - 1) // CHUNK
+    parts = [_order_chunk(num_samples, seed, epoch, shuffle, c) for c in range(first, last + 1)]
+    order = parts[0] if len(parts) == 1 else torch.cat(parts)
+    base = first * CHUNK
+    return order[start - base : stop - base]
 
 
 class BatchStream:
@@ -57,13 +101,6 @@ class BatchStream:
         self.shuffle = shuffle  # False: every epoch reads the dataset in its stored order
         self.epoch, self.offset = 0, 0
         self.batch_epoch = 0  # the epoch the last batch came from (seeds its samples' random transforms)
-        self._perm: torch.Tensor | None = None
-        self._perm_epoch = -1
-
-    def _permutation(self) -> torch.Tensor:
-        if self._perm_epoch != self.epoch:
-            self._perm, self._perm_epoch = epoch_order(self.num_samples, self.seed, self.epoch, self.shuffle), self.epoch
-        return self._perm
 
     def next_batch(self) -> torch.Tensor:
         """Global indices of the next update; the epoch's tail gives one smaller batch (skipped
@@ -73,7 +110,7 @@ class BatchStream:
         if take < self.min_batch:
             self.epoch, self.offset = self.epoch + 1, 0
             return self.next_batch()
-        batch = self._permutation()[self.offset : self.offset + take]
+        batch = epoch_slice(self.num_samples, self.seed, self.epoch, self.shuffle, self.offset, self.offset + take)
         self.batch_epoch = self.epoch
         self.offset += take
         if self.num_samples - self.offset < self.min_batch:
@@ -106,6 +143,7 @@ def split_for_rank(batch: torch.Tensor, rank: int, world_size: int, accum: int) 
 
 
 def eval_indices(num_samples: int, count: int) -> torch.Tensor:
-    """A fixed sample of the validation set, identical at every eval and for every run seed."""
-    g = torch.Generator().manual_seed(0)
-    return torch.randperm(num_samples, generator=g)[: min(count, num_samples)]
+    """A fixed sample of the validation set, identical at every eval and for every run seed:
+    the first `count` positions of a fixed keyed permutation, so O(count) whatever the split's size."""
+    positions = np.arange(min(count, num_samples), dtype=np.int64)
+    return torch.from_numpy(KeyedPermutation(num_samples, EVAL_KEY)(positions))

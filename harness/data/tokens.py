@@ -4,11 +4,11 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import numpy as np
 from omegaconf import DictConfig
 
 from harness.data.base import DataMeta, TokenWindows
 from harness.data.chars import check_long_enough
+from harness.data.token_file import TokenFile
 from harness.errors import ConfigError
 
 
@@ -45,8 +45,7 @@ def validate_tokens(cfg: DictConfig) -> None:
 def build_tokens(cfg: DictConfig):
     root = Path(cfg.dir)
     block = int(cfg.block_size)
-    train = np.memmap(root / "train.bin", dtype=np.uint16, mode="r")
-    val = np.memmap(root / "val.bin", dtype=np.uint16, mode="r")
+    train, val = TokenFile(root / "train.bin"), TokenFile(root / "val.bin")
     check_long_enough("data.dir", cfg.dir, {"train": train, "val": val}, block)
     meta = DataMeta(task="lm", vocab_size=_vocab_size(cfg), block_size=block)
     return TokenWindows(train, block), TokenWindows(val, block), meta
