@@ -178,3 +178,50 @@ def test_bpe_on_the_whole_stdlib_corpus(tmp_path, monkeypatch):
     started = time.perf_counter()
     build(overrides)
     assert time.perf_counter() - started < SECOND_BUILD_S, "the second build must memory-map the cache"
+
+
+def _refuse(*_args, **_kwargs):
+    raise AssertionError("tokenized again instead of read from the cache")
+
+
+@pytest.mark.parametrize("option", ["text", "hf"])
+def test_character_ids_are_encoded_once_and_read_from_the_cache_after(tmp_path, monkeypatch, option):
+    """data=text and data=hf with the character tokenizer: a second start reads the cached ids."""
+    if option == "hf":
+        pytest.importorskip("datasets", reason="the hf extra is not installed")
+    monkeypatch.setenv("HARNESS_CACHE_DIR", str(tmp_path / "cache"))
+    path, _ = write_corpus(tmp_path)
+    overrides = [f"data={option}", f"data.path={path}", "model.block_size=32",
+                 *(["data.format=text"] if option == "hf" else [])]
+    first = build(overrides)
+    import harness.data.chars as chars
+    import harness.data.hf as hf
+
+    monkeypatch.setattr(chars, "encode_chars", _refuse)
+    monkeypatch.setattr(hf, "encode_chars", _refuse)
+    second = build(overrides)
+    assert isinstance(second[0].tokens, TokenFile) and second[2] == first[2]
+    for a, b in zip(first[:2], second[:2]):
+        assert np.array_equal(np.asarray(a.tokens), np.asarray(b.tokens))
+    path.write_text(path.read_text() + "\nan edit makes a new corpus\n")
+    monkeypatch.undo()
+    monkeypatch.setenv("HARNESS_CACHE_DIR", str(tmp_path / "cache"))
+    assert len(build(overrides)[0]) + len(build(overrides)[1]) > len(first[0]) + len(first[1])
+
+
+@pytest.mark.slow  # transformers takes seconds to import
+def test_a_transformers_tokenizer_folder_tokenizes_once(tmp_path, monkeypatch):
+    pytest.importorskip("transformers", reason="the hf extra is not installed")
+    from transformers import PreTrainedTokenizerFast
+
+    import harness.data.hf as hf
+
+    monkeypatch.setenv("HARNESS_CACHE_DIR", str(tmp_path / "cache"))
+    path, text = write_corpus(tmp_path)
+    PreTrainedTokenizerFast(tokenizer_object=bpe.train_bpe(text, VOCAB)).save_pretrained(str(tmp_path / "folder"))
+    overrides = ["data=hf", "data.format=text", f"data.path={path}", f"data.tokenizer={tmp_path / 'folder'}",
+                 "model.block_size=32"]
+    first = build(overrides)
+    monkeypatch.setattr(hf, "_tokenize", _refuse)
+    second = build(overrides)
+    assert np.array_equal(np.asarray(first[0].tokens), np.asarray(second[0].tokens)) and second[2] == first[2]

@@ -1,10 +1,8 @@
 """Character-level corpora: the Python standard library's sources (offline default) or any text file."""
 from __future__ import annotations
 
-import json
 import os
 import sysconfig
-import tempfile
 from collections.abc import Callable
 from pathlib import Path
 from typing import TypeVar
@@ -13,8 +11,9 @@ import numpy as np
 from omegaconf import DictConfig
 
 from harness.data.base import DataMeta, Tokens, TokenWindows
+from harness.data.id_cache import cached_ids
 from harness.data.token_file import TokenFile
-from harness.data.bpe import CHAR, fingerprint, publish_dir, short_hash, tokenize_corpus, validate_tokenizer
+from harness.data.bpe import CHAR, fingerprint, short_hash, tokenize_corpus, validate_tokenizer
 from harness.errors import ConfigError
 
 BINARY_SNIFF = 8192  # bytes read to tell a binary file from text
@@ -66,19 +65,14 @@ def stdlib_text(files: list[Path]) -> str:
     return "".join(p.read_text(encoding="utf-8", errors="replace") for p in files)
 
 
-def _stdlib_corpus(cache_dir: Path) -> tuple[TokenFile, list[str]]:
-    """Encode the stdlib once per Python install; later runs read the cached ids from the file."""
-    files = stdlib_files()
-    target = cache_dir / f"stdlib-{stdlib_fingerprint(files)}"
-    if not (target / "meta.json").exists():
-        ids, vocab = encode_chars(stdlib_text(files))
-        cache_dir.mkdir(parents=True, exist_ok=True)
-        staging = Path(tempfile.mkdtemp(dir=cache_dir, prefix=".stdlib-"))
-        ids.tofile(staging / "ids.bin")
-        (staging / "meta.json").write_text(json.dumps({"vocab": vocab, "files": len(files)}))
-        publish_dir(staging, target)
-    vocab = json.loads((target / "meta.json").read_text())["vocab"]
-    return TokenFile(target / "ids.bin"), vocab
+def _char_corpus(folder: Path, read: Callable[[], str]) -> tuple[TokenFile, list[str]]:
+    """Character ids of a text, encoded once into `folder` and read from there on later starts."""
+    def build():
+        ids, vocab = encode_chars(read())
+        return {"ids": ids}, {"vocab": vocab, "vocab_size": len(vocab)}
+
+    (ids,), facts = cached_ids(folder, ["ids"], build)
+    return ids, facts["vocab"]
 
 
 def _lm_data(train: Tokens, val: Tokens, vocab_size: int, cfg: DictConfig, tokenizer_file: str | None = None):
@@ -103,7 +97,8 @@ def build_stdlib(cfg: DictConfig):
         files = stdlib_files()
         return subword_data(cfg, f"stdlib-{stdlib_fingerprint(files)}",
                             lambda: split(stdlib_text(files), float(cfg.val_fraction)))
-    ids, vocab = _stdlib_corpus(cache_root(cfg))
+    files = stdlib_files()
+    ids, vocab = _char_corpus(cache_root(cfg) / f"stdlib-{stdlib_fingerprint(files)}", lambda: stdlib_text(files))
     return _char_data(ids, vocab, cfg)
 
 
@@ -121,11 +116,11 @@ def _read_text(path: str) -> str:
 
 
 def build_text(cfg: DictConfig):
+    stat = Path(cfg.path).stat()  # an edited file gets a new mtime, hence a new cache
+    name = fingerprint(Path(cfg.path).resolve(), stat.st_size, stat.st_mtime_ns)
     if cfg.get("tokenizer", CHAR) != CHAR:
-        stat = Path(cfg.path).stat()  # an edited file gets a new mtime, hence a new cache
-        return subword_data(cfg, f"text-{fingerprint(Path(cfg.path).resolve(), stat.st_size, stat.st_mtime_ns)}",
-                            lambda: split(_read_text(cfg.path), float(cfg.val_fraction)))
-    ids, vocab = encode_chars(_read_text(cfg.path))
+        return subword_data(cfg, f"text-{name}", lambda: split(_read_text(cfg.path), float(cfg.val_fraction)))
+    ids, vocab = _char_corpus(cache_root(cfg) / f"text-chars-{name}", lambda: _read_text(cfg.path))
     return _char_data(ids, vocab, cfg)
 
 

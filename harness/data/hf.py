@@ -9,6 +9,7 @@ windows, as `data=text` does; classification and regression read feature and lab
 from __future__ import annotations
 
 import os
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -17,12 +18,14 @@ import torch
 from omegaconf import DictConfig, OmegaConf
 
 from harness.data.base import TASKS, ArrayDataset, DataMeta, TokenWindows
-from harness.data.bpe import fingerprint, uses_tokenizers, validate_tokenizer
-from harness.data.chars import check_long_enough, encode_chars, split, subword_data
+from harness.data.bpe import fingerprint, short_hash, uses_tokenizers, validate_tokenizer
+from harness.data.chars import cache_root, check_long_enough, encode_chars, split, subword_data
+from harness.data.id_cache import Built, cached_ids
 from harness.errors import ConfigError, one_line
 
 FORMATS = ("text", "json", "csv", "parquet")
 INSTALL = 'the hf extra: pip install -e ".[hf]"'
+HASHED_BYTES = 50 * 2**20  # tokenizer files below this are fingerprinted by content
 
 
 def _datasets() -> Any:
@@ -105,12 +108,13 @@ def _token_windows(cfg: DictConfig, train: Any, val: Any) -> tuple[ArrayDataset,
     if uses_tokenizers(cfg.tokenizer):
         return _subword_windows(cfg, texts)
     if cfg.tokenizer == "char":
-        joined = {k: "\n".join(v) for k, v in texts.items()}
-        ids, vocab = encode_chars("".join(joined.values()))
-        streams = {"train": ids[: len(joined["train"])], "val": ids[len(joined["train"]):]}
-        vocab_size = len(vocab)
+        build, spec = partial(_encode_chars, texts), "chars"
     else:
-        streams, vocab_size = _tokenize(cfg.tokenizer, texts)
+        build, spec = partial(_tokenize, cfg.tokenizer, texts), f"dir-{_directory_fingerprint(Path(cfg.tokenizer))}"
+    corpus = fingerprint(*("\n".join(docs) for docs in texts.values()), spec)
+    folder = cache_root(cfg) / f"hf-{corpus}"
+    files, facts = cached_ids(folder, list(texts), build)  # tokenized once; later starts read the ids
+    streams, vocab_size = dict(zip(texts, files)), facts["vocab_size"]
     if val is None:
         streams["train"], streams["val"] = split(streams["train"], float(cfg.val_fraction))
     block = int(cfg.block_size)
@@ -127,7 +131,15 @@ def _subword_windows(cfg: DictConfig, texts: dict[str, list[str]]) -> tuple[Arra
     return subword_data(cfg, f"hf-{fingerprint(*parts)}", lambda: parts)  # the text itself names the corpus
 
 
-def _tokenize(directory: str, texts: dict[str, list[str]]) -> tuple[dict[str, np.ndarray], int]:
+def _encode_chars(texts: dict[str, list[str]]) -> Built:
+    """One character vocabulary over every split; documents joined by newlines."""
+    joined = {k: "\n".join(v) for k, v in texts.items()}
+    ids, vocab = encode_chars("".join(joined.values()))
+    ends = np.cumsum([len(t) for t in joined.values()])
+    return dict(zip(joined, np.split(ids, ends[:-1]))), {"vocab_size": len(vocab)}
+
+
+def _tokenize(directory: str, texts: dict[str, list[str]]) -> Built:
     try:
         from transformers import AutoTokenizer
 
@@ -140,7 +152,18 @@ def _tokenize(directory: str, texts: dict[str, list[str]]) -> tuple[dict[str, np
     for name, docs in texts.items():
         ids = [i for doc in tokenizer(docs)["input_ids"] for i in [*doc, *eos]]
         streams[name] = np.asarray(ids, dtype=np.int64)
-    return streams, len(tokenizer)
+    return streams, {"vocab_size": len(tokenizer)}
+
+
+def _directory_fingerprint(directory: Path) -> str:
+    """Names a tokenizer folder by its files: contents of the small ones (vocabularies, merges,
+    configs), size and mtime of large ones (weights saved beside the tokenizer)."""
+    parts = []
+    for path in sorted(p for p in directory.rglob("*") if p.is_file()):
+        stat = path.stat()
+        parts += [path.relative_to(directory), short_hash(path.read_bytes()) if stat.st_size < HASHED_BYTES
+                  else (stat.st_size, stat.st_mtime_ns)]
+    return fingerprint(*parts)
 
 
 class HFColumns(ArrayDataset):
