@@ -8,7 +8,7 @@ import hydra
 from omegaconf import DictConfig
 
 from harness.cli import (check_group_choices, check_overrides, check_run_dir, composition_errors_in_one_line,
-                         exit_without_teardown, fail, is_multirun)
+                         exit_without_teardown, fail, is_multirun, parse_command_line)
 from harness.errors import HarnessError
 from harness.resolvers import register_resolvers
 from hydra_plugins.harness_torchrun_launcher.relaunch import relaunch_if_asked
@@ -36,9 +36,12 @@ def main(cfg: DictConfig) -> float | list[float]:
 
 
 if __name__ == "__main__":
-    check_group_choices(sys.argv[1:])
-    check_overrides(sys.argv[1:])
-    check_run_dir(sys.argv[1:])
-    relaunch_if_asked(sys.argv)
-    with composition_errors_in_one_line(sys.argv[1:]):
+    command = parse_command_line(sys.argv[1:])
+    sys.argv[1:] = command.argv  # Hydra reads its flags only before the overrides
+    check_group_choices(command)
+    check_overrides(command.overrides)
+    if command.runs_job:
+        check_run_dir(command)
+        relaunch_if_asked(sys.argv)
+    with composition_errors_in_one_line(command.overrides):
         main()

@@ -24,7 +24,7 @@ from harness.models.probe import check_batch_norm, probe_model
 from harness.optim import build_optimizer
 from harness.precision import build_precision
 from harness.rundir import remove_stale_temp_files
-from harness.schedule import build_scheduler
+from harness.schedule import build_scheduler, check_schedule_continues
 from harness.tracking import Tracker
 from harness.trainer import Trainer
 from harness.trial import TrialReporter, watch_sweeper
@@ -38,11 +38,31 @@ def seed_everything(seed: int) -> None:
     torch.manual_seed(seed)
 
 
+def check_batch_fits(batch_size: int, train_samples: int, data_name: str) -> None:
+    """Refused, not clamped: a batch larger than the training set would silently be the whole set
+    (every update the same full-batch gradient), which is not the run the user asked for."""
+    if batch_size > train_samples:
+        raise ConfigError("batch_size", batch_size, f"at most the {train_samples} training samples of data={data_name} "
+                                                    f"(batch_size={train_samples} is full-batch training)")
+
+
+def check_resume_point(cfg: DictConfig, saved: dict[str, Any] | None, step: int, checkpoint: Path) -> None:
+    """A resume must have steps left to train, and must not jump the LR (the schedule that
+    trained to `step` and the one that continues agree there)."""
+    if step >= cfg.trainer.max_steps:
+        raise ConfigError("resume", str(cfg.resume), f"a checkpoint before trainer.max_steps={cfg.trainer.max_steps}: "
+                                                     f"{checkpoint.name} is at step {step}, so nothing would train "
+                                                     f"(raise trainer.max_steps to train it further)")
+    if saved is not None:
+        check_schedule_continues(OmegaConf.create(saved), cfg, step)
+
+
 def build_trainer(cfg: DictConfig, run_dir: Path, device: torch.device,
                    resume_from: tuple[Path, dict[str, Any]] | None, dist: DistInfo = DistInfo()) -> Trainer:
     """Every component from its config group, wired into a Trainer (resumed when asked)."""
     seed_everything(cfg.seed)
     train_set, val_set, meta = build_data(cfg.data)
+    check_batch_fits(cfg.batch_size, len(train_set), cfg.data.name)
     recipe = BatchRecipe.from_config(cfg.data)
     raw_model = build_model(cfg.model, meta)
     apply_init(raw_model, cfg.init)
@@ -75,6 +95,7 @@ def build_trainer(cfg: DictConfig, run_dir: Path, device: torch.device,
         except (RuntimeError, KeyError, ValueError, IndexError) as err:  # another model's or optimizer's shapes
             raise ConfigError("resume", str(resume_from[0]), f"a checkpoint written by this configuration: "
                                                              f"loading it raised {one_line(err)}") from None
+        check_resume_point(cfg, resume_from[1].get("config"), trainer.state.step, resume_from[0])
         log.info("resumed from %s at step %d", resume_from[0], trainer.state.step)
     elif cfg.resume == "auto":
         log.info("resume=auto: no checkpoint in %s, starting fresh", run_dir)

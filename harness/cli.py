@@ -1,30 +1,100 @@
 """Command-line front door: turn bad input into one line and a non-zero exit, not a traceback."""
 from __future__ import annotations
 
+import argparse
 import contextlib
 import logging
 import os
 import shutil
 import sys
 from collections.abc import Iterator
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import NoReturn
 
+from harness.config_keys import missing_key_hint
 from harness.errors import ConfigError, HarnessError
 from harness.rundir import claim_run_dir
 
-CONF_DIR = Path(__file__).resolve().parent.parent / "conf"
+ROOT = Path(__file__).resolve().parent.parent
+CONF_DIR = ROOT / "conf"
 HYDRA_FILES = {".hydra", "train.log"}
 EXIT_CONFIG_ERROR = 2
 
 
-def group_options(group: str) -> list[str] | None:
-    """Options of a config group (a folder under conf/, or a group Hydra's plugins register,
+@dataclass(frozen=True)
+class CommandLine:
+    """train.py's arguments as Hydra's own argparse reads them: its flags take their value as the
+    next word or after `=`, anywhere among the overrides."""
+
+    overrides: list[str]
+    multirun: bool = False
+    runs_job: bool = True  # False for --cfg, --info, --help, --hydra-help, --shell-completion: nothing trains
+    config_dirs: tuple[Path, ...] = (CONF_DIR,)  # where config groups are looked up (-cp, -cd, hydra.searchpath)
+    other_sources: bool = False  # a pkg:// search path: groups this check cannot list
+    argv: list[str] = field(default_factory=list)  # flags first, then the overrides (see _flags_first)
+
+
+class _OneLineArgumentParser(argparse.ArgumentParser):
+    def error(self, message: str) -> NoReturn:
+        fail(ConfigError("command line", " ".join(sys.argv[1:]), f"{message} (python train.py --hydra-help "
+                                                                  f"lists Hydra's flags)"))
+
+
+def parse_command_line(argv: list[str]) -> CommandLine:
+    """Read the command line with Hydra's parser (a bad flag is one line); --version and --help-like
+    flags that print and exit are left for Hydra to answer."""
+    from hydra._internal.utils import get_args_parser
+
+    parser = get_args_parser()
+    parser.__class__ = _OneLineArgumentParser
+    if "--version" in argv:
+        return CommandLine([], runs_job=False, argv=["--version"])
+    args = parser.parse_intermixed_args(argv)  # Hydra's own parse_args stops at the first flag after an override
+    modes = [flag for flag, on in (("--run", args.run), ("--multirun", args.multirun), ("--cfg", args.cfg),
+                                   ("--info", args.info), ("--shell-completion", args.shell_completion)) if on]
+    if len(modes) > 1:
+        parser.error(f"{' and '.join(modes)} together: only one of --run, --multirun, --cfg, --info and "
+                     f"--shell-completion can be given")
+    dirs = [Path(args.config_path) if Path(args.config_path).is_absolute() else ROOT / args.config_path] \
+        if args.config_path else [CONF_DIR]
+    if args.config_dir:
+        dirs.append(Path(args.config_dir).expanduser().resolve())
+    paths = _search_paths(args.overrides)
+    dirs += [Path(p.removeprefix("file://")) for p in paths if p.startswith("file://")]
+    prints_only = bool(args.cfg or args.info or args.help or args.hydra_help or args.shell_completion)
+    return CommandLine(args.overrides, args.multirun, not prints_only, tuple(dirs),
+                       any(not p.startswith("file://") for p in paths), _flags_first(args))
+
+
+def _flags_first(args: argparse.Namespace) -> list[str]:
+    """The same command with its flags before its overrides, the one order Hydra's parser reads."""
+    switches = {"--help": args.help, "--hydra-help": args.hydra_help, "--resolve": args.resolve, "--run": args.run,
+                "--multirun": args.multirun, "--shell-completion": args.shell_completion}
+    valued = {"--cfg": args.cfg, "--package": args.package, "--config-path": args.config_path,
+              "--config-name": args.config_name, "--config-dir": args.config_dir,
+              "--experimental-rerun": args.experimental_rerun, "--info": args.info}
+    return ([flag for flag, on in switches.items() if on]
+            + [f"{flag}={value}" for flag, value in valued.items() if value is not None] + args.overrides)
+
+
+def _search_paths(overrides: list[str]) -> list[str]:
+    """The entries of a `hydra.searchpath=[...]` override (another way to add config groups)."""
+    for arg in overrides:
+        key, _, value = arg.lstrip("+").partition("=")
+        if key == "hydra.searchpath":
+            return [v.strip().strip("'\"") for v in value.strip("[]").split(",") if v.strip()]
+    return []
+
+
+def group_options(group: str, config_dirs: tuple[Path, ...] = (CONF_DIR,)) -> list[str] | None:
+    """Options of a config group (a folder under any config dir, or a group Hydra's plugins register,
     like hydra/sweeper/sampler), or None if `group` is not one."""
-    folder = CONF_DIR / group
     options = set()
-    if folder.is_dir():
-        options |= {p.relative_to(folder).with_suffix("").as_posix() for p in folder.rglob("*.yaml")}
+    for root in config_dirs:
+        folder = root / group
+        if folder.is_dir():
+            options |= {p.relative_to(folder).with_suffix("").as_posix() for p in folder.rglob("*.yaml")}
     if group.startswith("hydra/"):
         options |= _registered_options(group)
     return sorted(options) if options else None
@@ -41,13 +111,15 @@ def _registered_options(group: str) -> set[str]:
         return set()
 
 
-def check_group_choices(argv: list[str]) -> None:
+def check_group_choices(command: CommandLine) -> None:
     """Hydra reports an unknown option over several lines; name it in one, before Hydra starts."""
-    for arg in argv:
-        if "=" not in arg or arg.startswith(("-", "~", "hydra.")):
+    if command.other_sources:
+        return  # options may come from a package this check cannot list: Hydra's own error decides
+    for arg in command.overrides:
+        if "=" not in arg or arg.startswith(("~", "hydra.")):
             continue
         key, value = arg.lstrip("+").split("=", 1)
-        options = group_options(key)
+        options = group_options(key, command.config_dirs)
         if options is None or "(" in value or value == "null":
             continue
         for choice in value.split(","):
@@ -89,12 +161,12 @@ def _remove_empty_run_dir() -> None:
         shutil.rmtree(run_dir, ignore_errors=True)
 
 
-def check_run_dir(argv: list[str]) -> None:
+def check_run_dir(command: CommandLine) -> None:
     """Before Hydra writes .hydra/ and train.log into an explicit run dir, make sure it does not
     hold an earlier run's results (run() checks again, with the fully composed config)."""
-    if "-m" in argv or "--multirun" in argv or os.environ.get("RANK", "0") != "0":
+    if command.multirun or not command.runs_job or os.environ.get("RANK", "0") != "0":
         return
-    given = dict(arg.lstrip("+").split("=", 1) for arg in argv if "=" in arg and not arg.startswith("-"))
+    given = dict(arg.lstrip("+").split("=", 1) for arg in command.overrides if "=" in arg)
     if "hydra.run.dir" not in given:
         return
     run_dir = Path(given["hydra.run.dir"])
@@ -113,7 +185,7 @@ def check_run_dir(argv: list[str]) -> None:
         fail(err)
 
 
-def check_overrides(argv: list[str]) -> None:
+def check_overrides(overrides: list[str]) -> None:
     """Hydra reports a bad override over several lines with exit 1: parse every override (sweep
     syntax included) up front, so a syntax error is one line. Composition errors (a key that does
     not exist) surface from Hydra's own composition: see `composition_errors_in_one_line`."""
@@ -121,7 +193,7 @@ def check_overrides(argv: list[str]) -> None:
     from hydra.errors import OverrideParseException
 
     parser = OverridesParser.create()
-    for arg in (a for a in argv if not a.startswith("-")):
+    for arg in overrides:
         try:
             parser.parse_overrides([arg])
         except OverrideParseException as err:
@@ -131,7 +203,7 @@ def check_overrides(argv: list[str]) -> None:
 
 
 @contextlib.contextmanager
-def composition_errors_in_one_line(argv: list[str]) -> Iterator[None]:
+def composition_errors_in_one_line(overrides: list[str]) -> Iterator[None]:
     """Let Hydra's composition errors propagate (HYDRA_FULL_ERROR) instead of being printed over
     several lines with exit 1, and tell them as one ConfigError naming the override. Composing
     once more up front to catch them would cost every run a quarter of a second."""
@@ -141,7 +213,7 @@ def composition_errors_in_one_line(argv: list[str]) -> Iterator[None]:
     try:
         yield
     except HydraException as err:
-        fail(_composition_error(" ".join(str(err).split()), [a for a in argv if not a.startswith("-")]))
+        fail(_composition_error(" ".join(str(err).split()), overrides))
 
 
 def _composition_error(message: str, overrides: list[str]) -> ConfigError:
@@ -150,7 +222,7 @@ def _composition_error(message: str, overrides: list[str]) -> ConfigError:
         key, _, value = arg.lstrip("+~").partition("=")
         if f"'{key}'" in message:
             if message.startswith("Could not override"):
-                return ConfigError(key, value, f"a key that exists in the config (to add a new key, write +{key}={value})")
+                return ConfigError(key, value, f"a key that exists in the config ({missing_key_hint(key, value)})")
             if message.startswith("Could not append"):
                 return ConfigError(key, value, f"a new key: {key} already exists (drop the +, or write ++{key}={value})")
             return ConfigError(key, value, message)

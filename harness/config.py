@@ -2,6 +2,7 @@
 with one line naming the key, the value and what is allowed."""
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
 
 import torch
@@ -9,6 +10,7 @@ from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
 from harness.clipping import validate_clip
+from harness.config_keys import check_known_keys
 from harness.data import validate_data_config
 from harness.diagnosis.live import validate_diagnose_config
 from harness.early_stop import validate_early_stop_config
@@ -74,13 +76,15 @@ def validate_resume(resume: object) -> None:
         raise ConfigError("resume", resume, "null, auto, a run directory holding checkpoints/, or a checkpoint .pt file")
 
 
-def validate_config(cfg: DictConfig, world_size: int = 1) -> torch.device:
-    """Check every key; return the device to train on."""
+def validate_config(cfg: DictConfig, world_size: int = 1, choices: Mapping[str, str] | None = None) -> torch.device:
+    """Check every key; return the device to train on. `choices`: Hydra's group choices (which
+    option each group took), for refusing keys that option does not read."""
     try:
         OmegaConf.to_container(cfg, resolve=True, throw_on_missing=True)
     except OmegaConfBaseException as err:
         key = getattr(err, "full_key", "") or "config"
         raise ConfigError(key, "???", "a value: this key is required (set it on the command line)") from None
+    check_known_keys(cfg, choices)
     for key in TRAINER_COUNTS:
         _positive_int(f"trainer.{key}", cfg.trainer[key])
     if cfg.trainer.stop_after is not None:

@@ -1,6 +1,7 @@
 """Run one job: validate, claim the run dir, pick the mode; for training, assemble, train, write summary.json."""
 from __future__ import annotations
 
+import json
 import logging
 import math
 import time
@@ -27,6 +28,13 @@ def hydra_run_dir() -> Path:
     from hydra.core.hydra_config import HydraConfig
 
     return Path(HydraConfig.get().runtime.output_dir)
+
+
+def hydra_choices() -> dict[str, str] | None:
+    """Which option each config group took, when Hydra composed this run (None under hydra.compose)."""
+    from hydra.core.hydra_config import HydraConfig
+
+    return dict(HydraConfig.get().runtime.choices) if HydraConfig.initialized() else None
 
 
 def find_resume_checkpoint(resume: str | None, run_dir: Path) -> tuple[Path, dict[str, Any]] | None:
@@ -58,7 +66,7 @@ def summarize(trainer: Trainer, status: str, wall_time: float, cfg: DictConfig) 
 def run(cfg: DictConfig, run_dir: Path | None = None) -> Any:
     """Train one run; returns the objective (a float, a list for multi-objective, or NaN)."""
     dist = dist_info_from_env()
-    device = validate_config(cfg, dist.world_size)
+    device = validate_config(cfg, dist.world_size, hydra_choices())
     cfg = apply_lr_scaling(cfg)
     run_dir = Path(run_dir) if run_dir is not None else hydra_run_dir()
     if dist.is_main:
@@ -74,6 +82,8 @@ def run(cfg: DictConfig, run_dir: Path | None = None) -> Any:
         from harness.doctor import run_doctor
 
         return run_doctor(cfg, run_dir, device)
+    if cfg.resume == "auto" and resume_from is not None and resume_from[1]["step"] >= cfg.trainer.max_steps:
+        return already_complete(cfg, run_dir, resume_from[1]["step"], dist)
     init_process_group(dist, device)
     try:
         objective = _train(cfg, run_dir, device, dist, resume_from)
@@ -81,6 +91,19 @@ def run(cfg: DictConfig, run_dir: Path | None = None) -> Any:
         return objective
     finally:
         destroy_process_group()
+
+
+def already_complete(cfg: DictConfig, run_dir: Path, step: int, dist: DistInfo) -> Any:
+    """resume=auto on a run that reached trainer.max_steps trains nothing and leaves the run
+    untouched: one line, exit 0, and its objective (for a sweep that is run again)."""
+    if dist.is_main:
+        print(f"{run_dir} is complete (step {step} of trainer.max_steps={cfg.trainer.max_steps}); nothing was "
+              f"changed. To train it further: resume=auto trainer.max_steps=N with N > {step}", flush=True)
+    summary = run_dir / "summary.json"
+    objective = json.loads(summary.read_text()).get("objective") if summary.is_file() else None
+    if isinstance(objective, list):
+        return [math.nan if v is None else v for v in objective]
+    return math.nan if objective is None else objective
 
 
 def write_diagnosis(run_dir: Path) -> None:
@@ -111,8 +134,9 @@ def _train(cfg: DictConfig, run_dir: Path, device: torch.device, dist: DistInfo,
     summary = summarize(trainer, status, time.perf_counter() - started, cfg)
     if dist.is_main:
         atomic_json_dump(summary, run_dir / "summary.json")
+        best = summary["best_val_loss"]
         log.info("%s after %d steps: best val loss %s -> %s", status, summary["steps"],
-                 summary["best_val_loss"], run_dir / "summary.json")
+                 "none" if best is None else f"{best:.4f}", run_dir / "summary.json")
         if diagnose_settings(cfg.diagnose).report:
             write_diagnosis(run_dir)
     objective = summary["objective"]

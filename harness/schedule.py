@@ -8,6 +8,7 @@ last step, max_steps-1.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from functools import partial
 from typing import TYPE_CHECKING
 
@@ -21,6 +22,7 @@ if TYPE_CHECKING:  # the diagnosis reads warmup_steps without importing torch
 
 NAMES = ("constant", "linear", "cosine", "poly", "inverse_sqrt", "wsd")
 DECAY_SHAPES = ("linear", "cosine", "sqrt")
+CONTINUITY_TOLERANCE = 0.01  # relative LR change a resume may make (rounding of warmup fractions)
 
 
 def warmup_steps(cfg: DictConfig, max_steps: int) -> int:
@@ -74,10 +76,9 @@ def lr_factor(step: int, *, name: str, warmup: int, max_steps: int, min_lr_ratio
     return min_lr_ratio + (1.0 - min_lr_ratio) * _decay(progress, shape, power if name == "poly" else 1.0)
 
 
-def build_scheduler(cfg: DictConfig, optimizer: Optimizer, max_steps: int) -> LambdaLR:
-    from torch.optim.lr_scheduler import LambdaLR
-
-    factor = partial(
+def schedule_factor(cfg: DictConfig, max_steps: int) -> Callable[[int], float]:
+    """The `schedule` group's LR multiplier as a function of the optimizer step."""
+    return partial(
         lr_factor,
         name=cfg.name,
         warmup=warmup_steps(cfg, max_steps),
@@ -87,4 +88,24 @@ def build_scheduler(cfg: DictConfig, optimizer: Optimizer, max_steps: int) -> La
         decay_fraction=float(cfg.get("decay_fraction", 0.2)),
         decay_shape=cfg.get("decay_shape", "linear"),
     )
-    return LambdaLR(optimizer, factor)
+
+
+def build_scheduler(cfg: DictConfig, optimizer: Optimizer, max_steps: int) -> LambdaLR:
+    from torch.optim.lr_scheduler import LambdaLR
+
+    return LambdaLR(optimizer, schedule_factor(cfg, max_steps))
+
+
+def check_schedule_continues(saved: DictConfig, cfg: DictConfig, step: int) -> None:
+    """A resumed run must not jump its LR: the schedule that trained up to `step` (`saved`, from
+    the checkpoint) and the one that continues (`cfg`) give the same multiplier there. A constant
+    schedule, or WSD resumed before its decay, extends to a larger trainer.max_steps; a schedule
+    that has (partly) decayed would restart higher, so that is refused."""
+    before = schedule_factor(saved.schedule, int(saved.trainer.max_steps))(step)
+    after = schedule_factor(cfg.schedule, int(cfg.trainer.max_steps))(step)
+    if abs(after - before) > CONTINUITY_TOLERANCE * before:
+        raise ConfigError("trainer.max_steps", cfg.trainer.max_steps,
+                          f"a length that keeps the LR where the checkpoint left it: at step {step} schedule="
+                          f"{saved.schedule.name} was at {before:.3g}x the base LR (trainer.max_steps="
+                          f"{saved.trainer.max_steps}) and would continue at {after:.3g}x. Runs meant to be "
+                          f"extended use schedule=constant, or schedule=wsd resumed from a checkpoint before its decay")

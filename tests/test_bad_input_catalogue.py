@@ -2,11 +2,13 @@
 the bad value, before any file is written (exit 2 and nothing left behind for the CLI cases)."""
 from __future__ import annotations
 
+import json
+import re
 
 import numpy as np
 import pytest
 
-from conftest import compose_cfg, one_line_error, run_cli
+from conftest import compose_cfg, one_line_error, run_cli, train
 from harness.errors import ConfigError
 from harness.run import run
 
@@ -113,6 +115,16 @@ CONFIG_CASES = [
     (["mode=lr_find", "lr_find.max_lr=1e-9"], "lr_find.max_lr", "1e-09"),
     (["mode=lr_find", "lr_find.num_steps=3"], "lr_find.num_steps", "3"),
     (["mode=doctor", "doctor.overfit_steps=0"], "doctor.overfit_steps", "0"),
+    # keys nothing reads, added with + (or ++) under the harness's own nodes
+    (["+trainer.max_stepz=10"], "trainer.max_stepz", "did you mean trainer.max_steps?"),
+    (["++guard.rolback_after=3"], "guard.rolback_after", "did you mean guard.rollback_after?"),
+    (["+monitor.levle=full"], "monitor.levle", "did you mean monitor.level?"),
+    (["+seeds=3"], "seeds", "did you mean seed?"), (["+loss.zloss=1e-4"], "loss.zloss", "loss.z_loss"),
+    (["+diagnose.abort=critical"], "diagnose.abort", "diagnose.abort_on"),
+    (["+data.cache=/tmp"], "data.cache", "did you mean data.cache_dir?"),
+    ([*VECTOR, "+data.noize=0.2"], "data.noize", "data.noise"),
+    # a batch larger than the training set (data=synthetic holds 4096 samples)
+    ([*VECTOR, "batch_size=100000"], "batch_size", "at most the 4096 training samples"),
 ]
 
 
@@ -204,7 +216,6 @@ def test_bad_file_case(tmp_path, case):
 
 # The command line: Hydra's own errors and the run directory, each one line, exit 2, nothing left behind.
 CLI_CASES = [
-    (["trainer.max_stepz=5"], "trainer.max_stepz", "+trainer.max_stepz=5"),
     (["+trainer.max_steps=5"], "trainer.max_steps", "++trainer.max_steps=5"),
     (["model.hidden=64"], "model.hidden", "+model.hidden=64"),
     (["optim.lr=tag(log,interval(1e-4"], "optim.lr", "override syntax"),
@@ -213,6 +224,15 @@ CLI_CASES = [
     (["fault=nan_grad", "fault.at=5"], "fault.at", "[5]"),
     (["data.tokenizer=wordpiece"], "data.tokenizer", "bpe"),
     (["hydra.run.dir=/proc/forbidden/run"], "hydra.run.dir", "can be created"),
+    (["trainer.max_stepz=5"], "trainer.max_stepz", "did you mean trainer.max_steps?"),
+    (["+trainer.max_stepz=10"], "trainer.max_stepz", "did you mean trainer.max_steps?"),
+    (["schedule=constant", "+schedule.decay_fraction=0.2"], "schedule.decay_fraction", "--cfg job -p schedule"),
+    (["--cfg", "bogus"], "command line", "invalid choice: 'bogus'"),
+    (["--bogus-flag"], "command line", "unrecognized arguments: --bogus-flag"),
+    (["-m", "--cfg", "job", "seed=1,2"], "command line", "--multirun and --cfg together"),
+    (["--info", "config", "seed=1", "--cfg", "job"], "command line", "--cfg and --info together"),
+    (["--cfg", "job", "optim=adamm"], "optim", "adamw"),
+    ([*VECTOR, "batch_size=5000"], "batch_size", "at most the 4096 training samples"),
 ]
 
 
@@ -232,3 +252,114 @@ def test_cli_sweep_expression_that_does_not_parse(tmp_path):
     one_line_error(result, "optim.lr")
     assert not (tmp_path / "sweep").exists()
 
+
+
+# Good input: Hydra's own flags, in both forms and in any position among the overrides. Each prints
+# and exits 0 without training or creating a run directory.
+GOOD_CLI_CASES = [
+    (["--cfg", "job"], "max_steps: 1000"), (["--cfg=job"], "max_steps: 1000"), (["-c", "job"], "max_steps: 1000"),
+    (["trainer.max_steps=7", "--cfg", "job"], "max_steps: 7"), (["--cfg", "job", "trainer.max_steps=7"], "max_steps: 7"),
+    (["optim=sgd", "--cfg", "job", "trainer.max_steps=7", "--resolve"], "momentum: 0.9"),
+    (["--cfg", "job", "--resolve", "data=synthetic"], "n_train: 4096"),
+    (["--cfg", "job", "-p", "trainer"], "# @package trainer"), (["--package=trainer", "--cfg=job"], "# @package trainer"),
+    (["--cfg", "hydra"], "hydra:"), (["--cfg", "all", "seed=3"], "seed: 3"),
+    (["--info", "defaults"], "Defaults List"), (["--info=defaults-tree"], "Defaults Tree"),
+    (["--info", "config"], "Config"), (["--info", "searchpath"], "Config search path"),
+    (["--info", "plugins"], "Installed Hydra Plugins"), (["--info"], "Installed Hydra Plugins"),
+    (["--info", "all", "optim=sgd"], "Defaults List"),
+    (["-cn", "train", "--cfg", "job"], "max_steps: 1000"), (["--config-name=train", "--cfg", "job"], "max_steps: 1000"),
+    (["--config-name", "train", "trainer.max_steps=9", "--cfg", "job"], "max_steps: 9"),
+    (["-cp", "conf", "--cfg", "job", "-p", "trainer"], "max_steps: 1000"),
+    (["--config-path=conf", "--cfg=job"], "max_steps: 1000"),
+    (["--hydra-help"], "Hydra"), (["--help"], "train.py"), (["--version"], "Hydra"),
+    (["hydra.verbose=true", "--cfg", "job"], "max_steps: 1000"),
+]
+
+
+@pytest.mark.parametrize("args,expected", GOOD_CLI_CASES, ids=[" ".join(c[0]) for c in GOOD_CLI_CASES])
+def test_hydra_flags_are_accepted_in_any_form_and_position(tmp_path, args, expected):
+    result = run_cli(args, cwd=tmp_path)
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert expected in result.stdout + result.stderr
+    assert "error:" not in result.stderr
+    assert [p.name for p in tmp_path.iterdir()] == []  # printed only: no outputs/, no run dir
+
+
+def test_config_groups_from_a_config_dir_are_options(tmp_path):
+    """-cd / --config-dir / hydra.searchpath add options of the user's own, with keys of their own."""
+    (tmp_path / "mine" / "schedule").mkdir(parents=True)
+    (tmp_path / "mine" / "schedule" / "steps.yaml").write_text("name: constant\nwarmup: 0\nmy_note: kept\n")
+    for flag in (["-cd", str(tmp_path / "mine")], [f"--config-dir={tmp_path / 'mine'}"],
+                 [f"hydra.searchpath=[file://{tmp_path / 'mine'}]"]):
+        result = run_cli([*flag, "schedule=steps", "--cfg", "job", "-p", "schedule"], cwd=tmp_path)
+        assert result.returncode == 0 and "my_note: kept" in result.stdout, result.stderr[-2000:]
+    run_dir = tmp_path / "run"
+    result = run_cli(["-cd", str(tmp_path / "mine"), "schedule=steps", *VECTOR, "debug=smoke", "logger=none",
+                      "diagnose=false", f"hydra.run.dir={run_dir}"], cwd=tmp_path)
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert '"status": "completed"' in (run_dir / "summary.json").read_text()
+
+
+def test_every_shipped_preset_defines_only_keys_the_harness_reads():
+    """With Hydra's real choices (the CLI's precise check), every experiment and pathology preset passes."""
+    from hydra import compose, initialize_config_dir
+
+    from conftest import CONF
+    from harness.config_keys import check_known_keys
+
+    presets = sorted(p.relative_to(CONF / "experiment").with_suffix("").as_posix()
+                     for p in (CONF / "experiment").rglob("*.yaml"))
+    assert len(presets) > 10
+    with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
+        for preset in presets:
+            cfg = compose(config_name="train", overrides=[f"experiment={preset}"], return_hydra_config=True)
+            check_known_keys(cfg, dict(cfg.hydra.runtime.choices))
+
+
+def test_user_owned_nodes_take_new_keys(tmp_path):
+    """vars, a data=custom factory's node and a user model's node keep accepting keys of their own."""
+    _, summary = train_cli(tmp_path, ["+vars.width=16", *VECTOR, "model.width=${vars.width}"])
+    assert summary["status"] == "completed"
+
+
+def train_cli(tmp_path, args):
+    run_dir = tmp_path / "run"
+    result = run_cli([*args, "debug=smoke", "logger=none", "diagnose=false", f"hydra.run.dir={run_dir}"], cwd=tmp_path)
+    assert result.returncode == 0, result.stderr[-2000:]
+    return result, json.loads((run_dir / "summary.json").read_text())
+
+
+def test_resume_auto_on_a_completed_run_leaves_it_untouched(tmp_path):
+    first, _ = train_cli(tmp_path, [*VECTOR])
+    assert re.search(r"completed after 6 steps: best val loss \d+\.\d{4} ->", first.stdout), first.stdout[-500:]
+    names = ("summary.json", "config.yaml", "train.log", "metrics.jsonl")
+    before = {n: ((tmp_path / "run" / n).read_bytes(), (tmp_path / "run" / n).stat().st_mtime_ns) for n in names}
+    again, _ = train_cli(tmp_path, [*VECTOR, "resume=auto"])
+    assert "is complete (step 6 of trainer.max_steps=6); nothing was changed" in again.stdout
+    assert len(again.stdout.strip().splitlines()) == 1 and "error" not in again.stderr
+    assert {n: ((tmp_path / "run" / n).read_bytes(), (tmp_path / "run" / n).stat().st_mtime_ns) for n in names} == before
+
+
+def test_a_finished_constant_schedule_run_trains_further_with_a_larger_max_steps(tmp_path):
+    common = [*VECTOR, "schedule=constant", "schedule.warmup=2", "trainer.eval_every=3"]
+    _, first = train_cli(tmp_path, common)
+    _, extended = train_cli(tmp_path, [*common, "resume=auto", "trainer.max_steps=12"])
+    assert first["steps"] == 6 and extended["steps"] == 12 and extended["status"] == "completed"
+    steps = [json.loads(line)["step"] for line in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
+    assert steps == sorted(steps) and max(steps) == 12  # continued where it stopped, no step logged twice
+    whole, _ = train(["debug=smoke", "logger=none", *common, "trainer.max_steps=12"], tmp_path / "whole")
+    assert extended["best_val_loss"] == pytest.approx(whole, rel=1e-6)  # as if it had been planned at 12 steps
+
+
+def test_a_decayed_schedule_is_not_restarted_by_a_larger_max_steps(tmp_path):
+    train(["debug=smoke", "logger=none", *VECTOR], tmp_path / "run")  # cosine to its floor at step 6
+    before = (tmp_path / "run" / "summary.json").read_bytes()
+    with pytest.raises(ConfigError) as err:
+        run(compose_cfg(["debug=smoke", "logger=none", "diagnose=false", *VECTOR, "resume=auto",
+                         "trainer.max_steps=12"]), run_dir=tmp_path / "run")
+    assert err.value.key == "trainer.max_steps" and "schedule=cosine was at 0.1x" in str(err.value)
+    assert (tmp_path / "run" / "summary.json").read_bytes() == before
+    with pytest.raises(ConfigError, match=r"resume=.* is invalid: a checkpoint before trainer.max_steps=6"):
+        run(compose_cfg(["debug=smoke", "logger=none", "diagnose=false", *VECTOR, f"resume={tmp_path / 'run'}"]),
+            run_dir=tmp_path / "other")
+    assert not (tmp_path / "other").exists()

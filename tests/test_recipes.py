@@ -8,8 +8,8 @@ from conftest import train
 from harness.diagnosis import Severity, diagnose, load_run
 
 pytestmark = pytest.mark.slow
-# README quotes 1.309 and 4.430 (same seed, same machine); the margin absorbs other CPUs' float order.
-LSTM_VAL_LOSS = 1.33
+# README quotes 1.376 and 4.430 (same seed, same machine); the margin absorbs other CPUs' float order.
+LSTM_VAL_LOSS = 1.40
 BPE_GPT_VAL_LOSS = 4.46
 
 
