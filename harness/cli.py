@@ -220,9 +220,12 @@ def _composition_error(message: str, overrides: list[str]) -> ConfigError:
     """The override Hydra's message names, with the message's advice, as one ConfigError."""
     for arg in overrides:
         key, _, value = arg.lstrip("+~").partition("=")
-        if f"'{key}'" in message:
+        if f"'{key}'" in message or message.startswith(f"Multiple values for {key}."):
             if message.startswith("Could not override"):
                 return ConfigError(key, value, f"a key that exists in the config ({missing_key_hint(key, value)})")
+            if message.startswith(f"Multiple values for {key}"):
+                return ConfigError(arg.partition("=")[0], value, f"{key} is already in the defaults list: choose it "
+                                                                 f"with {key}={value} (no +)")
             if message.startswith("Could not append"):
                 return ConfigError(key, value, f"a new key: {key} already exists (drop the +, or write ++{key}={value})")
             return ConfigError(key, value, message)

@@ -50,7 +50,10 @@ def reference_keys(choices: Mapping[str, str] | None) -> dict[str, Any]:
     tree = dict(root)
     for group in groups:
         folder = CONF_DIR / group
-        if group in USER_NODES or not folder.is_dir() or _is_global(folder):
+        if group in USER_NODES:
+            tree[group] = {}  # theirs: any key
+            continue
+        if not folder.is_dir() or _is_global(folder):
             continue
         choice = (choices or {}).get(group)
         files = [folder / f"{choice}.yaml"] if choice else sorted(folder.glob("*.yaml"))

@@ -165,7 +165,7 @@ def main() -> None:
             medians = {tool: [statistics.median(v[i] for v in runs) for i in range(3)]
                        for tool, runs in results.items()}
             rows.append((threads, medians))
-    print(f"| threads | tool | step (ms) | process wall (s) | last val loss |\n|---|---|---|---|---|")
+    print("| threads | tool | step (ms) | process wall (s) | last val loss |\n|---|---|---|---|---|")
     verdicts = []
     for threads, medians in rows:
         for tool, (step, val, wall) in medians.items():

@@ -233,6 +233,8 @@ CLI_CASES = [
     (["--info", "config", "seed=1", "--cfg", "job"], "command line", "--cfg and --info together"),
     (["--cfg", "job", "optim=adamm"], "optim", "adamw"),
     ([*VECTOR, "batch_size=5000"], "batch_size", "at most the 4096 training samples"),
+    (["+experiment=baby_gpt"], "+experiment", "choose it with experiment=baby_gpt (no +)"),
+    (["optimizer=sgd"], "optimizer", "did you mean optim?"),
 ]
 
 

@@ -98,3 +98,20 @@ def test_windows_from_a_file_match_windows_in_memory_and_so_does_the_prior(tmp_p
     meta = DataMeta("lm", vocab_size=997, block_size=8)
     assert prior_loss(from_file, meta) == pytest.approx(prior_loss(in_memory, meta))
     assert prior_loss(from_file, meta) == pytest.approx(np.log(997), abs=0.01)  # evenly spread ids
+
+
+def test_building_a_run_starts_no_thread(tmp_path):
+    """Torch work on a side thread throttles the training thread's OpenMP team (README, Architecture):
+    assembling a run (data, model, optimizer, loaders) must leave this process's thread count alone."""
+    from conftest import TINY_GPT, compose_cfg
+
+    from harness.assembly import build_trainer
+
+    before = {t.ident for t in threading.enumerate()}
+    cfg = compose_cfg([*TINY_GPT, "debug=smoke", "logger=none", "diagnose=false"])
+    trainer = build_trainer(cfg, tmp_path / "run", torch.device("cpu"), None)
+    try:
+        trainer.advance()
+        assert {t.ident for t in threading.enumerate()} == before
+    finally:
+        trainer.close()
