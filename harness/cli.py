@@ -20,6 +20,7 @@ ROOT = Path(__file__).resolve().parent.parent
 CONF_DIR = ROOT / "conf"
 HYDRA_FILES = {".hydra", "train.log"}
 EXIT_CONFIG_ERROR = 2
+SHELL_COMPLETION = ("install", "uninstall", "query")  # -sc takes one of these as an override
 
 
 @dataclass(frozen=True)
@@ -56,6 +57,12 @@ def parse_command_line(argv: list[str]) -> CommandLine:
     if len(modes) > 1:
         parser.error(f"{' and '.join(modes)} together: only one of --run, --multirun, --cfg, --info and "
                      f"--shell-completion can be given")
+    if args.shell_completion and not any(o.split("=", 1)[0] in SHELL_COMPLETION for o in args.overrides):
+        parser.error(f"--shell-completion without a subcommand: add one of "
+                     f"{', '.join(f'{c}=SHELL' for c in SHELL_COMPLETION)} (e.g. -sc install=bash)")
+    if args.experimental_rerun and not Path(args.experimental_rerun).is_file():
+        parser.error(f"--experimental-rerun {args.experimental_rerun}: no such file (a config.pickle that a run "
+                     f"saved with Hydra's save_job_info callback)")
     dirs = [Path(args.config_path) if Path(args.config_path).is_absolute() else ROOT / args.config_path] \
         if args.config_path else [CONF_DIR]
     if args.config_dir:

@@ -231,6 +231,9 @@ CLI_CASES = [
     (["--bogus-flag"], "command line", "unrecognized arguments: --bogus-flag"),
     (["-m", "--cfg", "job", "seed=1,2"], "command line", "--multirun and --cfg together"),
     (["--info", "config", "seed=1", "--cfg", "job"], "command line", "--cfg and --info together"),
+    (["--run", "--cfg", "job"], "command line", "--run and --cfg together"),
+    (["--shell-completion"], "command line", "e.g. -sc install=bash"),
+    (["--experimental-rerun", "/nonexistent/config.pickle"], "command line", "no such file"),
     (["--cfg", "job", "optim=adamm"], "optim", "adamw"),
     ([*VECTOR, "batch_size=5000"], "batch_size", "at most the 4096 training samples"),
     (["+experiment=baby_gpt"], "+experiment", "choose it with experiment=baby_gpt (no +)"),
@@ -275,6 +278,7 @@ GOOD_CLI_CASES = [
     (["--config-path=conf", "--cfg=job"], "max_steps: 1000"),
     (["--hydra-help"], "Hydra"), (["--help"], "train.py"), (["--version"], "Hydra"),
     (["hydra.verbose=true", "--cfg", "job"], "max_steps: 1000"),
+    (["-sc", "install=bash"], "hydra_bash_completion"), (["--shell-completion", "install=bash"], "complete"),
 ]
 
 
