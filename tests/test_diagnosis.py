@@ -481,8 +481,25 @@ def test_dead_relu_from_zero_gradient_units(tmp_path, dead, severity):
     assert (found.severity if found else None) is severity
     if found:
         assert f"hidden.1.linear {dead:.0%}" in found.evidence and "hidden.0.linear" not in found.evidence
-    run.config["model"]["activation"] = "gelu"  # no unit of a GELU model is exactly 0: zero rows mean something else
-    assert "dead_relu" not in run.findings(tmp_path / "gelu")
+    run.config["model"]["activation"] = "gelu"  # judged by effect: a flat unit is dead whatever flattened it
+    on_gelu = run.findings(tmp_path / "gelu").get("dead_relu")
+    assert (on_gelu.severity if on_gelu else None) is severity
+    if on_gelu:
+        assert "no ReLU module" in on_gelu.evidence and "saturat" in on_gelu.title
+
+
+def test_dead_units_behind_a_functional_relu_are_named(tmp_path):
+    """A user model calling torch.relu in its forward has no ReLU module: grad_dead still tells."""
+    run = Run()
+    run.config["model"] = {"_target_": "mypkg.Net"}
+    run.summary["modules"] = ["Linear", "Net"]
+    for row in run.train:
+        for key in [k for k in row if k.startswith("act_dead/")]:
+            del row[key]
+        for layer in ("fc1", "fc2", "fc3", "fc4"):
+            row[f"grad_dead/{layer}"] = 1.0 if row["step"] > 60 else 0.0
+    found = run.findings(tmp_path)["dead_relu"]
+    assert found.severity is Severity.CRITICAL and "fc1 100%" in found.evidence and "torch.relu" in found.evidence
 
 
 def test_dead_relu_is_judged_on_any_model_with_relu_modules(tmp_path):

@@ -191,8 +191,12 @@ def block_ratio_series(run: RunData) -> Series:
 def dead_relu(run: RunData) -> Finding | None:
     measured = _late_medians(run, "act_dead/")
     source = "dead-unit fraction (0 for every sample of the batch)"
-    relu_judged = _has_relu(run) and not fp16_unscaled(run)  # fp16 underflow zeroes gradients too
-    if not measured and relu_judged:
+    relu = _has_relu(run)
+    relu_judged = relu and not fp16_unscaled(run)  # fp16 underflow zeroes gradients too
+    if not measured and not fp16_unscaled(run):
+        # Judged by effect, on any model: a unit whose weights get exactly zero gradient for every
+        # sample is dead, whether a ReLU module, torch.relu in a forward, or a saturated tanh,
+        # sigmoid or far-negative GELU flattened it.
         measured = _late_medians(run, "grad_dead/")
         source = "share of units whose weights got exactly zero gradient (0 for every sample of the batch)"
     worst = {k.split("/", 1)[1]: v for k, v in measured.items() if v >= DEAD_UNITS}
@@ -208,10 +212,17 @@ def dead_relu(run: RunData) -> Finding | None:
     else:
         return None
     severity = Severity.CRITICAL if max(worst.values(), default=1.0) >= DEAD_CRITICAL else Severity.WARNING
-    return Finding("dead_relu", severity, "ReLU units died: they output 0 and never recover", evidence,
-                   "lower optim.lr (one huge update pushes pre-activations negative for good) and keep clip on; "
-                   "model.activation=gelu or silu never go fully flat; model.norm=layer keeps pre-activations "
-                   "centred; init=kaiming.")
+    if relu:
+        return Finding("dead_relu", severity, "ReLU units died: they output 0 and never recover", evidence,
+                       "lower optim.lr (one huge update pushes pre-activations negative for good) and keep clip on; "
+                       "model.activation=gelu or silu never go fully flat; model.norm=layer keeps pre-activations "
+                       "centred; init=kaiming.")
+    return Finding("dead_relu", severity, "units died: their activation is flat (0, or saturated) for every sample",
+                   evidence + " The model has no ReLU module: a torch.relu/F.relu call in its forward, or a "
+                   "tanh/sigmoid driven into saturation, does this.",
+                   "lower optim.lr and keep clip on (one huge update pushes pre-activations where the activation "
+                   "is flat); normalise the pre-activations (LayerNorm before the activation); a GELU/SiLU "
+                   "instead of relu in the forward; init=kaiming for ReLU, xavier for tanh.")
 
 
 def _late_medians(run: RunData, prefix: str) -> dict[str, float]:
