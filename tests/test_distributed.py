@@ -22,7 +22,20 @@ def torchrun(args: list[str], cwd: Path, timeout: float = 180) -> subprocess.Com
     cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2",
            str(ROOT / "train.py"), *args]
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
-    result = subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, timeout=timeout, env=env)
+    proc = subprocess.Popen(cmd, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    try:
+        out, err = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        # SIGTERM lets torchrun stop its ranks (and their DataLoader workers) before it exits; a
+        # SIGKILL would leave them running beside the rest of the suite, holding the pipes open.
+        proc.terminate()
+        try:
+            out, err = proc.communicate(timeout=60)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            out, err = "", ""
+        pytest.fail(f"torchrun did not finish in {timeout:.0f} s:\n{out[-2000:]}{err[-2000:]}")
+    result = subprocess.CompletedProcess(cmd, proc.returncode, out, err)
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     return result
 
