@@ -41,14 +41,19 @@ def _union(trees: list[dict[str, Any]]) -> dict[str, Any]:
     return merged
 
 
+@lru_cache(maxsize=None)
+def _groups() -> tuple[str, ...]:
+    """The config groups of conf/train.yaml's defaults list."""
+    defaults = yaml.safe_load((CONF_DIR / "train.yaml").read_text())["defaults"]
+    names = (next(iter(d)) for d in defaults if isinstance(d, dict))
+    return tuple(name for name in names if not name.startswith("override"))
+
+
 def reference_keys(choices: Mapping[str, str] | None) -> dict[str, Any]:
     """The keys the harness's files define, by node: conf/train.yaml, plus each group's chosen
     option (every option of the group when the choices are unknown, as in `hydra.compose`)."""
-    root = _load(CONF_DIR / "train.yaml")
-    defaults = yaml.safe_load((CONF_DIR / "train.yaml").read_text())["defaults"]
-    groups = [next(iter(d)) for d in defaults if isinstance(d, dict) and not next(iter(d)).startswith("override")]
-    tree = dict(root)
-    for group in groups:
+    tree = dict(_load(CONF_DIR / "train.yaml"))
+    for group in _groups():
         folder = CONF_DIR / group
         if group in USER_NODES:
             tree[group] = {}  # theirs: any key
@@ -88,8 +93,13 @@ def missing_key_hint(key: str, value: str) -> str:
     parent = key.rpartition(".")[0]
     prefix = f"{parent}." if parent else ""
     siblings = [f"{p}{k}" for p, k in _paths(reference_keys(None), "") if p == prefix]
+    return _nearest(key, siblings) or "python train.py --cfg job lists the keys; yours go under +vars.NAME"
+
+
+def _nearest(key: str, siblings: list[str]) -> str | None:
+    """'did you mean X?' for the closest sibling key, if one is close."""
     near = difflib.get_close_matches(key, siblings, n=1, cutoff=0.6)
-    return f"did you mean {near[0]}?" if near else "python train.py --cfg job lists the keys; yours go under +vars.NAME"
+    return f"did you mean {near[0]}?" if near else None
 
 
 def _paths(tree: Mapping[str, Any], prefix: str) -> Iterator[tuple[str, str]]:
@@ -106,10 +116,8 @@ def check_known_keys(cfg: DictConfig, choices: Mapping[str, str] | None = None) 
     values = OmegaConf.to_container(cfg, resolve=False)
     skipped = [*USER_NODES, *(["data"] if values.get("data", {}).get("name") == FREE_DATA else [])]
     for key, siblings in _unread({k: v for k, v in values.items() if k not in skipped}, reference, ""):
-        near = difflib.get_close_matches(key, siblings, n=1, cutoff=0.6)
         node = key.rpartition(".")[0]
-        hint = f"did you mean {near[0]}?" if near else \
-            f"python train.py --cfg job{f' -p {node}' if node else ''} lists the keys there"
+        hint = _nearest(key, siblings) or f"python train.py --cfg job{f' -p {node}' if node else ''} lists the keys there"
         raise ConfigError(key, OmegaConf.select(cfg, key, throw_on_resolution_failure=False),
                           f"nothing reads this key ({hint}); keys of your own go under vars (+vars.NAME=...), "
                           f"or in your model's, optimizer's or data=custom factory's node")

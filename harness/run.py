@@ -100,7 +100,11 @@ def already_complete(cfg: DictConfig, run_dir: Path, step: int, dist: DistInfo) 
         print(f"{run_dir} is complete (step {step} of trainer.max_steps={cfg.trainer.max_steps}); nothing was "
               f"changed. To train it further: resume=auto trainer.max_steps=N with N > {step}", flush=True)
     summary = run_dir / "summary.json"
-    objective = json.loads(summary.read_text()).get("objective") if summary.is_file() else None
+    return sweep_value(json.loads(summary.read_text()).get("objective") if summary.is_file() else None)
+
+
+def sweep_value(objective: Any) -> Any:
+    """summary.json's objective as a sweep takes it: a missing value (no eval finished) is NaN."""
     if isinstance(objective, list):
         return [math.nan if v is None else v for v in objective]
     return math.nan if objective is None else objective
@@ -139,7 +143,4 @@ def _train(cfg: DictConfig, run_dir: Path, device: torch.device, dist: DistInfo,
                  "none" if best is None else f"{best:.4f}", run_dir / "summary.json")
         if diagnose_settings(cfg.diagnose).report:
             write_diagnosis(run_dir)
-    objective = summary["objective"]
-    if isinstance(objective, list):
-        return [math.nan if v is None else v for v in objective]
-    return math.nan if objective is None else objective
+    return sweep_value(summary["objective"])

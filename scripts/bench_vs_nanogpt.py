@@ -70,12 +70,14 @@ def corpus_ids(text_file: Path | None) -> tuple[np.ndarray, int]:
     if text_file is not None:
         ids, vocab = encode_chars(text_file.read_text(encoding="utf-8"))
         return ids, len(vocab)
-    sys.path.insert(0, str(ROOT / "tests"))
-    from conftest import compose_cfg  # the real conf/, as train.py composes it
+    from hydra import compose, initialize_config_dir
 
     from harness.data import build_data
+    from harness.resolvers import register_resolvers
 
-    train, val, meta = build_data(compose_cfg(["data=stdlib"]).data)
+    register_resolvers()
+    with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base="1.3"):  # the real conf/
+        train, val, meta = build_data(compose(config_name="train", overrides=["data=stdlib"]).data)
     return np.concatenate([np.asarray(train.tokens), np.asarray(val.tokens)]), meta.vocab_size
 
 

@@ -8,6 +8,7 @@ its split and the tokenizer: only the first run trains and encodes; later runs m
 """
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import logging
@@ -72,6 +73,20 @@ def publish_dir(staging: Path, target: Path) -> None:
         os.replace(staging, target)  # atomic within one file system
     except OSError:  # another process won the race
         shutil.rmtree(staging)
+
+
+@contextlib.contextmanager
+def staged_dir(target: Path) -> Iterator[Path]:
+    """A folder to write a cache into, published as `target` when the block ends; an interrupted
+    build (Ctrl-C, a full disk) leaves no half-built folder behind."""
+    target.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(dir=target.parent, prefix=f".{target.name}-"))
+    try:
+        yield staging
+    except BaseException:
+        shutil.rmtree(staging)
+        raise
+    publish_dir(staging, target)
 
 
 def uses_tokenizers(tokenizer: object) -> bool:
@@ -175,10 +190,8 @@ def _build(cfg: DictConfig, target: Path, key: dict[str, object], read: Callable
     texts = dict(zip(("train", "val"), read()))
     tokenizer = train_bpe(texts["train"], cfg.vocab_size) if cfg.tokenizer == BPE else load_tokenizer(cfg.tokenizer)
     trained = time.perf_counter()
-    target.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(dir=target.parent, prefix=".tokens-"))
     vocab_size, counts = vocab_size_of(tokenizer), {}
-    try:
+    with staged_dir(target) as staging:
         tokenizer.save(str(staging / TOKENIZER_FILE))
         for name, text in texts.items():
             ids = encode(tokenizer, text)
@@ -186,10 +199,6 @@ def _build(cfg: DictConfig, target: Path, key: dict[str, object], read: Callable
             counts[name] = len(ids)
         (staging / DONE_FILE).write_text(json.dumps({**key, "vocab_size": vocab_size, "tokens": counts,
                                                      "chars": {name: len(text) for name, text in texts.items()}}))
-    except BaseException:  # interrupted (Ctrl-C, a full disk): leave no half-built folder behind
-        shutil.rmtree(staging)
-        raise
-    publish_dir(staging, target)
     log.info("%s tokenizer (%d ids): %s in %.1fs, encoded %d chars into %d tokens in %.1fs; cached in %s",
              key["tokenizer"], vocab_size, "trained" if cfg.tokenizer == BPE else "loaded", trained - started,
              sum(len(t) for t in texts.values()), sum(counts.values()), time.perf_counter() - trained, target)

@@ -93,11 +93,10 @@ def subword_data(cfg: DictConfig, corpus: str, read: Callable[[], tuple[str, str
 
 
 def build_stdlib(cfg: DictConfig):
+    files = stdlib_files()
     if cfg.get("tokenizer", CHAR) != CHAR:
-        files = stdlib_files()
         return subword_data(cfg, f"stdlib-{stdlib_fingerprint(files)}",
                             lambda: split(stdlib_text(files), float(cfg.val_fraction)))
-    files = stdlib_files()
     ids, vocab = _char_corpus(cache_root(cfg) / f"stdlib-{stdlib_fingerprint(files)}", lambda: stdlib_text(files))
     return _char_data(ids, vocab, cfg)
 

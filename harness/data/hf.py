@@ -107,12 +107,12 @@ def _token_windows(cfg: DictConfig, train: Any, val: Any) -> tuple[ArrayDataset,
         texts["val"] = _texts(val, cfg.text_column)
     if uses_tokenizers(cfg.tokenizer):
         return _subword_windows(cfg, texts)
+    joined = {name: "\n".join(docs) for name, docs in texts.items()}
     if cfg.tokenizer == "char":
-        build, spec = partial(_encode_chars, texts), "chars"
+        build, spec = partial(_encode_chars, joined), "chars"
     else:
         build, spec = partial(_tokenize, cfg.tokenizer, texts), f"dir-{_directory_fingerprint(Path(cfg.tokenizer))}"
-    corpus = fingerprint(*("\n".join(docs) for docs in texts.values()), spec)
-    folder = cache_root(cfg) / f"hf-{corpus}"
+    folder = cache_root(cfg) / f"hf-{fingerprint(*joined.values(), spec)}"
     files, facts = cached_ids(folder, list(texts), build)  # tokenized once; later starts read the ids
     streams, vocab_size = dict(zip(texts, files)), facts["vocab_size"]
     if val is None:
@@ -131,9 +131,8 @@ def _subword_windows(cfg: DictConfig, texts: dict[str, list[str]]) -> tuple[Arra
     return subword_data(cfg, f"hf-{fingerprint(*parts)}", lambda: parts)  # the text itself names the corpus
 
 
-def _encode_chars(texts: dict[str, list[str]]) -> Built:
-    """One character vocabulary over every split; documents joined by newlines."""
-    joined = {k: "\n".join(v) for k, v in texts.items()}
+def _encode_chars(joined: dict[str, str]) -> Built:
+    """One character vocabulary over every split (each split's documents joined by newlines)."""
     ids, vocab = encode_chars("".join(joined.values()))
     ends = np.cumsum([len(t) for t in joined.values()])
     return dict(zip(joined, np.split(ids, ends[:-1]))), {"vocab_size": len(vocab)}

@@ -9,15 +9,13 @@ never read half of one.
 from __future__ import annotations
 
 import json
-import shutil
-import tempfile
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from harness.data.bpe import publish_dir
+from harness.data.bpe import staged_dir
 from harness.data.token_file import TokenFile
 
 META_FILE = "meta.json"
@@ -35,16 +33,10 @@ def cached_ids(folder: Path, names: Sequence[str], build: Callable[[], Built]) -
     if not (folder / META_FILE).exists():
         streams, facts = build()
         dtype = id_dtype(int(facts.get("vocab_size", 0)))
-        folder.parent.mkdir(parents=True, exist_ok=True)
-        staging = Path(tempfile.mkdtemp(dir=folder.parent, prefix=f".{folder.name}-"))
-        try:
+        with staged_dir(folder) as staging:
             for name in names:
                 streams[name].astype(dtype).tofile(staging / f"{name}.bin")
             (staging / META_FILE).write_text(json.dumps({**facts, "dtype": dtype.name}))
-        except BaseException:  # interrupted (Ctrl-C, a full disk): leave no half-built folder behind
-            shutil.rmtree(staging)
-            raise
-        publish_dir(staging, folder)
     facts = json.loads((folder / META_FILE).read_text())
     dtype = np.dtype(facts.get("dtype", "uint16"))  # caches of earlier versions hold uint16
     return [TokenFile(folder / f"{name}.bin", dtype) for name in names], facts

@@ -9,7 +9,7 @@ a chunk of positions at a time, never a materialised permutation of every sample
 corpus has a sample per token position, and `randperm` over billions of them would cost ~10
 bytes of RAM per token and seconds at every epoch boundary. Memory and start-up are O(chunk),
 whatever the corpus. Everything runs on the calling thread: torch work on a side thread starts a
-second OpenMP team, and libgomp then throttles the training thread's team (see docs/performance.md).
+second OpenMP team, and libgomp then throttles the training thread's team (README, Architecture).
 """
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ from functools import lru_cache
 import numpy as np
 import torch
 
-CHUNK = 1 << 16  # positions evaluated together: ~1 ms of numpy, amortised over the chunk's batches
+CHUNK = 1 << 16  # positions evaluated together: ~3 ms of numpy, amortised over the chunk's batches
 ROUNDS = 6  # Feistel rounds; 4 already make a pseudo-random permutation (Luby-Rackoff)
 EVAL_KEY = (0, 0xE7A1)  # the eval sample's permutation: one for every run seed
 _MIX1, _MIX2 = np.uint64(0xBF58476D1CE4E5B9), np.uint64(0x94D049BB133111EB)  # splitmix64's finaliser

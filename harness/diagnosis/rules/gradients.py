@@ -191,9 +191,9 @@ def block_ratio_series(run: RunData) -> Series:
 def dead_relu(run: RunData) -> Finding | None:
     measured = _late_medians(run, "act_dead/")
     source = "dead-unit fraction (0 for every sample of the batch)"
-    relu = _has_relu(run)
-    relu_judged = relu and not fp16_unscaled(run)  # fp16 underflow zeroes gradients too
-    if not measured and not fp16_unscaled(run):
+    relu, underflow = _has_relu(run), fp16_unscaled(run)  # fp16 underflow zeroes gradients too
+    relu_judged = relu and not underflow
+    if not measured and not underflow:
         # Judged by effect, on any model: a unit whose weights get exactly zero gradient for every
         # sample is dead, whether a ReLU module, torch.relu in a forward, or a saturated tanh,
         # sigmoid or far-negative GELU flattened it.
