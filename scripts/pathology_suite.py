@@ -51,6 +51,7 @@ class Case:
     overrides: tuple[str, ...]
     expect: tuple[str, ...] = ()  # finding names that name the cause
     mention: str = ""  # ... or any finding whose fix names this setting (a cause only the fix text can name)
+    batch: str = ""  # forms of a class added later are split into dev and held-out among themselves
 
     @property
     def sick(self) -> bool:
@@ -70,6 +71,12 @@ RESNET = ("model=resnet", "data=digits", "model.width=8")
 USER_NET = ("model=mlp", "data=synthetic", "model._target_=suite_models.Net")
 USER_LM = ("data=stdlib", "model._target_=suite_models.CharRNN", "model.block_size=32", "batch_size=16")
 SKEWED = ("data=custom", "data._target_=suite_models.skewed_blobs")
+FUNCTIONAL_NET = ("model=mlp", "data=synthetic", "model._target_=suite_models.FunctionalNet")
+OUTLIERS = ("data=custom", "data._target_=suite_models.blobs_with_outliers", "model.width=64")
+RAW_FEATURES = ("data=custom", "data._target_=suite_models.raw_feature_blobs", "model.width=64")
+LEAKY = ("data=custom", "data._target_=suite_models.leaky_blobs", "model.width=128", "optim.weight_decay=0.0",
+         "batch_size=32")
+FULL = ("monitor=full", "monitor.every=5")
 NO_CLIP = "clip=null"
 
 
@@ -77,8 +84,10 @@ def steps(n: int, evals: int = 6) -> tuple[str, ...]:
     return (f"trainer.max_steps={n}", f"trainer.eval_every={max(n // evals, 1)}", f"trainer.ckpt_every={n}")
 
 
-def sick(cause: str, expect: tuple[str, ...], variants: dict[str, tuple[str, ...]], mention: str = "") -> list[Case]:
-    return [Case(f"{cause}/{v}", cause, (*COMMON, *o), expect, mention) for v, o in variants.items()]
+def sick(cause: str, expect: tuple[str, ...], variants: dict[str, tuple[str, ...]], mention: str = "",
+         suffix: str = "") -> list[Case]:
+    """The cases of one class; `suffix` marks a later batch of forms of a class (its own dev/held-out split)."""
+    return [Case(f"{cause}/{v}", cause, (*COMMON, *o), expect, mention, suffix) for v, o in variants.items()]
 
 
 def catalogue() -> list[Case]:
@@ -292,11 +301,122 @@ def catalogue() -> list[Case]:
                                                 "optim.lr=0.01", "schedule=constant", "trainer.log_every=4",
                                                 *steps(384, evals=4)),
         }),
+        *sick("weight_decay_collapse", ("weight_decay_collapse",), {
+            "mlp-adamw-wd30": (*MLP, "optim.weight_decay=30", *steps(300)),
+            "gpt-adamw-wd20-constant": (*GPT, "optim.weight_decay=20", "schedule=constant", *steps(300)),
+            "user-net-adamw-wd50": (*USER_NET, "optim.weight_decay=50", *steps(300)),
+            "mlp-sgd-wd1": (*MLP, "optim=sgd", "optim.weight_decay=1.0", *steps(300)),
+            "rnn-adamw-wd20": (*RNN, "optim.lr=3e-3", "optim.weight_decay=20", *steps(300)),
+            "user-lm-lion-wd300": (*USER_LM, "optim=lion", "optim.lr=3e-4", "optim.weight_decay=300",
+                                   *steps(300)),
+            "functional-net-adamw-wd40-seed4": (*FUNCTIONAL_NET, "optim.weight_decay=40", "seed=4", *steps(300)),
+        }),
+        *sick("warmup_too_long", ("warmup_too_long",), {
+            "mlp-sgd-warmup0.9": (*MLP, "optim=sgd", "optim.lr=0.01", "schedule.warmup=0.9", *steps(300)),
+            "gpt-adamw-warmup0.8": (*GPT, "optim.lr=3e-4", "schedule.warmup=0.8", *steps(300)),
+            "user-net-sgd-warmup0.9-linear": (*USER_NET, "optim=sgd", "optim.lr=0.01", "schedule=linear",
+                                              "schedule.warmup=0.9", *steps(300)),
+            "rnn-adamw-warmup0.85": (*RNN, "optim.lr=1e-3", "schedule.warmup=0.85", *steps(300)),
+            "user-lm-adamw-warmup240-constant": (*USER_LM, "optim.lr=1e-3", "schedule=constant",
+                                                 "schedule.warmup=240", *steps(300)),
+            "resnet-sgd-warmup0.9": (*RESNET, "optim=sgd", "optim.lr=0.01", "schedule.warmup=0.9", *steps(200)),
+        }),
+        *sick("outlier_samples", ("outlier_samples",), {
+            "mlp-adamw-2pct-x1e3": (*OUTLIERS, "model=mlp", *steps(200)),
+            "user-net-sgd-3pct-x300": (*OUTLIERS, "model._target_=suite_models.Net", "optim=sgd", "+data.share=0.03",
+                                       "+data.scale=300", *steps(200)),
+            "functional-net-adamw-1pct-x1e4": (*OUTLIERS, "model._target_=suite_models.FunctionalNet",
+                                               "+data.share=0.01", "+data.scale=1e4", *steps(200)),
+            "mlp-lion-2pct-x1e3-constant": (*OUTLIERS, "model=mlp", "optim=lion", "optim.lr=3e-4",
+                                            "schedule=constant", *steps(200)),
+            "user-net-adam-5pct-x1e3-seed5": (*OUTLIERS, "model._target_=suite_models.Net", "optim=adam",
+                                              "+data.share=0.05", "seed=5", *steps(200)),
+            "mlp-sgd-2pct-x1e3-clip1": (*OUTLIERS, "model=mlp", "optim=sgd", "clip=1.0", *steps(200)),
+        }),
+        *sick("unnormalised_inputs", ("unnormalised_inputs",), {
+            "mlp-adamw-scale100": (*RAW_FEATURES, "model=mlp", *steps(200)),
+            "user-net-sgd-scale1000": (*RAW_FEATURES, "model._target_=suite_models.Net", "optim=sgd",
+                                       "+data.scale=1000", *steps(200)),
+            "functional-net-adamw-scale300": (*RAW_FEATURES, "model._target_=suite_models.FunctionalNet",
+                                              "+data.scale=300", *steps(200)),
+            "mlp-lion-scale100-offset500": (*RAW_FEATURES, "model=mlp", "optim=lion", "optim.lr=3e-4",
+                                            "+data.offset=500", *steps(200)),
+            "user-net-adam-scale100-tanh": (*RAW_FEATURES, "model._target_=suite_models.Net", "+model.act=tanh",
+                                            "optim=adam", *steps(200)),
+            "mlp-adamw-scale1000-k4-seed6": (*RAW_FEATURES, "model=mlp", "+data.scale=1000", "+data.classes=4",
+                                             "seed=6", *steps(200)),
+        }),
+        *sick("val_train_overlap", ("val_train_overlap",), {
+            "mlp-adamw-all-leaked": (*LEAKY, "model=mlp", *steps(300)),
+            "user-net-sgd-half-leaked": (*LEAKY, "model._target_=suite_models.Net", "optim=sgd",
+                                         "+data.leaked=0.5", *steps(300)),
+            "functional-net-adamw-30pct": (*LEAKY, "model._target_=suite_models.FunctionalNet", "+data.leaked=0.3",
+                                           *steps(300)),
+            "mlp-lion-all-leaked-wide": (*LEAKY, "model=mlp", "model.width=256", "optim=lion", "optim.lr=3e-4",
+                                         *steps(300)),
+            "user-net-adamw-20pct-seed3": (*LEAKY, "model._target_=suite_models.Net", "+data.leaked=0.2", "seed=3",
+                                           *steps(300)),
+        }),
+        *sick("frozen_parameters", ("frozen_parameters",), {
+            "frozen-body-adamw": (*USER_NET, "model._target_=suite_models.FrozenBodyNet", *steps(200)),
+            "frozen-body-sgd-d3": (*USER_NET, "model._target_=suite_models.FrozenBodyNet", "model.depth=3",
+                                   "optim=sgd", *steps(200)),
+            "frozen-char-rnn": (*USER_LM, "model._target_=suite_models.FrozenCharRNN", "optim.lr=3e-3",
+                                *steps(200)),
+            "frozen-body-lion-wide": (*USER_NET, "model._target_=suite_models.FrozenBodyNet", "+model.hidden=256",
+                                      "optim=lion", "optim.lr=3e-4", *steps(200)),
+            "frozen-char-gru-seed8": (*USER_LM, "model._target_=suite_models.FrozenCharRNN", "+model.cell=gru",
+                                      "optim.lr=3e-3", "seed=8", *steps(200)),
+        }),
+        *sick("attention_entropy_collapse", ("attention_entropy_collapse",), {
+            "gpt-adamw-lr1e-2": (*GPT, *FULL, "optim.lr=1e-2", "schedule=constant", c, *steps(300)),
+            "gpt-adamw-lr2e-2-l4": (*GPT, *FULL, "model.n_layer=4", "optim.lr=2e-2", "schedule=constant", c,
+                                    *steps(300)),
+            "gpt-lion-lr3e-3": (*GPT, *FULL, "optim=lion", "optim.lr=3e-3", "schedule=constant", c, *steps(300)),
+            "gpt-adamw-lr1e-2-cosine-b64": (*GPT, *FULL, "model.block_size=64", "optim.lr=1e-2", c, *steps(300)),
+            "gpt-adam-lr1e-2-h8-seed9": (*GPT, *FULL, "model.n_head=8", "optim=adam", "optim.lr=1e-2",
+                                         "schedule=constant", c, "seed=9", *steps(300)),
+        }),
+        *sick("capacity_limit", ("capacity_limit", "underfitting"), {
+            "bottleneck2-k20-adamw": (*USER_NET, "model._target_=suite_models.BottleneckNet", "data.num_classes=20",
+                                      *steps(400)),
+            "bottleneck1-k10-sgd": (*USER_NET, "model._target_=suite_models.BottleneckNet", "+model.bottleneck=1",
+                                    "optim=sgd", *steps(400)),
+            "bottleneck2-k50-lion": (*USER_NET, "model._target_=suite_models.BottleneckNet", "data.num_classes=50",
+                                     "optim=lion", "optim.lr=1e-3", *steps(400)),
+            "bottleneck2-k20-skewed": (*SKEWED, "model._target_=suite_models.BottleneckNet", "+data.classes=20",
+                                       *steps(400)),
+            "bottleneck1-k20-adam-seed2": (*USER_NET, "model._target_=suite_models.BottleneckNet",
+                                           "+model.bottleneck=1", "data.num_classes=20", "optim=adam", "seed=2",
+                                           *steps(400)),
+        }),
+        *sick("dead_relu", ("dead_relu",), {
+            "functional-net-adamw-lr0.1": (*FUNCTIONAL_NET, "optim.lr=0.1", "schedule=constant", c, "guard=off",
+                                           *steps(80)),
+            "functional-net-adam-lr0.3-d3": (*FUNCTIONAL_NET, "model.depth=3", "optim=adam", "optim.lr=0.3",
+                                             "schedule=constant", c, *steps(80)),
+            "functional-net-sgd-lr3-w128": (*FUNCTIONAL_NET, "+model.hidden=128", "optim=sgd", "optim.lr=3.0",
+                                            "schedule=constant", c, *steps(80)),
+        }, suffix="catalogue"),
+        *sick("oscillating", ("oscillating", "diverging"), {
+            "mlp-sgd-momentum0.99": (*MLP, "optim=sgd", "optim.lr=0.3", "optim.momentum=0.99", "schedule=constant",
+                                     c, *steps(300)),
+            "user-net-sgd-momentum0.98": (*USER_NET, "optim=sgd", "optim.lr=0.3", "optim.momentum=0.98",
+                                          "schedule=constant", c, *steps(300)),
+            "functional-net-sgd-momentum0.99": (*FUNCTIONAL_NET, "+model.act=tanh", "optim=sgd", "optim.lr=0.2",
+                                                "optim.momentum=0.99", "schedule=constant", c, *steps(300)),
+        }, suffix="catalogue"),
+        *sick("slow_progress", ("slow_progress", "underfitting"), {
+            "resnet-adamw-lr1e-5-constant": (*RESNET, "optim.lr=1e-5", "schedule=constant", *steps(200)),
+            "resnet-sgd-lr1e-4-constant": (*RESNET, "optim=sgd", "optim.lr=1e-4", "schedule=constant", *steps(200)),
+            "functional-net-adamw-lr1e-5": (*FUNCTIONAL_NET, "optim.lr=1e-5", "schedule=constant", *steps(300)),
+        }, suffix="catalogue"),
         *healthy_cases(),
     ]
 
 
 def healthy_cases() -> list[Case]:
+    c = NO_CLIP
     variants = {
         "mlp-adamw-cosine": (*MLP, "optim.lr=3e-3", *steps(300)),
         "mlp-sgd-w128": (*MLP, "model.width=128", "optim=sgd", *steps(300)),
@@ -336,12 +456,22 @@ def healthy_cases() -> list[Case]:
         "resnet-digits-groupnorm": (*RESNET, "model.norm=group", *steps(150)),
         "mlp-clip-0.5-sgd-seed8": (*MLP, "optim=sgd", "clip=0.5", "seed=8", *steps(300)),
     }
-    return [Case(f"{HEALTHY}/{v}", HEALTHY, (*COMMON, *o)) for v, o in variants.items()]
+    later = {  # forms added with the rules for the whole catalogue: split among themselves
+        "gpt-full-monitor": (*GPT, *FULL, *steps(300)),
+        "gpt-full-monitor-lion-l4": (*GPT, *FULL, "model.n_layer=4", "optim=lion", "optim.lr=3e-4", *steps(250)),
+        "functional-net-adamw": (*FUNCTIONAL_NET, *steps(300)),
+        "functional-net-tanh-sgd": (*FUNCTIONAL_NET, "+model.act=tanh", "optim=sgd", *steps(300)),
+        "mlp-adamw-no-clip-no-guard": (*MLP, c, "guard=off", *steps(300)),
+        "user-lm-no-clip-no-guard-seed4": (*USER_LM, "optim.lr=3e-3", c, "guard=off", "seed=4", *steps(250)),
+        "resnet-digits-full-monitor": (*RESNET, *FULL, *steps(150)),
+    }
+    return [*(Case(f"{HEALTHY}/{v}", HEALTHY, (*COMMON, *o)) for v, o in variants.items()),
+            *(Case(f"{HEALTHY}/{v}", HEALTHY, (*COMMON, *o), batch="catalogue") for v, o in later.items())]
 
 
 def part_of(case: Case, cases: list[Case]) -> str:
     """dev for every DEV_EVERY-th case of its class in hash order, else heldout: stable as cases are added."""
-    same = sorted((c.name for c in cases if c.cause == case.cause), key=_hash)
+    same = sorted((c.name for c in cases if (c.cause, c.batch) == (case.cause, case.batch)), key=_hash)
     return "dev" if same.index(case.name) % DEV_EVERY == 0 else "heldout"
 
 

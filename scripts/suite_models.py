@@ -101,3 +101,106 @@ def skewed_blobs(n_train: int = 4096, n_val: int = 1024, classes: int = 8, featu
         return TensorDataset(centres[y] + torch.randn(n, features, generator=g), y)
 
     return draw(n_train), draw(n_val)
+
+
+class FunctionalNet(nn.Module):
+    """A feed-forward net whose activation is a function call in `forward` (`torch.relu(...)`),
+    not a module: nothing in `model.modules()` says what the activation is."""
+
+    FUNCTIONS = {"relu": torch.relu, "tanh": torch.tanh, "gelu": nn.functional.gelu}
+
+    def __init__(self, in_features: int, num_classes: int | None = None, out_features: int | None = None,
+                 hidden: int = 64, depth: int = 2, act: str = "relu") -> None:
+        super().__init__()
+        sizes = [in_features] + [hidden] * depth
+        self.hidden = nn.ModuleList(nn.Linear(a, b) for a, b in zip(sizes, sizes[1:]))
+        self.head = nn.Linear(hidden, num_classes or out_features or 1)
+        self.act = self.FUNCTIONS[act]
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = x.flatten(1)
+        for layer in self.hidden:
+            x = self.act(layer(x))
+        return self.head(x)
+
+
+class BottleneckNet(nn.Module):
+    """A classifier squeezed through `bottleneck` units: with many classes it cannot separate them
+    all, however long it trains."""
+
+    def __init__(self, in_features: int, num_classes: int, hidden: int = 64, bottleneck: int = 2) -> None:
+        super().__init__()
+        self.layers = nn.Sequential(nn.Linear(in_features, hidden), nn.ReLU(), nn.Linear(hidden, bottleneck),
+                                    nn.Linear(bottleneck, hidden), nn.ReLU(), nn.Linear(hidden, num_classes))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.layers(x.flatten(1))
+
+
+class FrozenBodyNet(Net):
+    """A classifier whose hidden layers were frozen by a fine-tuning recipe applied by mistake:
+    only the output layer trains."""
+
+    def __init__(self, in_features: int, num_classes: int, hidden: int = 64, depth: int = 2,
+                 act: str = "relu") -> None:
+        super().__init__(in_features, num_classes, hidden=hidden, depth=depth, act=act)
+        for layer in list(self.layers)[:-1]:
+            layer.requires_grad_(False)
+
+
+class FrozenCharRNN(CharRNN):
+    """A character language model whose embedding and recurrent layer never train."""
+
+    def __init__(self, vocab_size: int, hidden: int = 64, cell: str = "lstm") -> None:
+        super().__init__(vocab_size, hidden, cell)
+        self.embed.requires_grad_(False)
+        self.rnn.requires_grad_(False)
+
+
+def _teacher_blobs(n: int, classes: int, features: int, g: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
+    """Gaussian inputs labelled by a random linear teacher (a learnable task with a clean optimum)."""
+    x = torch.randn(n, features, generator=g)
+    teacher = torch.randn(features, classes, generator=torch.Generator().manual_seed(1234))
+    return x, (x @ teacher).argmax(1)
+
+
+def raw_feature_blobs(n_train: int = 4096, n_val: int = 1024, classes: int = 10, features: int = 32,
+                      scale: float = 100.0, offset: float = 50.0, seed: int = 0):
+    """The teacher task with its features left in raw units (a column in grams, another in metres):
+    each feature has its own scale up to `scale` and an offset, nothing standardised them."""
+    g = torch.Generator().manual_seed(seed)
+    units = scale ** torch.rand(features, generator=g)
+    shift = offset * torch.randn(features, generator=g)
+
+    def draw(n: int) -> TensorDataset:
+        x, y = _teacher_blobs(n, classes, features, g)
+        return TensorDataset(x * units + shift, y)
+
+    return draw(n_train), draw(n_val)
+
+
+def blobs_with_outliers(n_train: int = 4096, n_val: int = 1024, classes: int = 10, features: int = 32,
+                        share: float = 0.02, scale: float = 1e3, seed: int = 0):
+    """The teacher task where `share` of the training samples are corrupt: their features were
+    stored `scale` times too large (a unit mix-up in a few rows of the file)."""
+    g = torch.Generator().manual_seed(seed)
+    x, y = _teacher_blobs(n_train, classes, features, g)
+    bad = torch.randperm(n_train, generator=g)[: max(1, round(share * n_train))]
+    x[bad] *= scale
+    return TensorDataset(x, y), TensorDataset(*_teacher_blobs(n_val, classes, features, g))
+
+
+def leaky_blobs(n_train: int = 512, n_val: int = 256, classes: int = 10, features: int = 32,
+                leaked: float = 1.0, label_noise: float = 0.3, seed: int = 0):
+    """A small noisy task whose validation split was drawn from the training rows (a split made
+    after deduplication went wrong): `leaked` of the val samples are copies of training samples."""
+    g = torch.Generator().manual_seed(seed)
+    x, y = _teacher_blobs(n_train + n_val, classes, features, g)
+    noisy = torch.rand(len(y), generator=g) < label_noise
+    y[noisy] = torch.randint(classes, (int(noisy.sum()),), generator=g)
+    train_x, train_y = x[:n_train], y[:n_train]
+    copies = round(leaked * n_val)
+    picks = torch.randperm(n_train, generator=g)[:copies]
+    val_x = torch.cat([train_x[picks], x[n_train + copies:]])
+    val_y = torch.cat([train_y[picks], y[n_train + copies:]])
+    return TensorDataset(train_x, train_y), TensorDataset(val_x, val_y)
