@@ -14,13 +14,14 @@ from omegaconf import DictConfig, OmegaConf
 
 from harness.data import BatchRecipe, build_data, loader_settings
 from harness.data.checks import spread_indices
+from harness.data.facts import input_stats, split_overlap
 from harness.data.loader import fetch
 from harness.distributed import DistInfo
 from harness.errors import ConfigError, one_line
 from harness.models import build_model
 from harness.models.init import apply_init
 from harness.models.output import OutputPicker
-from harness.models.probe import check_batch_norm, probe_model
+from harness.models.probe import check_batch_norm, parameter_counts, probe_model
 from harness.optim import build_optimizer
 from harness.precision import build_precision
 from harness.rundir import remove_stale_temp_files
@@ -72,6 +73,8 @@ def build_trainer(cfg: DictConfig, run_dir: Path, device: torch.device,
     check_batch_norm(raw_model, micro_batch, cfg.batch_size)
     x, y = fetch(train_set, recipe, spread_indices(len(train_set), micro_batch))
     probe_model(raw_model, pick_output, meta, x.to(device), y.to(device), cfg.model._target_)
+    facts = {"parameters": parameter_counts(raw_model), "split_overlap": split_overlap(train_set, val_set, recipe, meta.task),
+             "input_stats": input_stats(train_set, recipe)}
     seed_everything(cfg.seed + dist.rank)  # identical weights on every rank, own dropout draws per rank
     optimizer = build_optimizer(cfg.optim, raw_model)
     scheduler = build_scheduler(cfg.schedule, optimizer, cfg.trainer.max_steps)
@@ -88,7 +91,7 @@ def build_trainer(cfg: DictConfig, run_dir: Path, device: torch.device,
     trainer = Trainer(cfg, model=model, raw_model=raw_model, optimizer=optimizer, scheduler=scheduler,
                       precision=precision, train_set=train_set, val_set=val_set, meta=meta, recipe=recipe,
                       loader=loader_settings(cfg.data, device.type), pick_output=pick_output, device=device,
-                      dist=dist, run_dir=run_dir, tracker=None, reporter=reporter)
+                      dist=dist, run_dir=run_dir, tracker=None, reporter=reporter, facts=facts)
     if resume_from:
         try:
             trainer.load_state_dict(resume_from[1])

@@ -5,7 +5,10 @@ rolling window of recent good losses, OLMo-core style, taken on the log of the l
 a multiplicative jump, and a converged classifier's near-zero batch losses wobble by factors
 that a linear z-score reads as 10 sigma when one batch holds one hard sample). A bad update
 moves neither the parameters nor the optimizer's moments. When `rollback_after` bad updates
-fall within `rollback_window` steps, the trainer rolls back to its last checkpoint with a lower LR.
+fall within `rollback_window` steps, the trainer rolls back to its rollback point (rollback_point.py)
+with a lower LR. A bad update whose samples stand out from their batch (attribution.py) is the data's
+fault, not the model's: it is skipped and reported, but counts towards no rollback and no LR cut
+(guard.cut_lr_for_data=true counts it like any other).
 
 The verdict is a device tensor, so deciding costs no host read: the loss is compared with a
 device-side limit, exp(mean + z * std) of the window's log losses. The window itself lives on
@@ -54,6 +57,8 @@ class GuardConfig:
     rollback_window: int = 50
     rollback_lr_factor: float = 0.5
     max_rollbacks: int = 3
+    snapshot_every: int | None = 50
+    cut_lr_for_data: bool = False
 
 
 def validate_guard_config(cfg: DictConfig) -> None:
@@ -67,6 +72,11 @@ def validate_guard_config(cfg: DictConfig) -> None:
         raise ConfigError("guard.spike_min_history", cfg.spike_min_history, f"<= guard.spike_window={cfg.spike_window}")
     if cfg.get("rollback_after") is not None and (not isinstance(cfg.rollback_after, int) or cfg.rollback_after < 1):
         raise ConfigError("guard.rollback_after", cfg.rollback_after, "null (off) or an integer >= 1")
+    every = cfg.get("snapshot_every")
+    if every is not None and (isinstance(every, bool) or not isinstance(every, int) or every < 1):
+        raise ConfigError("guard.snapshot_every", every, "null (roll back to checkpoints) or an integer >= 1")
+    if not isinstance(cfg.get("cut_lr_for_data", False), bool):
+        raise ConfigError("guard.cut_lr_for_data", cfg.cut_lr_for_data, "true or false")
     if not 0.0 < float(cfg.get("rollback_lr_factor", 0.5)) <= 1.0:
         raise ConfigError("guard.rollback_lr_factor", cfg.rollback_lr_factor, "a number in (0, 1]")
 
@@ -84,7 +94,7 @@ class Guard:
         self.history: deque[float] = deque(maxlen=self.cfg.spike_window)  # logs of good losses, as last read
         self.limit = torch.full((), math.inf, device=device)  # a loss above it is a spike; set at each read
         self.always_ok = torch.zeros((), dtype=torch.long, device=device)
-        self.bad_steps: list[int] = []  # steps of recent bad updates, for the rollback rule
+        self.bad_steps: list[int] = []  # steps of recent bad updates the model is blamed for, for the rollback rule
 
     def judge(self, loss: torch.Tensor, grad_norm: torch.Tensor, loss_scaling: bool) -> tuple[torch.Tensor, torch.Tensor]:
         """(Verdict code, the loss every rank agrees on) as device tensors: a handful of tiny ops,
@@ -113,9 +123,11 @@ class Guard:
         mean, std = statistics.fmean(self.history), statistics.pstdev(self.history)
         self.limit.fill_(math.exp(min(mean + self.cfg.spike_zscore * max(std, STD_FLOOR), MAX_EXPONENT)))
 
-    def record_bad(self, step: int) -> bool:
-        """Note a bad update at `step`; True when the rollback rule fires."""
-        if self.cfg.rollback_after is None:
+    def record_bad(self, step: int, data_cause: bool = False) -> bool:
+        """Note a bad update at `step`; True when the rollback rule fires. An update the data is
+        blamed for moved nothing (it was skipped) and says nothing against the model's state: a
+        rollback and a lower LR would only lose good updates."""
+        if self.cfg.rollback_after is None or (data_cause and not self.cfg.cut_lr_for_data):
             return False
         self.bad_steps = [s for s in self.bad_steps if s > step - self.cfg.rollback_window] + [step]
         return len(self.bad_steps) >= self.cfg.rollback_after

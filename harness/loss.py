@@ -26,3 +26,13 @@ def compute_loss(output: torch.Tensor, target: torch.Tensor, task: str,
     if z_loss:
         loss = loss + z_loss * torch.logsumexp(logits, dim=-1).pow(2).mean()
     return loss
+
+
+def per_sample_loss(output: torch.Tensor, target: torch.Tensor, task: str) -> torch.Tensor:
+    """Each sample's own loss ([B]: a sequence's mean over its tokens), to tell one bad sample
+    from a bad batch."""
+    if task == "regression":
+        return F.mse_loss(output.float().reshape(target.shape), target.float(), reduction="none").reshape(
+            len(target), -1).mean(1)
+    logits = output.float().reshape(-1, output.size(-1))
+    return F.cross_entropy(logits, target.reshape(-1), reduction="none").reshape(len(target), -1).mean(1)

@@ -20,11 +20,12 @@ from omegaconf import DictConfig, OmegaConf
 from torch import nn
 from torch.utils.data import Dataset
 
+from harness.attribution import attribute
 from harness.checkpoint import (latest_valid_checkpoint, rng_state, save_best_checkpoint, save_step_checkpoint,
                                 set_rng_state, step_checkpoints)
 from harness.clipping import clip_gradients, global_grad_norm
 from harness.data import BatchRecipe, DataMeta, LoaderSettings
-from harness.data.loader import EvalBatches, TrainBatches
+from harness.data.loader import EvalBatches, TrainBatches, fetch
 from harness.data.prior import majority_share, prior_loss
 from harness.data.sampler import BatchStream, eval_indices
 from harness.diagnosis.live import LiveDiagnosis, diagnose_settings
@@ -39,9 +40,12 @@ from harness.models.output import OutputPicker
 from harness.models.probe import behaves_differently_in_eval, has_batch_norm
 from harness.monitor import Monitor
 from harness.precision import Precision
+from harness.rollback_point import RollbackPoint
 from harness.tracking import Tracker, finite_or_none
 
 log = logging.getLogger("harness")
+
+ATTRIBUTED_PER_READ = 4  # skipped updates whose samples are rescored per read of the verdicts (a burst costs 4 passes)
 
 
 @dataclass
@@ -96,6 +100,7 @@ class Trainer:
         run_dir: Path,
         tracker: Tracker | None,
         reporter: Any = None,
+        facts: dict[str, Any] | None = None,
     ) -> None:
         self.cfg, self.model, self.raw_model = cfg, model, raw_model
         self.optimizer, self.scheduler, self.precision = optimizer, scheduler, precision
@@ -104,6 +109,7 @@ class Trainer:
         self.pick_output = pick_output  # the logits out of a tensor, tuple, dict or ModelOutput
         self.device, self.dist, self.run_dir = device, dist, run_dir
         self.tracker, self.reporter = tracker, reporter
+        self.facts = facts or {}  # measured at build time for the diagnosis (assembly.py)
         self.params = [p for p in raw_model.parameters() if p.requires_grad]
         self.clip = float(cfg.clip) if cfg.clip else 0.0
         self.loss_fn = partial(compute_loss, task=meta.task, label_smoothing=float(cfg.loss.label_smoothing),
@@ -136,6 +142,8 @@ class Trainer:
         self.stop_request = StopRequest()
         self.guard = Guard(cfg.guard, dist, device)
         self.skip_on_device = skips_on_device(optimizer)
+        self.rollback_point = RollbackPoint(self.guard.cfg.snapshot_every if self.guard.cfg.rollback_after else None)
+        self._unread_batches: dict[int, list] = {}  # step -> its micro-batches, until the verdicts are read
         self.faults = FaultInjector(cfg.fault, dist.rank)
         self.monitor = Monitor(cfg.monitor, raw_model, cfg.trainer.max_steps)
         self.early_stop = EarlyStopping(cfg.early_stop)
@@ -161,7 +169,7 @@ class Trainer:
         log_step = self._is_log_step(step)
         monitoring = log_step and self.monitor.due(step, self.log_every)
         self.faults.arm(step)
-        loss = self._forward_backward(monitoring)
+        loss = self._forward_backward(monitoring, step)
         self.faults.on_grads(self.params)
         if log_step:  # trainable tensors the loss never reached (a host-side count, no read)
             self._without_grad = sum(p.grad is None for p in self.params)
@@ -188,9 +196,11 @@ class Trainer:
         clipped = grad_norm > self.clip if self.clip and self.clip_mode == "norm" else None
         self.window.add(step, loss, grad_norm, verdict, judged_loss, clipped)
 
-    def _forward_backward(self, monitoring: bool) -> torch.Tensor:
+    def _forward_backward(self, monitoring: bool, step: int) -> torch.Tensor:
         """Accumulate the gradients of one batch's mean loss; returns that loss (on the device)."""
         micro_batches = self.batches.next_update()
+        if self.guard.enabled:  # which samples a skipped update held (host-side references, no copy)
+            self._unread_batches[step] = micro_batches
         loss = None
         for k, mb in enumerate(micro_batches):
             last = k == len(micro_batches) - 1
@@ -241,6 +251,7 @@ class Trainer:
         events with their steps, and arm a rollback when they repeat."""
         bad, good_losses = self.window.read_verdicts()
         self.guard.remember(good_losses)
+        attributed = 0
         for step, verdict in bad:
             if verdict == Verdict.OVERFLOW:  # the loss scale was too high: expected, the scaler backs off
                 self.state.overflow_steps += 1
@@ -248,8 +259,22 @@ class Trainer:
             self.state.skipped_steps += 1
             kind, what = ("nonfinite", "non-finite loss or gradients") if verdict == Verdict.NONFINITE else (
                 "spike", "loss spike")
-            self._event(f"skip_{kind}", f"step {step}: {what}, update skipped", step)
-            self._rollback_due = self.guard.record_bad(step) or self._rollback_due
+            details: dict[str, Any] = {}
+            if step in self._unread_batches and attributed < ATTRIBUTED_PER_READ:
+                attributed += 1
+                found = self._attribute(self._unread_batches[step])
+                details = {"samples": found.samples, "data_cause": any_rank(found.data_cause, self.dist, self.device)}
+                what += f"; {found.describe()}"
+            self._event(f"skip_{kind}", f"step {step}: {what}, update skipped", step, **details)
+            self._rollback_due = self.guard.record_bad(step, details.get("data_cause", False)) or self._rollback_due
+        self._unread_batches.clear()
+
+    def _attribute(self, micro_batches: list) -> Any:
+        """Score the samples of a skipped update one by one (this rank's share): which stood out."""
+        indices = torch.cat([mb.indices for mb in micro_batches])
+        x, y = fetch(self.train_set, self.recipe, indices)
+        return attribute(self.raw_model, self.pick_output, x.to(self.device), y.to(self.device), indices.tolist(),
+                         self.meta.task)
 
     def _update_loss_scale(self, ok: torch.Tensor) -> None:
         """fp16: back off after an overflow, grow after a quiet stretch. Overflows the guard did
@@ -280,6 +305,8 @@ class Trainer:
         no_checkpoint = any_rank(not step_checkpoints(self.run_dir), self.dist, self.device)  # rank 0 decides
         if self.guard.cfg.rollback_after and no_checkpoint:
             self.save_checkpoint()  # something to roll back to before the first periodic checkpoint
+        if self.rollback_point.due(self.state.step, bool(self.guard.bad_steps)):
+            self.rollback_point.take(self.state_dict(), self.state.step)
         self.window.restart_clock()
         while self.state.step < t.max_steps:
             if self.peak and self.flops is None:
@@ -293,6 +320,8 @@ class Trainer:
             stop = preempted or (t.stop_after and step - start_step >= t.stop_after)
             if log_step or eval_step or step % t.ckpt_every == 0 or stop:
                 self.hear_guard()  # the same steps on every rank: ranks agree on rollbacks
+                if not self._rollback_due and self.rollback_point.due(step, bool(self.guard.bad_steps)):
+                    self.rollback_point.take(self.state_dict(), step)
             if self._rollback_due:
                 if status := self._roll_back():
                     return status
@@ -329,18 +358,25 @@ class Trainer:
         return self._is_log_step(step) and any_rank(self.stop_request.signal_name is not None, self.dist, self.device)
 
     def _roll_back(self) -> str | None:
-        """Repeated bad updates: reload the last checkpoint, lower the LR, keep the data moving forward."""
+        """Repeated bad updates: reload the newest good state (the guard's snapshot or the last
+        checkpoint), lower the LR unless the data is to blame, keep the data moving forward."""
         self._rollback_due = False
         g = self.guard.cfg
+        data = any(e.get("data_cause") for e in self.state.events if e["step"] in self.guard.bad_steps)
         if self.state.rollbacks >= g.max_rollbacks:
+            advice = ("the skipped updates' samples stood out from their batches: inspect, fix or drop them (the "
+                      "skip events name them)" if data else "lower optim.lr, lengthen warmup or enable clipping")
             self._event("diverged", f"step {self.state.step}: bad updates kept coming after {self.state.rollbacks} "
-                                    f"rollback(s); lower optim.lr, lengthen warmup or enable clipping")
+                                    f"rollback(s); {advice}")
             return "diverged"
         found = latest_valid_checkpoint(self.run_dir)
-        if found is None:
+        if self.rollback_point.newer_than(found[1]["step"] if found else None):
+            source, ckpt = f"the guard's snapshot of step {self.rollback_point.step}", self.rollback_point.state
+        elif found is not None:
+            source, ckpt = found[0].name, found[1]
+        else:
             self._event("diverged", f"step {self.state.step}: repeated bad updates and no checkpoint to roll back to")
             return "diverged"
-        path, ckpt = found
         before, data_position, fired = self.state, self.batches.state_dict(), self.faults.state_dict()
         self.load_state_dict(ckpt)
         self.batches.load_state_dict(data_position)  # skip past the batches that went bad, do not replay them
@@ -351,7 +387,8 @@ class Trainer:
         self._apply_lr_scale()
         self.guard.bad_steps = []
         self._event("rollback", f"step {before.step}: {g.rollback_after} bad updates within {g.rollback_window} steps; "
-                                f"rolled back to step {self.state.step} ({path.name}), LR x{self.state.lr_scale:g}")
+                                f"rolled back to step {self.state.step} ({source}), LR x{self.state.lr_scale:g}",
+                    data_cause=data)
         return None
 
     def _apply_lr_scale(self) -> None:
@@ -434,6 +471,7 @@ class Trainer:
             **self.eval_prior,
             "optimum_loss": self.meta.optimum_loss,
             "modules": sorted({type(m).__name__ for m in self.raw_model.modules()}),  # what the rules may ask of
+            **self.facts,
             "mfu": None,  # known when the device's peak is (perf.peak_tflops, or a GPU in harness/flops.py)
             **self.mean_throughput(),  # tokens_per_s or samples_per_s, and mfu
         }

@@ -62,7 +62,7 @@ class Case:
 # live check on; logs and per-layer statistics every 5 steps so short runs have curves.
 COMMON = ("logger=none", "diagnose.report=false", "trainer.log_every=5", "monitor.every=5",
           "trainer.eval_batches=8")
-MLP = ("model=mlp", "data=synthetic", "model.width=64")
+MLP = ("model=mlp", "data=synthetic")
 GPT = ("model=gpt", "data=stdlib", "model.n_layer=2", "model.n_embd=64", "model.n_head=4", "model.block_size=32",
        "batch_size=16")
 RNN = ("model=rnn", "data=stdlib", "model.hidden=64", "model.n_embd=32", "model.n_layer=1", "model.block_size=32",
@@ -72,9 +72,9 @@ USER_NET = ("model=mlp", "data=synthetic", "model._target_=suite_models.Net")
 USER_LM = ("data=stdlib", "model._target_=suite_models.CharRNN", "model.block_size=32", "batch_size=16")
 SKEWED = ("data=custom", "data._target_=suite_models.skewed_blobs")
 FUNCTIONAL_NET = ("model=mlp", "data=synthetic", "model._target_=suite_models.FunctionalNet")
-OUTLIERS = ("data=custom", "data._target_=suite_models.blobs_with_outliers", "model.width=64")
-RAW_FEATURES = ("data=custom", "data._target_=suite_models.raw_feature_blobs", "model.width=64")
-LEAKY = ("data=custom", "data._target_=suite_models.leaky_blobs", "model.width=128", "optim.weight_decay=0.0",
+OUTLIERS = ("model=mlp", "data=custom", "data._target_=suite_models.blobs_with_outliers")
+RAW_FEATURES = ("model=mlp", "data=custom", "data._target_=suite_models.raw_feature_blobs")
+LEAKY = ("model=mlp", "data=custom", "data._target_=suite_models.leaky_blobs", "model.width=128", "optim.weight_decay=0.0",
          "batch_size=32")
 FULL = ("monitor=full", "monitor.every=5")
 NO_CLIP = "clip=null"
@@ -303,7 +303,7 @@ def catalogue() -> list[Case]:
         }),
         *sick("weight_decay_collapse", ("weight_decay_collapse",), {
             "mlp-adamw-wd30": (*MLP, "optim.weight_decay=30", *steps(300)),
-            "gpt-adamw-wd20-constant": (*GPT, "optim.weight_decay=20", "schedule=constant", *steps(300)),
+            "gpt-adamw-wd20-decay-all": (*GPT, "optim.weight_decay=20", "optim.no_decay=[]", "schedule=constant", *steps(300)),
             "user-net-adamw-wd50": (*USER_NET, "optim.weight_decay=50", *steps(300)),
             "mlp-sgd-wd1": (*MLP, "optim=sgd", "optim.weight_decay=1.0", *steps(300)),
             "rnn-adamw-wd20": (*RNN, "optim.lr=3e-3", "optim.weight_decay=20", *steps(300)),
@@ -322,37 +322,37 @@ def catalogue() -> list[Case]:
             "resnet-sgd-warmup0.9": (*RESNET, "optim=sgd", "optim.lr=0.01", "schedule.warmup=0.9", *steps(200)),
         }),
         *sick("outlier_samples", ("outlier_samples",), {
-            "mlp-adamw-2pct-x1e3": (*OUTLIERS, "model=mlp", *steps(200)),
+            "mlp-adamw-2pct-x1e3": (*OUTLIERS, *steps(200)),
             "user-net-sgd-3pct-x300": (*OUTLIERS, "model._target_=suite_models.Net", "optim=sgd", "+data.share=0.03",
                                        "+data.scale=300", *steps(200)),
             "functional-net-adamw-1pct-x1e4": (*OUTLIERS, "model._target_=suite_models.FunctionalNet",
                                                "+data.share=0.01", "+data.scale=1e4", *steps(200)),
-            "mlp-lion-2pct-x1e3-constant": (*OUTLIERS, "model=mlp", "optim=lion", "optim.lr=3e-4",
+            "mlp-lion-2pct-x1e3-constant": (*OUTLIERS, "optim=lion", "optim.lr=3e-4",
                                             "schedule=constant", *steps(200)),
             "user-net-adam-5pct-x1e3-seed5": (*OUTLIERS, "model._target_=suite_models.Net", "optim=adam",
                                               "+data.share=0.05", "seed=5", *steps(200)),
-            "mlp-sgd-2pct-x1e3-clip1": (*OUTLIERS, "model=mlp", "optim=sgd", "clip=1.0", *steps(200)),
+            "mlp-sgd-2pct-x1e3-clip1": (*OUTLIERS, "optim=sgd", "clip=1.0", *steps(200)),
         }),
         *sick("unnormalised_inputs", ("unnormalised_inputs",), {
-            "mlp-adamw-scale100": (*RAW_FEATURES, "model=mlp", *steps(200)),
+            "mlp-adamw-scale100": (*RAW_FEATURES, *steps(200)),
             "user-net-sgd-scale1000": (*RAW_FEATURES, "model._target_=suite_models.Net", "optim=sgd",
                                        "+data.scale=1000", *steps(200)),
             "functional-net-adamw-scale300": (*RAW_FEATURES, "model._target_=suite_models.FunctionalNet",
                                               "+data.scale=300", *steps(200)),
-            "mlp-lion-scale100-offset500": (*RAW_FEATURES, "model=mlp", "optim=lion", "optim.lr=3e-4",
+            "mlp-lion-scale100-offset500": (*RAW_FEATURES, "optim=lion", "optim.lr=3e-4",
                                             "+data.offset=500", *steps(200)),
             "user-net-adam-scale100-tanh": (*RAW_FEATURES, "model._target_=suite_models.Net", "+model.act=tanh",
                                             "optim=adam", *steps(200)),
-            "mlp-adamw-scale1000-k4-seed6": (*RAW_FEATURES, "model=mlp", "+data.scale=1000", "+data.classes=4",
+            "mlp-adamw-scale1000-k4-seed6": (*RAW_FEATURES, "+data.scale=1000", "+data.classes=4",
                                              "seed=6", *steps(200)),
         }),
         *sick("val_train_overlap", ("val_train_overlap",), {
-            "mlp-adamw-all-leaked": (*LEAKY, "model=mlp", *steps(300)),
+            "mlp-adamw-all-leaked": (*LEAKY, *steps(300)),
             "user-net-sgd-half-leaked": (*LEAKY, "model._target_=suite_models.Net", "optim=sgd",
                                          "+data.leaked=0.5", *steps(300)),
             "functional-net-adamw-30pct": (*LEAKY, "model._target_=suite_models.FunctionalNet", "+data.leaked=0.3",
                                            *steps(300)),
-            "mlp-lion-all-leaked-wide": (*LEAKY, "model=mlp", "model.width=256", "optim=lion", "optim.lr=3e-4",
+            "mlp-lion-all-leaked-wide": (*LEAKY, "model.width=256", "optim=lion", "optim.lr=3e-4",
                                          *steps(300)),
             "user-net-adamw-20pct-seed3": (*LEAKY, "model._target_=suite_models.Net", "+data.leaked=0.2", "seed=3",
                                            *steps(300)),

@@ -562,6 +562,23 @@ def test_guard_events(tmp_path):
     assert "step(s) 50" in found["nonfinite_skips"].evidence and "rolled back" in found["rollbacks"].evidence
 
 
+def test_outlier_samples_are_named_and_the_fix_is_the_data(tmp_path):
+    run = Run()
+    sample = {"index": 17, "loss": 3.2e4, "input_norm": 5.6e3}
+    run.summary["events"] = [
+        {"step": s, "kind": "skip_spike", "message": f"step {s}: loss spike", "data_cause": True, "samples": [sample]}
+        for s in (40, 120, 260)] + [{"step": 300, "kind": "skip_spike", "message": "x", "data_cause": False,
+                                     "samples": [{"index": 3, "loss": 2.5, "input_norm": 5.0}]}]
+    found = run.findings(tmp_path)
+    outliers = found["outlier_samples"]
+    assert outliers.severity is Severity.CRITICAL and "3 of 4 skipped" in outliers.evidence
+    assert "#17 (loss 3.2e+04, input norm 5.6e+03)" in outliers.evidence and "optim.lr" not in outliers.fix
+    assert "outlier_samples names them" in found["loss_spikes"].fix
+    run.summary["events"] = [{**e, "data_cause": False} for e in run.summary["events"]]  # the model's fault
+    found = run.findings(tmp_path / "b")
+    assert "outlier_samples" not in found and "optim.lr" in found["loss_spikes"].fix
+
+
 def test_schedule_ended_early(tmp_path):
     run = Run().set("train/lr", lambda s, v: 1e-3 * max(0.0, 1 - s / 200) + 1e-5)
     evidence = run.findings(tmp_path)["schedule_ended_early"].evidence
@@ -573,6 +590,107 @@ def test_unused_parameters(tmp_path):
     assert run.findings(tmp_path)["unused_parameters"].evidence.startswith("2 trainable tensor(s)")
     early = Run().set("grad/tensors_without_grad", lambda s, v: 2.0 if s < 200 else 0.0)  # a module switched on late
     assert "unused_parameters" not in early.findings(tmp_path / "b")
+
+
+# ---------------------------------------------------------------------------- the catalogue's setup mistakes
+def test_warmup_too_long(tmp_path):
+    run = Run()
+    run.config["schedule"]["warmup"] = 300
+    run.set("train/loss", lambda s, v: 2.3 - 0.1 * (s / 150) ** 3 if s <= 300 else 1.5 - 0.001 * (s - 300))
+    finding = run.findings(tmp_path)["warmup_too_long"]
+    assert "over 300 of 400 steps (75%)" in finding.evidence and "schedule.warmup (now 300)" in finding.fix
+    short = Run()
+    short.config["schedule"]["warmup"] = 80  # 20% of the run: within what the field uses
+    short.set("train/loss", lambda s, v: 2.3 - 0.1 * (s / 40) ** 3 if s <= 80 else 1.5 - 0.001 * (s - 80))
+    assert "warmup_too_long" not in short.findings(tmp_path / "b")
+
+
+def test_a_long_warmup_that_did_not_hold_the_run_back_is_not_flagged(tmp_path):
+    run = Run()
+    run.config["schedule"]["warmup"] = 200
+    assert "warmup_too_long" not in run.findings(tmp_path)  # its loss fell fastest first
+
+
+def shrinking(run: Run, factor: float) -> Run:
+    return run.set("param_norm/stem.0.weight", lambda s, v: 5.0 * factor ** (s / 400)).set(
+        "param_norm/head.weight", lambda s, v: 5.0 * factor ** (s / 400))
+
+
+@pytest.mark.parametrize("wd, factor, loss_end, flagged", [
+    (30.0, 0.05, 2.25, True),  # decayed to nothing, back at chance
+    (0.1, 0.05, 2.25, False),  # the weights shrank, but decay cannot explain it
+    (30.0, 0.9, 2.25, False),  # strong decay, yet the weights held
+    (30.0, 0.05, None, False),  # shrank, but the loss kept falling: no harm done
+])
+def test_weight_decay_collapse(tmp_path, wd, factor, loss_end, flagged):
+    run = shrinking(Run(), factor)
+    for name in LAYERS[1:-1]:
+        run.set(f"param_norm/{name}", lambda s, v: 0.5 * factor ** (s / 400))
+    run.config["optim"]["weight_decay"] = wd
+    if loss_end is not None:
+        run.set("train/loss", lambda s, v: 2.3 - 0.3 * math.sin(math.pi * s / 400))
+    findings = run.findings(tmp_path)
+    assert ("weight_decay_collapse" in findings) is flagged
+    if flagged:
+        assert findings["weight_decay_collapse"].severity is Severity.CRITICAL
+        assert "optim.weight_decay=30" in findings["weight_decay_collapse"].evidence
+
+
+def entropy_run(end_share: float) -> Run:
+    run = Run()
+    for head in range(4):
+        run.set(f"attn_entropy/layer0/head{head}", lambda s, v: 2.5 * (1 - (1 - end_share) * s / 400))
+    return run
+
+
+def test_attention_entropy_collapse(tmp_path):
+    run = entropy_run(0.1)
+    run.config["model"]["qk_norm"] = False
+    finding = run.findings(tmp_path)["attention_entropy_collapse"]
+    assert "2.44 nats at step 10, 0.306 at the end (13%" in finding.evidence and "model.qk_norm=true" in finding.fix
+    assert "attention_entropy_collapse" not in entropy_run(0.8).findings(tmp_path / "b")  # heads specialise
+
+
+def test_frozen_parameters_and_their_opt_out(tmp_path):
+    run = Run()
+    run.summary["parameters"] = {"trainable": 650, "frozen": 9000, "frozen_modules": ["layers.0", "layers.2"]}
+    finding = run.findings(tmp_path)["frozen_parameters"]
+    assert "9,000 of 9,650" in finding.evidence and "layers.0, layers.2" in finding.evidence
+    run.config["diagnose"] = {"ignore": ["frozen_parameters"]}
+    assert "frozen_parameters" not in run.findings(tmp_path / "b")
+    run.summary["parameters"] = {"trainable": 9000, "frozen": 650, "frozen_modules": ["embed"]}  # a frozen embedding
+    run.config["diagnose"] = {}
+    assert "frozen_parameters" not in run.findings(tmp_path / "c")
+
+
+@pytest.mark.parametrize("found, share, severity", [(256, 1.0, Severity.CRITICAL), (40, 0.2, Severity.WARNING),
+                                                    (1, 0.1, None), (10, 0.01, None)])
+def test_val_train_overlap(tmp_path, found, share, severity):
+    run = Run()
+    run.summary["split_overlap"] = {"val_checked": 256, "val_in_train": found, "train_hashed": 512,
+                                    "train_samples": 512, "share": share}
+    findings = run.findings(tmp_path)
+    assert (findings["val_train_overlap"].severity if "val_train_overlap" in findings else None) is severity
+
+
+@pytest.mark.parametrize("scale, first_loss, flagged", [(170.0, 450.0, True), (170.0, 2.31, False),
+                                                        (1.2, 450.0, False)])
+def test_unnormalised_inputs(tmp_path, scale, first_loss, flagged):
+    run = Run().set("train/loss_first", lambda s, v: first_loss if s == 10 else v)
+    run.summary["input_stats"] = {"max_abs_feature_median": scale, "max_feature_spread": 80.0 if scale > 10 else 1.0,
+                                  "rms": scale / 2}
+    findings = run.findings(tmp_path)
+    assert ("unnormalised_inputs" in findings) is flagged
+    if flagged:
+        assert "|median| 170" in findings["unnormalised_inputs"].evidence
+
+
+def test_diagnose_ignore_names_only_known_rules():
+    from harness.diagnosis.live import validate_diagnose_config
+    from harness.errors import ConfigError
+    validate_diagnose_config(OmegaConf.create({"ignore": ["frozen_parameters"]}))
+    with pytest.raises(ConfigError, match="diagnose.ignore='frozen_paramters' is invalid"):
+        validate_diagnose_config(OmegaConf.create({"ignore": ["frozen_paramters"]}))
 
 
 def test_every_rule_is_exercised_by_this_file():

@@ -193,3 +193,64 @@ def test_monitor_cadence_is_stateless_and_bounded():
     assert due == list(range(100, 1001, 100))
     due = [s for s in range(1, 301) if s % 7 == 0 and monitor.due(s, log_every=7)]
     assert due == [105, 203]  # the first logging step at or after each multiple of 100
+
+
+NAN_ROWS = ["data=custom", "data._target_=user_code.blobs_with_nan_rows", "data.input_key=features",
+            "data.target_key=label", "model=mlp", "model.width=32", "logger=none", "trainer.log_every=5",
+            "trainer.eval_every=20", "batch_size=32", "trainer.max_steps=60", "trainer.ckpt_every=60",
+            "schedule.warmup=5", "optim.lr=3e-3"]
+
+
+def test_skips_caused_by_samples_name_them_and_cost_no_rollback(tmp_path):
+    _, summary = train([*NAN_ROWS, "guard.rollback_after=3", "guard.rollback_window=60"], tmp_path / "run")
+    skips = [e for e in summary["events"] if e["kind"] == "skip_nonfinite"]
+    assert len(skips) >= 3 and all(e["data_cause"] for e in skips)
+    assert all(e["samples"] and {s["index"] for s in e["samples"]} <= {7, 300} for e in skips)
+    assert "samples 300 (loss nan, input norm inf) stand out from the batch" in " ".join(e["message"] for e in skips)
+    assert summary["status"] == "completed" and not any(e["kind"] == "rollback" for e in summary["events"])
+    assert load_checkpoint(step_checkpoints(tmp_path / "run")[0])["trainer"]["lr_scale"] == 1.0
+
+
+def test_with_cut_lr_for_data_the_same_skips_roll_back_and_cut_the_lr_until_the_run_is_lost(tmp_path):
+    _, summary = train([*NAN_ROWS, "guard.cut_lr_for_data=true", "guard.rollback_after=3", "guard.rollback_window=60"],
+                       tmp_path / "run")
+    rollbacks = [e for e in summary["events"] if e["kind"] == "rollback"]
+    assert rollbacks and all(e["data_cause"] for e in rollbacks) and "LR x0.5" in rollbacks[0]["message"]
+    assert summary["status"] == "diverged" and "inspect, fix or drop them" in summary["reason"]
+
+
+def test_skips_the_model_caused_still_cut_the_lr(tmp_path):
+    _, summary = train([*MLP, "trainer.max_steps=40", "fault=inf_loss", "fault.at=[22,23,24,25]"], tmp_path / "run")
+    skips = [e for e in summary["events"] if e["kind"] == "skip_nonfinite"]
+    assert skips and not any(e["data_cause"] for e in skips) and "no sample stands out" in skips[0]["message"]
+    assert summary["events"][-1]["kind"] != "rollback" or "LR x0.5" in summary["events"][-1]["message"]
+    assert any(e["kind"] == "rollback" and "LR x0.5" in e["message"] for e in summary["events"])
+
+
+@pytest.mark.parametrize("snapshot_every, back_to", [(50, 100), ("null", 0)])
+def test_a_rollback_loses_a_bounded_number_of_steps_whatever_the_checkpoint_cadence(tmp_path, snapshot_every,
+                                                                                    back_to):
+    _, summary = train([*MLP, "trainer.max_steps=140", "trainer.ckpt_every=1000", "fault=inf_loss",
+                        "fault.at=[122,123,124,125]", f"guard.snapshot_every={snapshot_every}"], tmp_path / "run")
+    rollback = next(e for e in summary["events"] if e["kind"] == "rollback")
+    assert f"rolled back to step {back_to} " in rollback["message"]
+    assert ("guard's snapshot" in rollback["message"]) is (snapshot_every != "null")
+    assert summary["status"] == "completed" and summary["steps"] == 140
+
+
+def test_attribution_tells_one_bad_sample_from_a_bad_model():
+    from harness.attribution import attribute
+    from harness.models.output import OutputPicker
+
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.ReLU(), torch.nn.Linear(16, 4))
+    x, y = torch.randn(32, 8), torch.randint(0, 4, (32,))
+    x[5] *= 1e3  # a unit mix-up in one row
+    found = attribute(model, OutputPicker("auto"), x, y, list(range(100, 132)), "classification")
+    assert found.data_cause and found.samples[0]["index"] == 105 and found.samples[0]["input_norm"] > 1e3
+    assert model.training  # left as it was found
+    with torch.no_grad():
+        model[2].weight.mul_(1e3)  # every sample's loss blows up: the model, not the data
+    found = attribute(model, OutputPicker("auto"), x / torch.tensor([1e3 if i == 5 else 1.0 for i in range(32)])[:, None],
+                      y, list(range(32)), "classification")
+    assert not found.data_cause and "no sample stands out" in found.describe()

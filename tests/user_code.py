@@ -175,3 +175,11 @@ class WithSpareHead(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.body(x)
+
+
+def blobs_with_nan_rows(n_train: int = 512, rows: tuple[int, ...] = (7, 300)):
+    """`blobs` whose training rows `rows` hold a NaN feature (a corrupt record)."""
+    train, val = blobs(n_train)
+    for i in rows:
+        train.x[i, 0] = float("nan")
+    return train, val

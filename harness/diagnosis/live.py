@@ -14,11 +14,12 @@ from omegaconf import DictConfig
 
 from harness.diagnosis.findings import Finding, Severity
 from harness.diagnosis.load import load_run
-from harness.diagnosis.rules import diagnose
+from harness.diagnosis.rules import RULE_NAMES, diagnose
 from harness.errors import ConfigError
 
 ABORT_ON = ("critical",)
-KEYS = ("report", "live", "abort_on")
+SETTINGS = ("report", "live", "abort_on")
+KEYS = (*SETTINGS, "ignore")  # `ignore` is read by `diagnose` itself, from the run's config.yaml
 
 
 @dataclass(frozen=True)
@@ -32,20 +33,24 @@ def diagnose_settings(value: Any) -> DiagnoseSettings:
     """`diagnose` is a node of the keys above, or a bool: true for the defaults, false for none."""
     if isinstance(value, bool):
         return DiagnoseSettings() if value else DiagnoseSettings(report=False, live=False)
-    return DiagnoseSettings(**{key: value.get(key, getattr(DiagnoseSettings, key)) for key in KEYS})
+    return DiagnoseSettings(**{key: value.get(key, getattr(DiagnoseSettings, key)) for key in SETTINGS})
 
 
 def validate_diagnose_config(value: Any) -> None:
     if isinstance(value, bool):
         return
     if not isinstance(value, (dict, DictConfig)):
-        raise ConfigError("diagnose", value, "true, false, or the keys report, live, abort_on")
+        raise ConfigError("diagnose", value, f"true, false, or the keys {', '.join(KEYS)}")
     for key in value:
         if key not in KEYS:
             raise ConfigError(f"diagnose.{key}", value[key], f"one of the keys {list(KEYS)}")
     for key in ("report", "live"):
         if not isinstance(value.get(key, True), bool):
             raise ConfigError(f"diagnose.{key}", value.get(key), "true or false")
+    ignore = value.get("ignore") or []
+    if isinstance(ignore, str) or not all(name in RULE_NAMES for name in ignore):
+        bad = ignore if isinstance(ignore, str) else next(name for name in ignore if name not in RULE_NAMES)
+        raise ConfigError("diagnose.ignore", bad, f"a list of rule names, from {sorted(RULE_NAMES)}")
     if value.get("abort_on") is not None and value.get("abort_on") not in ABORT_ON:
         raise ConfigError("diagnose.abort_on", value.get("abort_on"), f"null (never stop) or one of {list(ABORT_ON)}")
     if value.get("abort_on") is not None and not value.get("live", True):

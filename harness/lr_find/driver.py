@@ -9,10 +9,10 @@ from __future__ import annotations
 import contextlib
 import math
 from collections.abc import Callable, Iterator
-from typing import Any
 
 import torch
 
+from harness.rollback_point import host_copy
 from harness.trainer import Trainer
 
 LossFn = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
@@ -67,22 +67,11 @@ def reference_lr(trainer: Trainer) -> float:
     return float(lr) if lr is not None else float(trainer.scheduler.base_lrs[0])
 
 
-def _to_cpu(obj: Any) -> Any:
-    """A detached CPU copy of a nested state dict: the snapshot must not alias live tensors."""
-    if isinstance(obj, torch.Tensor):
-        return obj.detach().to("cpu", copy=True)
-    if isinstance(obj, dict):
-        return {k: _to_cpu(v) for k, v in obj.items()}
-    if isinstance(obj, (list, tuple)):
-        return type(obj)(_to_cpu(v) for v in obj)
-    return obj
-
-
 @contextlib.contextmanager
 def driven(trainer: Trainer) -> Iterator[StepDriver]:
     """A StepDriver; on exit the model, optimizer, scheduler, scaler, RNG, data position,
     counters, loss function and batch source are exactly what they were on entry."""
-    snapshot = _to_cpu(trainer.state_dict())
+    snapshot = host_copy(trainer.state_dict())
     batches, recorder = trainer.batches, _LossRecorder(trainer.loss_fn)
     trainer.loss_fn = recorder
     try:

@@ -78,3 +78,17 @@ def probe_model(model: nn.Module, picker: OutputPicker, meta: DataMeta, x: torch
     if not isinstance(out, torch.Tensor) or not _fits(out, meta, x, y):
         raise ConfigError("model._target_", path, f"a model whose output fits the {meta.task} task: {name} returned "
                           f"{describe(out)} for inputs {describe(x)}; expected {expected_output(meta, x, y)}")
+
+
+def parameter_counts(model: nn.Module) -> dict[str, object]:
+    """Trainable and frozen parameter counts, and the modules whose parameters are all frozen
+    (outermost first): a fine-tuning recipe applied by mistake shows up here, not in any curve."""
+    frozen = sum(p.numel() for p in model.parameters() if not p.requires_grad)
+    total = sum(p.numel() for p in model.parameters())
+    modules: list[str] = []
+    for name, module in model.named_modules():
+        params = list(module.parameters())
+        if name and params and not any(p.requires_grad for p in params) \
+                and not any(name.startswith(f"{outer}.") for outer in modules):
+            modules.append(name)
+    return {"trainable": total - frozen, "frozen": frozen, "frozen_modules": modules}

@@ -7,11 +7,15 @@ from dataclasses import replace
 
 from harness.diagnosis.findings import Finding, Severity
 from harness.diagnosis.load import RunData
-from harness.diagnosis.rules import curves, data_order, eval_mode, gradients, guard_events, numerics, schedule
+from harness.diagnosis.rules import (attention, curves, data_order, eval_mode, gradients, guard_events, numerics,
+                                     schedule, setup, weight_decay)
 
 Rule = Callable[[RunData], "Finding | None"]
 
-RULES: tuple[Rule, ...] = (
+RULES: tuple[Rule, ...] = (  # setup mistakes first: among findings of one severity they come first
+    setup.frozen_parameters,
+    setup.val_train_overlap,
+    setup.unnormalised_inputs,
     curves.diverging,
     curves.plateau_at_chance,
     curves.plateau_at_prior,
@@ -33,8 +37,13 @@ RULES: tuple[Rule, ...] = (
     guard_events.nonfinite_skips,
     guard_events.loss_spikes,
     guard_events.rollbacks,
+    guard_events.outlier_samples,
     schedule.schedule_ended_early,
+    schedule.warmup_too_long,
+    weight_decay.weight_decay_collapse,
+    attention.attention_entropy_collapse,
 )
+RULE_NAMES = frozenset(rule.__name__ for rule in RULES)
 
 
 # Findings in three tiers. SYMPTOMS say where a run ended up, not why: "stuck at chance". CAUSES
@@ -45,7 +54,8 @@ RULES: tuple[Rule, ...] = (
 SYMPTOMS = frozenset({"plateau_at_chance", "plateau_at_prior", "underfitting"})
 INTERMEDIATE = frozenset({"slow_progress"})
 CAUSES = frozenset({"clip_pinned", "schedule_ended_early", "dead_relu", "vanishing_gradients", "fp16_underflow",
-                    "exploding_gradients"})
+                    "exploding_gradients", "warmup_too_long", "weight_decay_collapse", "frozen_parameters",
+                    "unnormalised_inputs", "attention_entropy_collapse", "outlier_samples"})
 
 
 def _tier(finding: Finding) -> int | None:
@@ -57,8 +67,10 @@ def _tier(finding: Finding) -> int | None:
 
 
 def diagnose(run: RunData) -> list[Finding]:
-    """All findings, the most severe first; causes before what they explain, then rule order."""
-    findings = [f for rule in RULES if (f := rule(run)) is not None]
+    """All findings, the most severe first; causes before what they explain, then rule order. Rules
+    named in the run's `diagnose.ignore` (a setup the user chose on purpose) are not run."""
+    ignored = set(run.cfg("diagnose.ignore") or ())
+    findings = [f for rule in RULES if rule.__name__ not in ignored and (f := rule(run)) is not None]
     tiers = {f.name: _tier(f) for f in findings}
     raised = []
     for f in findings:

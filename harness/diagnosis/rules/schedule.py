@@ -6,7 +6,7 @@ import numpy as np
 from harness.diagnosis.findings import Finding, Severity
 from harness.diagnosis.load import RunData
 from harness.diagnosis.rules.common import MIN_ROWS
-from harness.diagnosis.signals import fmt
+from harness.diagnosis.signals import fmt, level_at
 
 # "At the floor": within 1% of the LR range above the smallest LR of the run. A cosine schedule
 # spends its last ~6% there, linear its last ~1%, poly(power 2) its last 10%.
@@ -35,3 +35,33 @@ def schedule_ended_early(run: RunData) -> Finding | None:
                    "the decay should end at trainer.max_steps: a schedule length set on its own must match it; "
                    "with schedule=poly a lower schedule.power; or end the run where the LR bottoms out "
                    "(trainer.max_steps).")
+
+
+# Warmup too long: it spans >= 25% of the run (the field's range: 1-10%), and the LR held the run
+# back: the loss fell at least 1.5x more over the second half of the warmup than over the first
+# (and by >= 5% of its start), so it was learning as fast as the rising LR allowed. A healthy
+# run's loss falls fastest first; with a long warmup at a small LR it barely moves for the first
+# half (the pathology suite's SGD MLP: -0.03 then -0.13 nats; a ResNet: -0.25 then -0.73).
+WARMUP_SHARE = 0.25
+WARMUP_ACCELERATION = 1.5
+WARMUP_MIN_DROP = 0.05
+
+
+def warmup_too_long(run: RunData) -> Finding | None:
+    warmup, total = run.warmup, run.max_steps
+    loss = run.series("train/loss").finite()
+    if not warmup or not total or warmup < WARMUP_SHARE * total or len(loss) < MIN_ROWS:
+        return None
+    inside = loss.steps <= warmup
+    if inside.sum() < MIN_ROWS:
+        return None
+    start, middle, end = (level_at(loss, s) for s in (int(loss.steps[0]), warmup // 2, warmup))
+    first, second = start - middle, middle - end
+    if second < WARMUP_ACCELERATION * max(first, 0.0) or second < WARMUP_MIN_DROP * abs(start):
+        return None
+    return Finding("warmup_too_long", Severity.WARNING, "the warmup was far too long",
+                   f"the LR warmed up over {warmup} of {total} steps ({warmup / total:.0%}); the loss fell "
+                   f"{fmt(first)} over its first half ({fmt(start)} -> {fmt(middle)}) and {fmt(second)} over its "
+                   f"second ({fmt(middle)} -> {fmt(end)}): the run learned as fast as the rising LR let it.",
+                   f"shorten schedule.warmup (now {run.cfg('schedule.warmup')}) to 1-10% of trainer.max_steps "
+                   "(e.g. 0.05); post-LN transformers and large batches need the longer end of that range.")

@@ -1,0 +1,90 @@
+"""Rules about how the run was set up, read off the facts measured when it was built
+(summary.json's `parameters`, `split_overlap`, `input_stats`) and its first update: mistakes
+that no curve shows clearly, or that every curve shows without saying why."""
+from __future__ import annotations
+
+import math
+
+from harness.diagnosis.findings import Finding, Severity
+from harness.diagnosis.load import RunData
+from harness.diagnosis.rules.common import name_some
+from harness.diagnosis.signals import fmt
+
+# Frozen: more than half of the model's parameters have requires_grad=False. Intended freezing
+# (a linear probe, a fine-tune of the head only) is declared with diagnose.ignore=[frozen_parameters].
+FROZEN_SHARE = 0.5
+# Val/train overlap: an honest split shares no input with its training split, save the odd
+# duplicate (a corpus' boilerplate: the stdlib corpus has 1 in 2,048 checked windows). Flagged at
+# >= 2% of the validation split, on at least OVERLAP_MIN_FOUND copies actually found (an estimate
+# extrapolated from one hit is noise).
+OVERLAP_SHARE = 0.02
+OVERLAP_MIN_FOUND = 8
+# Un-normalised inputs: some input feature has |median| or robust std above 10 (standardised data: ~1;
+# images in [0, 1]: <= 1; pixels in [0, 255]: ~100), and it hurt: the first update's loss was more
+# than twice where an untrained model starts (ln K, or the prior for regression): the first layer's
+# outputs were tens of times larger than its init assumed. A model that normalises its own inputs
+# (a LayerNorm first) starts at ln K and is left alone.
+INPUT_SCALE = 10.0
+FIRST_LOSS_OVER_START = 2.0
+
+
+def frozen_parameters(run: RunData) -> Finding | None:
+    counts = run.summary.get("parameters") or {}
+    frozen, trainable = counts.get("frozen", 0), counts.get("trainable", 0)
+    if not frozen or frozen < FROZEN_SHARE * (frozen + trainable):
+        return None
+    modules = list(counts.get("frozen_modules") or [])
+    return Finding("frozen_parameters", Severity.WARNING, "most of the model is frozen (requires_grad=False)",
+                   f"{frozen:,} of {frozen + trainable:,} parameters ({frozen / (frozen + trainable):.0%}) never "
+                   f"train; frozen: {name_some(modules) or 'parameters spread over many modules'}.",
+                   "find the requires_grad_(False) (a fine-tuning recipe, a loaded checkpoint, a `freeze` helper) "
+                   "and drop it; if only those layers are meant to train, say so with "
+                   "diagnose.ignore=[frozen_parameters].")
+
+
+def val_train_overlap(run: RunData) -> Finding | None:
+    overlap = run.summary.get("split_overlap") or {}
+    found, share = overlap.get("val_in_train", 0), overlap.get("share", 0.0)
+    if found < OVERLAP_MIN_FOUND or share < OVERLAP_SHARE:
+        return None
+    hashed = overlap.get("train_hashed", 0)
+    scope = "the whole training split" if hashed >= overlap.get("train_samples", 0) else (
+        f"{hashed:,} of its {overlap.get('train_samples', 0):,} samples")
+    severity = Severity.CRITICAL if share >= 0.5 else Severity.WARNING
+    return Finding("val_train_overlap", severity, "validation samples are also training samples",
+                   f"{found} of {overlap.get('val_checked')} checked validation inputs have an exact copy in "
+                   f"the training split ({scope} hashed when the run was built): ~{share:.0%} of the validation "
+                   "split. Its loss measures memory, not generalisation: it falls with the train loss while "
+                   "unseen data may get worse.",
+                   "split before any augmentation or oversampling, deduplicate across the splits (by content "
+                   "hash), and split by source (user, document, patient) when samples come in groups; "
+                   "until then the val loss, best.pt and early stopping cannot be trusted.")
+
+
+def unnormalised_inputs(run: RunData) -> Finding | None:
+    stats = run.summary.get("input_stats") or {}
+    scale = max(stats.get("max_abs_feature_median", 0.0), stats.get("max_feature_spread", 0.0))
+    start, what = _untrained_start(run)
+    first = run.series("train/loss_first").finite()
+    if scale <= INPUT_SCALE or start is None or not len(first):
+        return None
+    first_loss = float(first.values[0])
+    if first_loss <= FIRST_LOSS_OVER_START * start:
+        return None
+    return Finding("unnormalised_inputs", Severity.WARNING, "the inputs are not normalised",
+                   f"input features reach |median| {fmt(stats['max_abs_feature_median'])} and robust std "
+                   f"{fmt(stats['max_feature_spread'])} (rms {fmt(stats.get('rms', math.nan))}; standardised "
+                   f"inputs: ~1); the first update's loss was {fmt(first_loss)}, {fmt(first_loss / start)}x "
+                   f"{what} {fmt(start)} where an untrained model starts.",
+                   "standardise each input feature with the training split's mean and std (images: scale to "
+                   "[0, 1], then per-channel mean/std) in the dataset or a transform; the same statistics for "
+                   "the validation split.")
+
+
+def _untrained_start(run: RunData) -> tuple[float | None, str]:
+    """Where a freshly initialised model's loss starts: ln K, or the targets' prior for regression."""
+    if run.summary.get("chance_loss"):
+        return float(run.summary["chance_loss"]), "chance ln K ="
+    if run.summary.get("prior_loss"):
+        return float(run.summary["prior_loss"]), "the loss of predicting the targets' mean ="
+    return None, ""
