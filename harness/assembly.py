@@ -73,8 +73,11 @@ def build_trainer(cfg: DictConfig, run_dir: Path, device: torch.device,
     check_batch_norm(raw_model, micro_batch, cfg.batch_size)
     x, y = fetch(train_set, recipe, spread_indices(len(train_set), micro_batch))
     probe_model(raw_model, pick_output, meta, x.to(device), y.to(device), cfg.model._target_)
-    facts = {"parameters": parameter_counts(raw_model), "split_overlap": split_overlap(train_set, val_set, recipe, meta.task),
-             "input_stats": input_stats(train_set, recipe)}
+    facts = None
+    if dist.is_main and cfg.mode == "train":  # what summary.json tells the diagnosis; only rank 0 writes it
+        facts = {"parameters": parameter_counts(raw_model),
+                 "split_overlap": split_overlap(train_set, val_set, recipe, meta.task),
+                 "input_stats": input_stats(train_set, recipe)}
     seed_everything(cfg.seed + dist.rank)  # identical weights on every rank, own dropout draws per rank
     optimizer = build_optimizer(cfg.optim, raw_model)
     scheduler = build_scheduler(cfg.schedule, optimizer, cfg.trainer.max_steps)

@@ -4,7 +4,7 @@ model: the guard's answer to "a NaN or a spike: is it the data or the learning r
 The update's samples are read again and scored one by one with the model as it stands (the bad
 update was not applied, so that is the model that met them). The data is the likely cause when a
 few samples stand out from the rest of their batch: a non-finite input or loss, a loss far above
-the batch's median, or an input far larger than the others. When every sample's loss is up, the
+the batch's upper quartile, or an input far larger than the others. When every sample's loss is up, the
 model is the cause (an LR too high, a missing warmup or clip)."""
 from __future__ import annotations
 
@@ -32,14 +32,17 @@ class Attribution:
 
     def describe(self) -> str:
         """One clause for the skip event's message."""
-        def one(s: dict[str, float]) -> str:
-            norm = f", input norm {s['input_norm']:.3g}" if s.get("input_norm") is not None else ""
-            return f"{int(s['index'])} (loss {s['loss']:.3g}{norm})"
         norm = f", input norm {self.median_norm:.3g}" if self.median_norm is not None else ""
-        shown = ", ".join(one(s) for s in self.samples)
+        shown = ", ".join(describe_sample(s) for s in self.samples)
         if self.data_cause:
             return f"samples {shown} stand out from the batch (median loss {self.median_loss:.3g}{norm})"
         return f"no sample stands out (median loss {self.median_loss:.3g}{norm}; worst {shown})"
+
+
+def describe_sample(sample: dict[str, float]) -> str:
+    """`17 (loss 3.2e+04, input norm 5.6e+03)`: one sample as the skip events and the report name it."""
+    norm = f", input norm {sample['input_norm']:.3g}" if sample.get("input_norm") is not None else ""
+    return f"{int(sample['index'])} (loss {sample['loss']:.3g}{norm})"
 
 
 @torch.no_grad()

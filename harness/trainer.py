@@ -358,8 +358,8 @@ class Trainer:
         return self._is_log_step(step) and any_rank(self.stop_request.signal_name is not None, self.dist, self.device)
 
     def _roll_back(self) -> str | None:
-        """Repeated bad updates: reload the newest good state (the guard's snapshot or the last
-        checkpoint), lower the LR unless the data is to blame, keep the data moving forward."""
+        """Repeated bad updates the model is blamed for: reload the newest good state (the guard's
+        snapshot or the last checkpoint), lower the LR, keep the data moving forward."""
         self._rollback_due = False
         g = self.guard.cfg
         data = any(e.get("data_cause") for e in self.state.events if e["step"] in self.guard.bad_steps)

@@ -70,6 +70,9 @@ CONFIG_CASES = [
     # guard, early_stop, monitor, fault
     (["guard.spike_zscore=0"], "guard.spike_zscore", "0"), (["guard.spike_window=0"], "guard.spike_window", "0"),
     (["guard.rollback_lr_factor=0"], "guard.rollback_lr_factor", "0"), (["guard.rollback_lr_factor=1.5"], "guard.rollback_lr_factor", "1.5"),
+    (["guard.snapshot_every=0"], "guard.snapshot_every", "0"), (["guard.cut_lr_for_data=maybe"], "guard.cut_lr_for_data", "maybe"),
+    (["diagnose={report:false,live:false,ignore:[frozen_paramters]}"], "diagnose.ignore", "frozen_paramters"),
+    (["diagnose={report:false,live:false,ignore:frozen_parameters}"], "diagnose.ignore", "frozen_parameters"),
     (["guard.max_rollbacks=-1"], "guard.max_rollbacks", "-1"), (["guard.spike_min_history=1000"], "guard.spike_min_history", "1000"),
     (["early_stop=default", "early_stop.patience=-2"], "early_stop.patience", "-2"),
     (["early_stop=default", "early_stop.min_delta=-1"], "early_stop.min_delta", "-1"),

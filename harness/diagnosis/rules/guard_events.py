@@ -2,6 +2,7 @@
 the samples it traced them to."""
 from __future__ import annotations
 
+from harness.attribution import describe_sample
 from harness.diagnosis.advice import instability_fixes
 from harness.diagnosis.findings import Finding, Severity
 from harness.diagnosis.load import RunData
@@ -52,7 +53,7 @@ def outlier_samples(run: RunData) -> Finding | None:
     for event in traced:
         for s in event.get("samples") or []:
             samples.setdefault(int(s["index"]), s)
-    shown = ", ".join(_sample(s) for s in list(samples.values())[:6])
+    shown = ", ".join(f"#{describe_sample(s)}" for s in list(samples.values())[:6])
     more = f" and {len(samples) - 6} more" if len(samples) > 6 else ""
     stopped = run.summary.get("status") == "diverged"
     severity = Severity.CRITICAL if len(traced) >= OUTLIER_CRITICAL or stopped else Severity.WARNING
@@ -60,11 +61,6 @@ def outlier_samples(run: RunData) -> Finding | None:
                    f"{len(traced)} of {len(skips)} skipped update(s) held samples that stood out from the rest of "
                    f"their batch: {shown}{more} (steps {_steps(traced)}).",
                    DATA_FIX + ".")
-
-
-def _sample(s: dict) -> str:
-    norm = f", input norm {s['input_norm']:.3g}" if s.get("input_norm") is not None else ""
-    return f"#{int(s['index'])} (loss {s['loss']:.3g}{norm})"
 
 
 def _fix(run: RunData, events: list[dict]) -> str:
