@@ -62,7 +62,7 @@ def build_trainer(cfg: DictConfig, run_dir: Path, device: torch.device,
                    resume_from: tuple[Path, dict[str, Any]] | None, dist: DistInfo = DistInfo()) -> Trainer:
     """Every component from its config group, wired into a Trainer (resumed when asked)."""
     seed_everything(cfg.seed)
-    train_set, val_set, meta = build_data(cfg.data)
+    train_set, val_set, meta = build_data(cfg.data, cfg.loss.get("ignore_index"))
     check_batch_fits(cfg.batch_size, len(train_set), cfg.data.name)
     recipe = BatchRecipe.from_config(cfg.data)
     raw_model = build_model(cfg.model, meta)

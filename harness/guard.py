@@ -45,6 +45,7 @@ class Verdict:
     NONFINITE = 1
     OVERFLOW = 2  # fp16 with loss scaling: expected now and then, the scaler backs off
     SPIKE = 3
+    EMPTY = 4  # every target was the ignore index: nothing to learn from, nothing wrong
 
 
 @dataclass

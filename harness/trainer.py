@@ -28,6 +28,7 @@ from harness.data import BatchRecipe, DataMeta, LoaderSettings
 from harness.data.loader import EvalBatches, TrainBatches, fetch
 from harness.data.prior import majority_share, prior_loss
 from harness.data.sampler import BatchStream, eval_indices
+from harness.data.targets import target_shares
 from harness.diagnosis.live import LiveDiagnosis, diagnose_settings
 from harness.distributed import DistInfo, all_gather_objects, all_reduce_mean, all_reduce_min, any_rank, gradient_sync
 from harness.early_stop import EarlyStopping
@@ -35,7 +36,7 @@ from harness.faults import FaultInjector
 from harness.flops import flops_per_update, measure_flops, mfu, peak_flops
 from harness.guard import Guard, Verdict, skips_on_device
 from harness.log_window import LogWindow
-from harness.loss import compute_loss
+from harness.loss import compute_loss, counted_targets
 from harness.models.output import OutputPicker
 from harness.models.probe import behaves_differently_in_eval, has_batch_norm
 from harness.monitor import Monitor
@@ -59,6 +60,7 @@ class TrainState:
     last_train_loss: float | None = None
     skipped_steps: int = 0  # updates skipped by the guard (NaN/Inf or loss spike)
     overflow_steps: int = 0  # fp16 updates skipped by the loss scaler
+    empty_steps: int = 0  # updates skipped because every target was the ignore index
     rollbacks: int = 0
     lr_scale: float = 1.0  # product of the rollbacks' LR factors
     events: list[dict[str, Any]] = field(default_factory=list)
@@ -113,8 +115,8 @@ class Trainer:
         self.params = [p for p in raw_model.parameters() if p.requires_grad]
         self.clip = float(cfg.clip) if cfg.clip else 0.0
         self.loss_fn = partial(compute_loss, task=meta.task, label_smoothing=float(cfg.loss.label_smoothing),
-                               z_loss=float(cfg.loss.z_loss))
-        self.eval_loss_fn = partial(compute_loss, task=meta.task)
+                               z_loss=float(cfg.loss.z_loss), ignore_index=meta.ignore_index)
+        self.eval_loss_fn = partial(compute_loss, task=meta.task, ignore_index=meta.ignore_index)
         self.micro_batch = cfg.batch_size // (cfg.accum * dist.world_size)
         # Batch norm cannot normalise a micro-batch of one sample: such models skip an epoch tail
         # too small to give every micro-batch two.
@@ -169,7 +171,15 @@ class Trainer:
         log_step = self._is_log_step(step)
         monitoring = log_step and self.monitor.due(step, self.log_every)
         self.faults.arm(step)
-        loss = self._forward_backward(monitoring, step)
+        micro_batches = self.batches.next_update()
+        fetched = [self.batches.fetch(mb) for mb in micro_batches]
+        shares = target_shares([y for _, y in fetched], self.meta.ignore_index)
+        if shares is None and self.dist.world_size == 1:
+            self._skip_empty(step)
+            return
+        if self.guard.enabled:  # which samples a skipped update held (host-side references, no copy)
+            self._unread_batches[step] = micro_batches
+        loss = self._forward_backward(fetched, shares or [0.0] * len(fetched), monitoring)
         self.faults.on_grads(self.params)
         if log_step:  # trainable tensors the loss never reached (a host-side count, no read)
             self._without_grad = sum(p.grad is None for p in self.params)
@@ -177,6 +187,9 @@ class Trainer:
         self.scaler.unscale_(self.optimizer)  # fp16: clipping and norms must see true gradients
         grad_norm = global_grad_norm(self.params)  # pre-clip, on the device
         verdict, judged_loss = self.guard.judge(loss, grad_norm, self.precision.scaling)  # on the device
+        if self.guard.enabled and self.dist.world_size > 1:  # empty on every rank: skipped like a bad update
+            counted = torch.tensor(float(shares is not None), device=self.device)
+            verdict = torch.where(all_reduce_mean(counted, self.dist) > 0, verdict, Verdict.EMPTY)
         ok = verdict == Verdict.OK
         monitoring = monitoring and bool(ok)  # a logging step: reading is allowed
         if monitoring:
@@ -196,26 +209,30 @@ class Trainer:
         clipped = grad_norm > self.clip if self.clip and self.clip_mode == "norm" else None
         self.window.add(step, loss, grad_norm, verdict, judged_loss, clipped)
 
-    def _forward_backward(self, monitoring: bool, step: int) -> torch.Tensor:
+    def _forward_backward(self, fetched: list[tuple[torch.Tensor, torch.Tensor]], shares: list[float],
+                          monitoring: bool) -> torch.Tensor:
         """Accumulate the gradients of one batch's mean loss; returns that loss (on the device)."""
-        micro_batches = self.batches.next_update()
-        if self.guard.enabled:  # which samples a skipped update held (host-side references, no copy)
-            self._unread_batches[step] = micro_batches
         loss = None
-        for k, mb in enumerate(micro_batches):
-            last = k == len(micro_batches) - 1
-            x, y = (t.to(self.device, non_blocking=True) for t in self.batches.fetch(mb))
+        for k, ((x, y), share) in enumerate(zip(fetched, shares)):
+            last = k == len(fetched) - 1
+            x, y = x.to(self.device, non_blocking=True), y.to(self.device, non_blocking=True)
             # Under DDP, gradients are all-reduced only after the last micro-batch's backward.
             with gradient_sync(self.model, sync=last), self.monitor.capture_forward(monitoring and last):
                 with self.precision.autocast():
                     micro_loss = self.faults.on_loss(self.loss_fn(self.pick_output(self.model(x)), y))
-                # Weighted by its share of the samples, the micro-batches' gradients sum to the
-                # gradient of the whole batch's mean loss (accum_reduction=sum skips this: a bug demo).
-                share = mb.weight if self.mean_reduction else 1.0
-                self.scaler.scale(micro_loss * share).backward()
-            part = micro_loss.detach() * mb.weight
+                # Weighted by its share of the counted targets, the micro-batches' gradients sum to
+                # the gradient of the whole batch's mean loss (accum_reduction=sum skips this: a bug demo).
+                self.scaler.scale(micro_loss * (share if self.mean_reduction else 1.0)).backward()
+            part = micro_loss.detach() * share
             loss = part if loss is None else loss + part
         return loss
+
+    def _skip_empty(self, step: int) -> None:
+        """An update whose every target is the ignore index has nothing to learn from: no forward,
+        no step; the schedule still advances, as for any skipped update, and the log counts it."""
+        self.scheduler.step()
+        zero = torch.zeros((), device=self.device)
+        self.window.add(step, zero, zero, torch.tensor(Verdict.EMPTY, device=self.device), zero, None)
 
     def _step_unless_bad(self, ok: torch.Tensor) -> None:
         """Apply the update only when the guard found it good."""
@@ -256,6 +273,9 @@ class Trainer:
             if verdict == Verdict.OVERFLOW:  # the loss scale was too high: expected, the scaler backs off
                 self.state.overflow_steps += 1
                 continue
+            if verdict == Verdict.EMPTY:
+                self._note_empty(step)
+                continue
             self.state.skipped_steps += 1
             kind, what = ("nonfinite", "non-finite loss or gradients") if verdict == Verdict.NONFINITE else (
                 "spike", "loss spike")
@@ -269,12 +289,21 @@ class Trainer:
             self._rollback_due = self.guard.record_bad(step, details.get("data_cause", False)) or self._rollback_due
         self._unread_batches.clear()
 
+    def _note_empty(self, step: int) -> None:
+        """Count an empty update; the first few are events, the rest only counted (a padded
+        corpus may have many)."""
+        self.state.empty_steps += 1
+        if self.state.empty_steps <= ATTRIBUTED_PER_READ:
+            self._event("skip_empty", f"step {step}: every target of the update is loss.ignore_index "
+                                      f"({self.meta.ignore_index}); nothing to learn from, update skipped as empty",
+                        step)
+
     def _attribute(self, micro_batches: list) -> Any:
         """Score the samples of a skipped update one by one (this rank's share): which stood out."""
         indices = torch.cat([mb.indices for mb in micro_batches])
         x, y = fetch(self.train_set, self.recipe, indices)
         return attribute(self.raw_model, self.pick_output, x.to(self.device), y.to(self.device), indices.tolist(),
-                         self.meta.task)
+                         self.meta.task, self.meta.ignore_index)
 
     def _update_loss_scale(self, ok: torch.Tensor) -> None:
         """fp16: back off after an overflow, grow after a quiet stretch. Overflows the guard did
@@ -382,6 +411,7 @@ class Trainer:
         self.batches.load_state_dict(data_position)  # skip past the batches that went bad, do not replay them
         self.faults.load_state_dict(fired)
         self.state.skipped_steps, self.state.overflow_steps = before.skipped_steps, before.overflow_steps
+        self.state.empty_steps = before.empty_steps
         self.state.events, self.state.rollbacks = before.events, before.rollbacks + 1
         self.state.lr_scale = before.lr_scale * g.rollback_lr_factor
         self._apply_lr_scale()
@@ -429,6 +459,8 @@ class Trainer:
         if train_loss is not None:
             scalars = {"train/loss": train_loss, "train/loss_max": loss_max, **scalars}
         scalars.update(self._throughput(seconds))
+        if self.state.empty_steps:
+            scalars["train/empty_steps"] = float(self.state.empty_steps)
         if self.precision.scaling:
             scalars["train/loss_scale"] = float(self.scaler.get_scale())
             scalars["train/overflow_steps"] = float(self.state.overflow_steps)
@@ -464,6 +496,7 @@ class Trainer:
             "best_val_accuracy": s.best_val_accuracy,
             "skipped_steps": s.skipped_steps,
             "overflow_steps": self.total_overflow_steps(),
+            "empty_steps": s.empty_steps,
             "events": s.events,
             "task": self.meta.task,
             "chance_loss": self.meta.chance_loss,
@@ -506,11 +539,12 @@ class Trainer:
             x, y = x.to(self.device), y.to(self.device)
             with self.precision.autocast():
                 out = self.pick_output(self.model(x))
-            n = torch.tensor(float(len(y)), device=self.device)
-            correct = (out.argmax(-1) == y).float().sum() if self.meta.task == "classification" else n * 0
+            counted = counted_targets(y, self.meta.ignore_index)
+            n = counted.sum().float()
+            correct = ((out.argmax(-1) == y) & counted).sum() if self.meta.task == "classification" else n * 0
             totals += torch.stack([self.eval_loss_fn(out, y) * n, correct, n])
         loss_n, correct, n = all_reduce_mean(totals, self.dist).tolist()
-        return loss_n / n, correct / n
+        return (loss_n / n, correct / n) if n else (math.nan, math.nan)  # every target ignored: no measure
 
     def _evaluate_and_track(self) -> str | None:
         """Evaluate, log, keep best.pt; returns a stop status from early stopping, if any."""

@@ -65,6 +65,7 @@ CONFIG_CASES = [
     (["init=normal", "init.std=0"], "init.std", "0"), (["init=normal", "init.std=-1"], "init.std", "-1"),
     (["loss.label_smoothing=1.0"], "loss.label_smoothing", "1.0"), (["loss.label_smoothing=-0.1"], "loss.label_smoothing", "-0.1"),
     (["loss.z_loss=-1e-4"], "loss.z_loss", "-0.0001"), (["loss.z_loss=nan"], "loss.z_loss", "nan"),
+    (["loss.ignore_index=pad"], "loss.ignore_index", "pad"), (["loss.ignore_index=1.5"], "loss.ignore_index", "1.5"),
     (["logger.name=wandb"], "logger", "wandb"),
     (["scale_lr.base_batch=0"], "scale_lr.base_batch", "0"), (["scale_lr.rule=log"], "scale_lr.rule", "log"),
     # guard, early_stop, monitor, fault

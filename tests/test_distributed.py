@@ -1,7 +1,9 @@
 """torchrun on CPU (gloo, 2 processes): DDP equals one process, ranks agree, resume is exact."""
 from __future__ import annotations
 
+import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -118,3 +120,17 @@ def test_resume_with_another_world_size_continues(tmp_path):
     train(MLP, single)
     a, b = final_params(tmp_path / "run"), final_params(single)
     assert max((a[k] - b[k]).abs().max().item() for k in a) <= 1e-6  # dropout off: same math
+
+
+def test_an_update_empty_on_every_rank_is_skipped_by_both_and_one_empty_on_one_rank_is_not(tmp_path):
+    """Samples 32-47 (the whole third batch) and 56-63 (rank 1's half of the fourth) hold only padding."""
+    empty = [*range(32, 48), *range(56, 64)]
+    shutil.copy(ROOT / "tests" / "user_code.py", tmp_path)  # user code lies beside where train.py starts
+    torchrun(["data=custom", "data._target_=user_code.padded_sequences", "data.task=lm",
+              "model._target_=user_code.LSTMNet", "+model.hidden=16", "batch_size=16", "data.shuffle=false",
+              "trainer.max_steps=8", "trainer.log_every=4", "trainer.eval_every=8", "trainer.ckpt_every=8",
+              "logger=none", "diagnose=false", f"+data.empty=[{','.join(map(str, empty))}]"], cwd=tmp_path)
+    (run_dir,) = run_dirs(tmp_path)
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert summary["empty_steps"] == 1 and summary["skipped_steps"] == 0 and summary["status"] == "completed"
+    assert [e["step"] for e in summary["events"] if e["kind"] == "skip_empty"] == [3]

@@ -95,5 +95,9 @@ def test_partial_tail_batch_is_a_weighted_mean(tmp_path):
     tail = trainer.batches.stream.next_batch()
     micro = split_for_rank(tail, 0, 1, 4)
     assert len(tail) == 36 and sum(len(m.indices) for m in micro) == 36
-    assert sum(m.weight for m in micro) == pytest.approx(1.0)
+    from harness.data.loader import fetch
+    from harness.data.targets import target_shares
+
+    shares = target_shares([fetch(trainer.train_set, trainer.recipe, m.indices)[1] for m in micro], -100)
+    assert shares == pytest.approx([len(m.indices) / 36 for m in micro]) and sum(shares) == pytest.approx(1.0)
     assert trainer.batches.stream.epoch == 1 and trainer.batches.stream.offset == 0

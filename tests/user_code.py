@@ -183,3 +183,39 @@ def blobs_with_nan_rows(n_train: int = 512, rows: tuple[int, ...] = (7, 300)):
     for i in rows:
         train.x[i, 0] = float("nan")
     return train, val
+
+
+class PaddedSequences(Dataset):
+    """Language-model samples of different lengths, padded to one width with -100 targets (the
+    way tokenised, right-padded corpora arrive): the next token is (token + 1) mod vocab.
+    Samples whose index lies in `empty` are padding only."""
+
+    vocab_size = 12
+
+    def __init__(self, n: int, seed: int, width: int = 16, empty: tuple[int, ...] = ()) -> None:
+        g = torch.Generator().manual_seed(seed)
+        start = torch.randint(0, self.vocab_size, (n, 1), generator=g)
+        self.x = (start + torch.arange(width)) % self.vocab_size
+        self.y = (self.x + 1) % self.vocab_size
+        lengths = torch.randint(2, width + 1, (n,), generator=g)
+        lengths[list(empty)] = 0
+        self.y[torch.arange(width) >= lengths[:, None]] = -100
+
+    def __len__(self) -> int:
+        return len(self.x)
+
+    def __getitem__(self, i: int):
+        return self.x[i], self.y[i]
+
+
+def padded_sequences(n_train: int = 256, empty: tuple[int, ...] = ()):
+    return PaddedSequences(n_train, 0, empty=empty), PaddedSequences(64, 1)
+
+
+def labels_with_unlabeled(n_train: int = 256, unlabeled: float = 0.3):
+    """`pairs` where a share of the samples carry -100 for "no label" (semi-supervised data)."""
+    train, val = pairs(n_train)
+    for split in (train, val):
+        y = split.tensors[1]
+        y[torch.rand(len(y), generator=torch.Generator().manual_seed(len(y))) < unlabeled] = -100
+    return train, val

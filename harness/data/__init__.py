@@ -82,11 +82,13 @@ def loader_settings(cfg: DictConfig, device_type: str) -> LoaderSettings:
                           prefetch_factor=cfg.get("prefetch_factor"))
 
 
-def build_data(cfg: DictConfig) -> tuple[Dataset, Dataset, DataMeta]:
+def build_data(cfg: DictConfig, ignore_index: int | None = None) -> tuple[Dataset, Dataset, DataMeta]:
     """Build (train, val, meta) for the configured data option; a sample of both splits is
-    checked against the declared sizes before any training starts."""
+    checked against the declared sizes before any training starts. Targets equal to
+    `ignore_index` (loss.ignore_index) are left out of the checks and the priors."""
     validate_data_config(cfg)
     _, build = BUILDERS[cfg.name]
     train, val, meta = build(cfg)
+    meta = replace(meta, ignore_index=None if meta.task == "regression" else ignore_index)
     check_samples(train, val, meta, BatchRecipe.from_config(cfg))
     return train, val, replace(meta, prior_loss=prior_loss(train, meta))

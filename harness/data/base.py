@@ -28,6 +28,7 @@ class DataMeta:
     input_shape: tuple[int, ...] | None = None  # one input sample's shape, e.g. (1, 8, 8)
     tokenizer_file: str | None = None  # lm subwords: the tokenizer.json that decodes these ids (kept in the run dir)
     prior_loss: float | None = None  # loss of predicting only the targets' frequencies (or mean); see prior.py
+    ignore_index: int | None = None  # the target value the loss leaves out (loss.ignore_index); never for regression
 
     @property
     def num_classes(self) -> int | None:

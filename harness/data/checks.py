@@ -21,15 +21,22 @@ def spread_indices(num_samples: int, count: int, seed: int = 0) -> torch.Tensor:
     return torch.from_numpy(rng.choice(num_samples, size=min(count, num_samples), replace=False))
 
 
-def _ids_in_range(t: torch.Tensor, size: int, key: str, split: str, what: str) -> None:
+def _ids_in_range(t: torch.Tensor, size: int, key: str, split: str, what: str, ignore_index: int | None = None) -> None:
     if t.is_floating_point() or t.is_complex():
         raise ConfigError("data.task", "lm" if what == "token id" else "classification",
                           f"integer {what}s; the {split} {what}s are {str(t.dtype).removeprefix('torch.')} "
                           f"(use data.task=regression for real-valued targets)")
+    if ignore_index is not None:
+        t = t[t != ignore_index]
+        if not len(t):
+            raise ConfigError("loss.ignore_index", ignore_index,
+                              f"a value some {split} targets differ from: all {CHECKED_SAMPLES} sampled {split} "
+                              f"samples have only ignored targets, so nothing would be learned or measured")
     low, high = int(t.min()), int(t.max())
     if low < 0 or high >= size:
+        allowed = f"[0, {size})" + (f" or loss.ignore_index ({ignore_index})" if ignore_index is not None else "")
         raise ConfigError(key, size, f"more than every {what}: sampled {split} {what}s span [{low}, {high}]; "
-                                     f"the model gets {size} outputs, so each must lie in [0, {size})")
+                                     f"the model gets {size} outputs, so each must lie in {allowed}")
 
 
 def check_samples(train: Dataset, val: Dataset, meta: DataMeta, recipe: BatchRecipe) -> None:
@@ -39,9 +46,9 @@ def check_samples(train: Dataset, val: Dataset, meta: DataMeta, recipe: BatchRec
         x, y = fetch(dataset, recipe, spread_indices(len(dataset), CHECKED_SAMPLES), split=split)
         if meta.task == "lm":
             _ids_in_range(x, meta.vocab_size, "data.vocab_size", split, "token id")
-            _ids_in_range(y, meta.vocab_size, "data.vocab_size", split, "token id")
+            _ids_in_range(y, meta.vocab_size, "data.vocab_size", split, "token id", meta.ignore_index)
         elif meta.task == "classification":
-            _ids_in_range(y, meta.out_features, "data.num_classes", split, "label")
+            _ids_in_range(y, meta.out_features, "data.num_classes", split, "label", meta.ignore_index)
         elif not y.is_floating_point() or not torch.isfinite(y).all():
             raise ConfigError("data.task", "regression", f"finite real-valued targets; sampled {split} targets are "
                                                          f"{str(y.dtype).removeprefix('torch.')} or not finite")

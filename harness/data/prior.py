@@ -30,7 +30,7 @@ def prior_loss(split: Dataset, meta: DataMeta, indices: torch.Tensor | None = No
     if meta.task == "regression":
         values = torch.as_tensor(targets, dtype=torch.float64)
         return float(values.reshape(len(values), -1).var(dim=0, unbiased=False).mean())
-    return label_entropy(targets)
+    return label_entropy(targets, meta.ignore_index)
 
 
 def majority_share(split: Dataset, meta: DataMeta, indices: torch.Tensor | None = None) -> float | None:
@@ -39,19 +39,23 @@ def majority_share(split: Dataset, meta: DataMeta, indices: torch.Tensor | None 
     targets = _targets(split, indices) if meta.task == "classification" else None
     if targets is None:
         return None
-    counts = _label_counts(targets)
-    return float(counts.max() / counts.sum())
+    counts = _label_counts(targets, meta.ignore_index)
+    return float(counts.max() / counts.sum()) if counts.sum() else None
 
 
-def label_entropy(labels: np.ndarray | torch.Tensor) -> float:
-    """Entropy (nats) of the distribution of integer labels: the best loss without the inputs."""
-    counts = _label_counts(labels)
+def label_entropy(labels: np.ndarray | torch.Tensor, ignore_index: int | None = None) -> float | None:
+    """Entropy (nats) of the distribution of integer labels: the best loss without the inputs.
+    None when every label is the ignore index."""
+    counts = _label_counts(labels, ignore_index)
+    if not counts.sum():
+        return None
     p = counts[counts > 0] / counts.sum()
     return float(-(p * np.log(p)).sum())
 
 
-def _label_counts(labels: np.ndarray | torch.Tensor) -> np.ndarray:
-    return np.bincount(np.asarray(labels).reshape(-1).astype(np.int64))
+def _label_counts(labels: np.ndarray | torch.Tensor, ignore_index: int | None) -> np.ndarray:
+    values = np.asarray(labels).reshape(-1).astype(np.int64)
+    return np.bincount(values[values != ignore_index] if ignore_index is not None else values)
 
 
 def _targets(split: Dataset, indices: torch.Tensor | None) -> np.ndarray | torch.Tensor | None:

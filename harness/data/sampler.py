@@ -28,7 +28,6 @@ _MIX1, _MIX2 = np.uint64(0xBF58476D1CE4E5B9), np.uint64(0x94D049BB133111EB)  # s
 @dataclass
 class MicroBatch:
     indices: torch.Tensor
-    weight: float  # share of this rank's samples in the update: the loss is scaled by it
 
 
 def _mix(x: np.ndarray) -> np.ndarray:
@@ -139,7 +138,7 @@ def split_for_rank(batch: torch.Tensor, rank: int, world_size: int, accum: int) 
     """This rank's contiguous share of the global batch, cut into at most `accum` micro-batches."""
     share = batch.tensor_split(world_size)[rank]
     chunks = [c for c in share.tensor_split(accum) if len(c)]
-    return [MicroBatch(c, len(c) / len(share)) for c in chunks]
+    return [MicroBatch(c) for c in chunks]
 
 
 def eval_indices(num_samples: int, count: int) -> torch.Tensor:

@@ -62,7 +62,8 @@ def _facts(run: RunData) -> list[tuple[str, str]]:
         ("best val loss", s.get("best_val_loss")),
         ("chance loss (ln K)", s.get("chance_loss")),
         ("known optimum", s.get("optimum_loss")),
-        ("skipped / fp16 overflow updates", f"{s.get('skipped_steps', 0)} / {s.get('overflow_steps', 0)}"),
+        ("skipped / fp16 overflow / empty updates",
+         f"{s.get('skipped_steps', 0)} / {s.get('overflow_steps', 0)} / {s.get('empty_steps', 0)}"),
     ]
     return [(label, fmt(value) if isinstance(value, float) else str(value)) for label, value in facts
             if value is not None]

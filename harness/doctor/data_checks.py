@@ -29,6 +29,12 @@ def check_labels(trainer: Trainer) -> Outcome:
     k = num_classes(meta)
     seen = []
     for split, (_, y) in _samples(trainer).items():
+        ignored = float((y == meta.ignore_index).float().mean()) if meta.ignore_index is not None else 0.0
+        y = y[y != meta.ignore_index] if meta.ignore_index is not None else y
+        if not len(y):
+            return Outcome(Status.FAIL, f"every sampled {split} target is loss.ignore_index ({meta.ignore_index})",
+                           "nothing would be learned: check that the labels are written (a collator masking "
+                           "everything, a wrong target_key)")
         low, high = int(y.min()), int(y.max())
         if low < 0 or high >= k:
             return Outcome(Status.FAIL, f"{split} labels span [{low}, {high}], outside [0, {k})",
@@ -40,7 +46,7 @@ def check_labels(trainer: Trainer) -> Outcome:
                            "a constant target teaches nothing: check how labels are read "
                            "(wrong column, a mask left on, a collapsed preprocessing step)")
         seen.append(f"{split}: {int((counts > 0).sum())} of {k} classes, most common "
-                    f"{counts.max().item() / counts.sum().item():.0%}")
+                    f"{counts.max().item() / counts.sum().item():.0%}" + (f", {ignored:.0%} ignored" if ignored else ""))
     return Outcome(Status.PASS, "; ".join(seen))
 
 
