@@ -38,7 +38,7 @@ from harness.guard import Guard, Verdict, skips_on_device
 from harness.log_window import LogWindow
 from harness.loss import compute_loss, counted_targets
 from harness.models.output import OutputPicker
-from harness.models.probe import behaves_differently_in_eval, has_batch_norm
+from harness.models.probe import OUTPUT_ROWS, behaves_differently_in_eval, has_batch_norm, output_directions
 from harness.monitor import Monitor
 from harness.precision import Precision
 from harness.rollback_point import RollbackPoint
@@ -163,6 +163,7 @@ class Trainer:
         self._post_norm_measured = self.window.last_grad_norm
         self._lr_used = 0.0
         self._without_grad = 0  # trainable tensors with no gradient on the last logging step
+        self.output_directions: dict[str, Any] | None = None  # of the logits, at the last eval (classification)
 
     # ------------------------------------------------------------------ the step
     def train_step(self) -> None:
@@ -497,6 +498,7 @@ class Trainer:
             "skipped_steps": s.skipped_steps,
             "overflow_steps": self.total_overflow_steps(),
             "empty_steps": s.empty_steps,
+            "output_directions": self.output_directions,
             "events": s.events,
             "task": self.meta.task,
             "chance_loss": self.meta.chance_loss,
@@ -523,7 +525,7 @@ class Trainer:
         """Mean loss (and accuracy for classification) over the same fixed validation samples every
         time; for models with batch norm or dropout, also over fixed training samples in eval mode."""
         self.model.eval()
-        loss, accuracy = self._eval_pass(self.eval_batches)
+        loss, accuracy = self._eval_pass(self.eval_batches, keep_logits=self.meta.task == "classification")
         result = {"val/loss": loss}
         if self.meta.task == "classification":
             result["val/accuracy"] = accuracy
@@ -532,18 +534,25 @@ class Trainer:
         self.model.train()
         return result
 
-    def _eval_pass(self, batches: EvalBatches) -> tuple[float, float]:
-        """(mean loss, accuracy) of the model as it is, over one fixed set of micro-batches."""
+    def _eval_pass(self, batches: EvalBatches, keep_logits: bool = False) -> tuple[float, float]:
+        """(mean loss, accuracy) of the model as it is, over one fixed set of micro-batches; with
+        `keep_logits`, how many directions the first OUTPUT_ROWS samples' logits span is kept for
+        the summary (a capacity limit shows there)."""
         totals = torch.zeros(3, device=self.device)  # loss * n, correct, n
+        kept: list[torch.Tensor] = []
         for x, y in batches:
             x, y = x.to(self.device), y.to(self.device)
             with self.precision.autocast():
                 out = self.pick_output(self.model(x))
+            if keep_logits and sum(map(len, kept)) < OUTPUT_ROWS:
+                kept.append(out.float())
             counted = counted_targets(y, self.meta.ignore_index)
             n = counted.sum().float()
             correct = ((out.argmax(-1) == y) & counted).sum() if self.meta.task == "classification" else n * 0
             totals += torch.stack([self.eval_loss_fn(out, y) * n, correct, n])
         loss_n, correct, n = all_reduce_mean(totals, self.dist).tolist()
+        if kept:
+            self.output_directions = output_directions(torch.cat(kept)[:OUTPUT_ROWS])
         return (loss_n / n, correct / n) if n else (math.nan, math.nan)  # every target ignored: no measure
 
     def _evaluate_and_track(self) -> str | None:

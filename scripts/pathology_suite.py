@@ -174,7 +174,7 @@ def catalogue() -> list[Case]:
             "mlp-n64-bf16": (*MLP, "data.n_train=64", "model.width=256", "precision=bf16", "optim.weight_decay=0.0",
                              "trainer.eval_every=20", "trainer.max_steps=300", "trainer.ckpt_every=300"),
         }),
-        *sick("underfitting", ("underfitting",), {
+        *sick("underfitting", ("underfitting", "capacity_limit"), {
             "mlp-w3": (*MLP, "model.width=3", "model.depth=1", "optim.lr=3e-3", *steps(400)),
             "mlp-w2-sgd": (*MLP, "model.width=2", "model.depth=1", "optim=sgd", *steps(400)),
             "mlp-w4-k20": (*MLP, "model.width=4", "model.depth=1", "data.num_classes=20", *steps(400)),

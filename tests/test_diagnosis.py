@@ -14,6 +14,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import torch
 from omegaconf import OmegaConf
 
 from conftest import ROOT
@@ -773,3 +774,47 @@ def test_cli_without_metrics_is_a_one_line_error(tmp_path):
     expected = f"error: RUN_DIR='{tmp_path}' is invalid: a training run directory holding metrics.jsonl"
     assert result.stderr.strip() == expected
     assert not (tmp_path / "report.md").exists()
+
+
+def test_output_directions_count_what_the_logits_can_span():
+    from harness.models.probe import output_directions
+
+    g = torch.Generator().manual_seed(0)
+    through_two = torch.randn(256, 2, generator=g) @ torch.randn(2, 20, generator=g) + 3.0
+    assert output_directions(through_two)["directions"] == 2
+    assert output_directions(torch.randn(256, 20, generator=g))["directions"] >= 17
+    assert output_directions(torch.full((64, 10), 2.5)) is None  # a dead model's output does not vary
+
+
+@pytest.mark.parametrize("directions, val_end, flagged", [(2, 1.8, True), (8, 1.8, False), (2, 0.1, False)])
+def test_capacity_limit_from_the_directions_the_logits_span(tmp_path, directions, val_end, flagged):
+    run = Run().set("val/loss", lambda s, v: val_end + 0.01 * (400 - s) / 300, kind="eval")
+    run.summary["output_directions"] = {"directions": directions, "classes": 10, "samples": 256,
+                                        "spectrum": [1.0, 0.6, 0.01, 0.0]}
+    found = run.findings(tmp_path)
+    assert ("capacity_limit" in found) is flagged
+    if flagged:
+        assert "2 of 9 directions" in found["capacity_limit"].evidence and "10 classes" in found["capacity_limit"].fix
+
+
+def test_a_capacity_limit_is_listed_before_the_plateau_at_chance_it_explains(tmp_path):
+    rng = np.random.default_rng(1)
+    run = Run().set("train/loss", lambda s, v: CHANCE + rng.normal(0, 0.02))
+    run.set("val/loss", lambda s, v: CHANCE - 0.01, kind="eval")
+    run.summary["best_val_accuracy"] = 0.11
+    run.summary["output_directions"] = {"directions": 1, "classes": 10, "samples": 256, "spectrum": [1.0, 0.02]}
+    found = diagnose(load_run(run.write(tmp_path / "run")))
+    assert [f.name for f in found] == ["capacity_limit", "plateau_at_chance"]
+    assert found[0].severity is Severity.CRITICAL
+
+
+@pytest.mark.parametrize("model, flagged", [("user_code.Bottleneck", True), ("user_code.Classifier", False)])
+def test_a_trained_bottleneck_is_named_and_a_wide_classifier_is_not(tmp_path, model, flagged):
+    from conftest import train
+
+    _, summary = train(["model=mlp", "data=synthetic", "data.num_classes=20", f"model._target_={model}",
+                        "trainer.max_steps=300", "trainer.eval_every=50", "trainer.log_every=10", "logger=none",
+                        "optim.lr=3e-3"], tmp_path / "run")
+    measured = summary["output_directions"]
+    assert measured["classes"] == 20 and (measured["directions"] <= 3) is flagged
+    assert ("capacity_limit" in {f.name for f in diagnose(load_run(tmp_path / "run"))}) is flagged

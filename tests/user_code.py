@@ -219,3 +219,15 @@ def labels_with_unlabeled(n_train: int = 256, unlabeled: float = 0.3):
         y = split.tensors[1]
         y[torch.rand(len(y), generator=torch.Generator().manual_seed(len(y))) < unlabeled] = -100
     return train, val
+
+
+class Bottleneck(nn.Module):
+    """A classifier squeezed through two units between wide layers."""
+
+    def __init__(self, in_features: int, num_classes: int) -> None:
+        super().__init__()
+        self.encode = nn.Sequential(nn.Linear(in_features, 64), nn.ReLU(), nn.Linear(64, 2))
+        self.decode = nn.Sequential(nn.Linear(2, 64), nn.ReLU(), nn.Linear(64, num_classes))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.decode(self.encode(x.flatten(1)))

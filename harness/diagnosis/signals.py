@@ -65,6 +65,13 @@ def excursions(series: Series, rel_rise: float, abs_rise: float) -> list[tuple[i
     return found
 
 
+def still_falling(val: Series, tail: float, by: float) -> bool:
+    """Whether the val loss improved by >= `by` (relative) over the last `tail` share of the run."""
+    tail_start = val.steps[0] + (1 - tail) * (val.steps[-1] - val.steps[0])
+    before_tail = float(val.values[val.steps <= tail_start][-1])
+    return before_tail - float(val.values[-1]) >= by * abs(before_tail)
+
+
 def fmt(value: float) -> str:
     """Numbers in evidence text: 3 significant digits, NaN/Inf spelled as such."""
     return f"{value:.3g}" if np.isfinite(value) else str(value)

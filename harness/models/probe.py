@@ -92,3 +92,23 @@ def parameter_counts(model: nn.Module) -> dict[str, object]:
                 and not any(name.startswith(f"{outer}.") for outer in modules):
             modules.append(name)
     return {"trainable": total - frozen, "frozen": frozen, "frozen_modules": modules}
+
+
+OUTPUT_ROWS = 512  # eval samples whose logits are measured: enough for any K up to a few hundred
+DIRECTION_SHARE = 0.1  # a direction counts when its singular value is >= 10% of the largest
+
+
+def output_directions(logits: torch.Tensor) -> dict[str, object] | None:
+    """How many independent directions a classifier's logits span over the eval samples
+    (singular values of the centred [N, K] logits at >= 10% of the largest), with the leading
+    relative singular values. A layer narrower than the classes (a 2-unit bottleneck before 20
+    classes, a hidden width of 2) caps it, however long the run: a working classifier's logits
+    span most of their K-1 directions. None when the output does not vary at all."""
+    centred = logits.detach().double().cpu()
+    centred = centred - centred.mean(0)
+    values = torch.linalg.svdvals(centred)
+    if not len(values) or values[0] <= 1e-9 * max(float(logits.detach().abs().max()), 1.0):
+        return None
+    relative = (values / values[0]).tolist()
+    return {"directions": sum(v >= DIRECTION_SHARE for v in relative), "classes": int(logits.shape[-1]),
+            "samples": int(logits.shape[0]), "spectrum": [round(v, 3) for v in relative[:8]]}

@@ -7,8 +7,8 @@ from dataclasses import replace
 
 from harness.diagnosis.findings import Finding, Severity
 from harness.diagnosis.load import RunData
-from harness.diagnosis.rules import (attention, curves, data_order, eval_mode, gradients, guard_events, numerics,
-                                     schedule, setup, weight_decay)
+from harness.diagnosis.rules import (attention, capacity, curves, data_order, eval_mode, gradients, guard_events,
+                                     numerics, schedule, setup, weight_decay)
 
 Rule = Callable[[RunData], "Finding | None"]
 
@@ -21,6 +21,7 @@ RULES: tuple[Rule, ...] = (  # setup mistakes first: among findings of one sever
     curves.plateau_at_prior,
     curves.oscillating,
     curves.overfitting,
+    capacity.capacity_limit,
     curves.underfitting,
     curves.slow_progress,
     eval_mode.bn_eval_gap,
@@ -55,7 +56,8 @@ SYMPTOMS = frozenset({"plateau_at_chance", "plateau_at_prior", "underfitting"})
 INTERMEDIATE = frozenset({"slow_progress"})
 CAUSES = frozenset({"clip_pinned", "schedule_ended_early", "dead_relu", "vanishing_gradients", "fp16_underflow",
                     "exploding_gradients", "warmup_too_long", "weight_decay_collapse", "frozen_parameters",
-                    "unnormalised_inputs", "attention_entropy_collapse", "outlier_samples"})
+                    "unnormalised_inputs", "attention_entropy_collapse", "outlier_samples",
+                    "capacity_limit"})
 
 
 def _tier(finding: Finding) -> int | None:

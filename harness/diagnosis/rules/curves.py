@@ -12,7 +12,7 @@ from harness.diagnosis.load import RunData, Series
 from harness.diagnosis.rules.common import peak_lr_update_ratio
 from harness.diagnosis.rules.data_order import boundary_steps
 from harness.diagnosis.signals import (EDGE_POINTS, end_level, excursions, fmt, level_at, noise_level, rolling_median,
-                                       start_level)
+                                       start_level, still_falling)
 
 # A loss that ends 1.5x above its first logged value went backwards: noise on a learning run
 # never does that (its end is below its start), a diverging one does long before it reaches NaN.
@@ -155,13 +155,6 @@ def _settled_level(run: RunData) -> tuple[float, Series] | None:
     return (float(np.median(late.values)), late) if len(late) >= EDGE_POINTS else None
 
 
-def _still_falling(val: Series, by: float = PLATEAU_IMPROVEMENT) -> bool:
-    """Whether the val loss improved by >= `by` (relative) over the last PLATEAU_TAIL of the run."""
-    tail_start = val.steps[0] + (1 - PLATEAU_TAIL) * (val.steps[-1] - val.steps[0])
-    before_tail = float(val.values[val.steps <= tail_start][-1])
-    return before_tail - float(val.values[-1]) >= by * abs(before_tail)
-
-
 def plateau_at_chance(run: RunData) -> Finding | None:
     chance = run.summary.get("chance_loss")
     settled = _settled_level(run) if chance else None
@@ -186,7 +179,7 @@ def plateau_at_chance(run: RunData) -> Finding | None:
     return Finding("plateau_at_chance", Severity.CRITICAL, "the model predicts no better than uniform guessing",
                    "; ".join(parts) + ".",
                    "if another finding names a cause (vanishing_gradients, dead_relu, clip_pinned, "
-                   "fp16_underflow), fix that first; otherwise check that labels belong to their inputs "
+                   "fp16_underflow, capacity_limit), fix that first; otherwise check that labels belong to their inputs "
                    "(data.shuffle_labels, a misaligned join or augmentation), run `mode=doctor` (it must "
                    "overfit one small batch), then try optim.lr 3-10x either way.")
 
@@ -215,7 +208,7 @@ def plateau_at_prior(run: RunData) -> Finding | None:
     if abs(level - prior) > PRIOR_BAND * prior or (best_val is not None and best_val < (1 - band) * val_prior):
         return None
     last_val = float(val.values[-1])
-    if _still_falling(val):
+    if still_falling(val, PLATEAU_TAIL, PLATEAU_IMPROVEMENT):
         return None  # on its way through the prior, not stuck at it
     what = "the targets' mean (MSE = their variance)" if run.summary.get("task") == "regression" else (
         "the targets' frequencies (their entropy)")
@@ -277,7 +270,7 @@ def underfitting(run: RunData) -> Finding | None:
     if optimum is None or len(train) < 2 * EDGE_POINTS or len(val) < MIN_EVALS:
         return None
     start, end, last_val = start_level(train), end_level(train), float(val.values[-1])
-    still_learning = _still_falling(val, UNDERFIT_TAIL_IMPROVEMENT)
+    still_learning = still_falling(val, PLATEAU_TAIL, UNDERFIT_TAIL_IMPROVEMENT)
     at_chance = chance is not None and abs(end - chance) <= CHANCE_BAND * chance
     prior = run.summary.get("prior_loss")
     at_prior = (bool(prior) and abs(end - prior) <= PRIOR_BAND * prior  # plateau_at_prior says more,
