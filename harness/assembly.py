@@ -14,7 +14,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from harness.data import BatchRecipe, build_data, loader_settings
 from harness.data.checks import spread_indices
-from harness.data.facts import input_stats, split_overlap
+from harness.data.facts import input_stats, split_facts
 from harness.data.loader import fetch
 from harness.distributed import DistInfo
 from harness.errors import ConfigError, one_line
@@ -75,8 +75,7 @@ def build_trainer(cfg: DictConfig, run_dir: Path, device: torch.device,
     probe_model(raw_model, pick_output, meta, x.to(device), y.to(device), cfg.model._target_)
     facts = None
     if dist.is_main and cfg.mode == "train":  # what summary.json tells the diagnosis; only rank 0 writes it
-        facts = {"parameters": parameter_counts(raw_model),
-                 "split_overlap": split_overlap(train_set, val_set, recipe, meta.task),
+        facts = {"parameters": parameter_counts(raw_model), **split_facts(train_set, val_set, recipe, meta.task),
                  "input_stats": input_stats(train_set, recipe)}
     seed_everything(cfg.seed + dist.rank)  # identical weights on every rank, own dropout draws per rank
     optimizer = build_optimizer(cfg.optim, raw_model)

@@ -1,6 +1,6 @@
 """Facts about the data that no curve can show, measured once when the run is built and written to
-summary.json for the diagnosis: how many validation samples also sit in the training split, and
-the scale of the inputs the model first sees."""
+summary.json for the diagnosis: how many validation samples also sit in the training split, which
+training inputs are far larger than the rest, and the scale of the inputs the model first sees."""
 from __future__ import annotations
 
 import hashlib
@@ -23,32 +23,60 @@ CHUNK = 1024
 STATS_SAMPLES = 256
 
 
-def _digests(dataset: Dataset, recipe: BatchRecipe, indices: torch.Tensor, split: str) -> list[bytes]:
-    """An 8-byte digest of each sample's input: equal inputs, equal digests (labels left out: a
-    validation image that is also a training image leaks whatever its label says)."""
-    out = []
+OUTLIER_NORM_RATIO = 10.0  # an input this many times the median input norm (or not finite) stands out
+OUTLIERS_LISTED = 8
+
+
+def _read_train(dataset: Dataset, recipe: BatchRecipe, indices: torch.Tensor,
+                split: str) -> tuple[list[bytes], np.ndarray | None]:
+    """An 8-byte digest of each sample's input (equal inputs, equal digests; labels left out: a
+    validation image that is also a training image leaks whatever its label says) and, for
+    real-valued inputs, each one's norm."""
+    digests, norms = [], []
     for chunk in indices.split(CHUNK):
         x, _ = fetch(dataset, recipe, chunk, split=split)
-        rows = x.reshape(len(chunk), -1).contiguous().numpy()
-        out += [hashlib.blake2b(row.tobytes(), digest_size=8).digest() for row in rows]
-    return out
+        rows = x.reshape(len(chunk), -1).contiguous()
+        digests += [hashlib.blake2b(row.tobytes(), digest_size=8).digest() for row in rows.numpy()]
+        if rows.is_floating_point():
+            norms.append(rows.double().norm(dim=1).numpy())
+    return digests, np.concatenate(norms) if norms else None
 
 
-def split_overlap(train: Dataset, val: Dataset, recipe: BatchRecipe, task: str) -> dict[str, Any] | None:
+def split_facts(train: Dataset, val: Dataset, recipe: BatchRecipe, task: str) -> dict[str, Any]:
+    """One read of the training split for `split_overlap` and `input_outliers` (both None for
+    language modelling: a window of a token stream is no sample of its own, and short windows
+    repeat in any corpus, so duplicated documents must be found before the text is split)."""
+    if task == "lm":
+        return {"split_overlap": None, "input_outliers": None}
+    hashed = spread_indices(len(train), TRAIN_HASHED)
+    digests, norms = _read_train(train, recipe, hashed, "train")
+    return {"split_overlap": _overlap(set(digests), len(hashed), len(train), val, recipe),
+            "input_outliers": _outliers(hashed, norms)}
+
+
+def _overlap(seen: set[bytes], hashed: int, train_samples: int, val: Dataset, recipe: BatchRecipe) -> dict[str, Any]:
     """How many checked validation samples have an exact copy (same input) in the training split.
     `share` estimates the overlap of the whole validation split: found / checked, scaled up by the
-    part of the training split that was hashed. None for language modelling: a window of a token
-    stream is no sample of its own, and short windows repeat in any corpus (indentation, licence
-    headers): duplicated documents must be found before the text is split."""
-    if task == "lm":
-        return None
-    hashed = spread_indices(len(train), TRAIN_HASHED)
-    seen = set(_digests(train, recipe, hashed, "train"))
+    part of the training split that was hashed."""
     checked = spread_indices(len(val), VAL_CHECKED, seed=1)
-    found = sum(d in seen for d in _digests(val, recipe, checked, "val"))
-    coverage = len(hashed) / len(train)
-    return {"val_checked": len(checked), "val_in_train": found, "train_hashed": len(hashed),
-            "train_samples": len(train), "share": min(1.0, found / len(checked) / coverage)}
+    found = sum(d in seen for d in _read_train(val, recipe, checked, "val")[0])
+    return {"val_checked": len(checked), "val_in_train": found, "train_hashed": hashed,
+            "train_samples": train_samples, "share": min(1.0, found / len(checked) / (hashed / train_samples))}
+
+
+def _outliers(indices: torch.Tensor, norms: np.ndarray | None) -> dict[str, Any] | None:
+    """Training samples whose input norm is over OUTLIER_NORM_RATIO x the median, or not finite:
+    how many, and the largest (dataset index and norm). A corrupt record or a column in the
+    wrong unit dominates every batch that holds it; the median is what a typical sample is."""
+    if norms is None or not np.isfinite(norms).any():
+        return None
+    median = float(np.median(norms[np.isfinite(norms)]))
+    if median <= 0:
+        return None
+    outlying = ~np.isfinite(norms) | (norms > OUTLIER_NORM_RATIO * median)
+    worst = np.argsort(-np.nan_to_num(norms, nan=np.inf))[:min(OUTLIERS_LISTED, int(outlying.sum()))]
+    return {"checked": len(norms), "count": int(outlying.sum()), "median_norm": median,
+            "samples": [{"index": int(indices[i]), "input_norm": float(norms[i])} for i in worst]}
 
 
 def input_stats(train: Dataset, recipe: BatchRecipe) -> dict[str, float] | None:

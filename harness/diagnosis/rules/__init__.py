@@ -8,7 +8,7 @@ from dataclasses import replace
 from harness.diagnosis.findings import Finding, Severity
 from harness.diagnosis.load import RunData
 from harness.diagnosis.rules import (attention, capacity, curves, data_order, eval_mode, gradients, guard_events,
-                                     numerics, schedule, setup, weight_decay)
+                                     numerics, outliers, schedule, setup, weight_decay)
 
 Rule = Callable[[RunData], "Finding | None"]
 
@@ -38,7 +38,7 @@ RULES: tuple[Rule, ...] = (  # setup mistakes first: among findings of one sever
     guard_events.nonfinite_skips,
     guard_events.loss_spikes,
     guard_events.rollbacks,
-    guard_events.outlier_samples,
+    outliers.outlier_samples,
     schedule.schedule_ended_early,
     schedule.warmup_too_long,
     weight_decay.weight_decay_collapse,

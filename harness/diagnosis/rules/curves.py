@@ -28,6 +28,15 @@ DIVERGE_RISE = 1.5
 # then its units die; a 2-layer GPT under AdamW at 0.1 (100x) at 1.17x, then trains on to a
 # worse loss; a 2-unit MLP starts at up to 1.2x ln K.
 BLOWUP_OVER_CHANCE = 1.15
+# ... unless the run came back from it: the train loss ended within 10% of its best before the
+# blow-up and clearly (10%) below where the untrained model started, and the val loss within 5%
+# of its best. A healthy AdamW run without clip or guard had one window at 1.76x its first loss
+# and still ended at its best; a blow-up that cost the run leaves it above where it was, or
+# where it started (an SGD run whose units died in its first 20 updates sat at chance before and
+# after its blow-up). A blow-up in the first window has no "before" and stays a divergence.
+RECOVERED_TRAIN = 1.10
+RECOVERED_PROGRESS = 0.9
+RECOVERED_VAL = 1.05
 # "At chance": within 5% of ln(K). A model that learned even the label frequencies of an
 # unbalanced task, or anything about the inputs, leaves this band within a few hundred updates.
 CHANCE_BAND = 0.05
@@ -65,6 +74,11 @@ OSC_REL_RISE = 0.25
 OSC_ABS_RISE = 0.05
 OSC_NOISE_SIGMAS = 6.0
 OSC_MIN_EXCURSIONS = 3
+# Climbs within 2 log windows after a guard event are the guard's (a rollback restarts from an
+# older, worse state) or the bad batch's, not the optimiser's: a run whose problem was NaNs from
+# its data ranked oscillating first.
+GUARD_EVENTS = frozenset({"rollback", "skip_nonfinite", "skip_spike"})
+OSC_GUARD_REACH = 2
 # Overfitting: the val loss ends (median of its last 3 evals) above its best by more than the
 # eval noise could explain, while the train loss fell by another >20% since then: the gap widens
 # because the model fits the training set. "More than noise": 4 robust standard deviations of the
@@ -74,6 +88,11 @@ OSC_MIN_EXCURSIONS = 3
 OVERFIT_MIN_RISE = 0.05
 OVERFIT_NOISE_SIGMAS = 4.0
 OVERFIT_TRAIN_DROP = 0.20
+# ... or, with a smaller train drop (>= 5%), the gap itself says it: over the last 4 evals the
+# val loss rose at every eval and so did val minus train (a run whose val rose 13% over five
+# evals while its train loss fell 18% overfits as surely). Noise does not rise four times in a row.
+OVERFIT_TREND_EVALS = 4
+OVERFIT_TREND_TRAIN_DROP = 0.05
 MIN_EVALS = 3
 # Underfitting: the val loss (fixed samples, so free of batch noise) improved by <5% over the last
 # 30% of the run (converged), yet the train loss covered less than half of the way from its start
@@ -112,11 +131,12 @@ def diverging(run: RunData) -> Finding | None:
         before = finite.values[finite.steps < step]
         detail = (f"loss {fmt(start)} at the start, {fmt(float(before.max()))} at its largest before "
                   f"going {value} at step {step}" if len(before) else f"loss {value} from step {step} on")
-    elif run.summary.get("status") == "diverged" or (math.isfinite(start) and end > DIVERGE_RISE * start):
+    elif run.summary.get("status") == "diverged" or (
+            math.isfinite(start) and end > DIVERGE_RISE * start and not _val_fine(run, start)):
         peak = int(np.argmax(finite.values))
         detail = (f"train loss {fmt(start)} at the start, {fmt(end)} at the end (step {int(finite.steps[-1])}), "
                   f"peak {fmt(float(finite.values[peak]))} at step {int(finite.steps[peak])}")
-    elif (blowup := _blowup(run)) is not None:
+    elif (blowup := _blowup(run)) is not None and not _recovered(run, blowup, end) and not _val_fine(run, blowup[2]):
         step, value, start_loss, what = blowup
         detail = (f"one update's loss reached {fmt(value)} in the window ending at step {step}, "
                   f"{fmt(value / start_loss)}x {what} = {fmt(start_loss)} (where the untrained model started); "
@@ -141,6 +161,28 @@ def _blowup(run: RunData) -> tuple[int, float, float, str] | None:
     i = int(np.argmax(peaks.values))
     value = float(peaks.values[i])
     return (int(peaks.steps[i]), value, start, what) if value > BLOWUP_OVER_CHANCE * start else None
+
+
+def _recovered(run: RunData, blowup: tuple[int, float, float, str], end: float) -> bool:
+    """Whether the run ended as well off as before the blow-up, and better off than untrained."""
+    step, _, start_loss, _ = blowup
+    loss = run.series("train/loss").finite()
+    before = loss.values[loss.steps < step]
+    val = run.series("val/loss", kind="eval").finite()
+    if not len(before) or end > RECOVERED_TRAIN * float(before.min()) or end > RECOVERED_PROGRESS * start_loss:
+        return False
+    return not len(val) or float(val.values[-1]) <= RECOVERED_VAL * float(val.values.min())
+
+
+def _val_fine(run: RunData, start: float) -> bool:
+    """Whether the model itself is fine whatever the train loss did: the val loss ended within 5%
+    of its best, and that best is clearly (10%) below where training started. A train loss lifted
+    by a few huge samples (outlier_samples) rises and spikes while the model keeps improving."""
+    val = run.series("val/loss", kind="eval").finite()
+    if len(val) < 2:
+        return False
+    best = float(val.values.min())
+    return float(val.values[-1]) <= RECOVERED_VAL * best and best <= RECOVERED_PROGRESS * start
 
 
 def _settled_level(run: RunData) -> tuple[float, Series] | None:
@@ -230,7 +272,10 @@ def oscillating(run: RunData) -> Finding | None:
     loss = run.series("train/loss")
     found = excursions(rolling_median(loss), OSC_REL_RISE, max(OSC_ABS_RISE, OSC_NOISE_SIGMAS * noise_level(loss)))
     at_epoch_starts = boundary_steps(run)  # climbs there are epoch_boundary_jumps' to judge
-    found = [climb for climb in found if climb[0] not in at_epoch_starts]
+    guarded = _guard_event_steps(run)  # a rollback restarts from a worse state; skips mark bad batches
+    found = [climb for climb in found if climb[0] not in at_epoch_starts
+             and not any(0 <= climb[0] - step <= OSC_GUARD_REACH * (run.cfg("trainer.log_every") or 1)
+                         for step in guarded)]
     if len(found) < OSC_MIN_EXCURSIONS:
         return None
     shown = ", ".join(f"{fmt(peak)} at step {step} (best so far {fmt(low)})" for step, peak, low in found[:4])
@@ -238,6 +283,12 @@ def oscillating(run: RunData) -> Finding | None:
     return Finding("oscillating", Severity.WARNING, "the training loss keeps jumping back up",
                    f"{len(found)} climbs of >{OSC_REL_RISE:.0%} above the best loss so far: {shown}{more}.",
                    instability_fixes(run))
+
+
+def _guard_event_steps(run: RunData) -> list[int]:
+    """Steps of the guard's rollbacks and skipped updates: the loss around them says what the
+    guard did (or what a bad batch held), not how the optimiser moves."""
+    return [int(e["step"]) for e in run.events if e.get("kind") in GUARD_EVENTS and "step" in e]
 
 
 def overfitting(run: RunData) -> Finding | None:
@@ -249,7 +300,9 @@ def overfitting(run: RunData) -> Finding | None:
     best_step, best_val, val_now = int(val.steps[best]), float(val.values[best]), end_level(val)
     train_then, train_now = level_at(train, best_step), end_level(train)
     allowed = max(OVERFIT_MIN_RISE * best_val, OVERFIT_NOISE_SIGMAS * noise_level(val))
-    if val_now <= best_val + allowed or train_now >= (1 - OVERFIT_TRAIN_DROP) * train_then:
+    fitting = train_now < (1 - OVERFIT_TRAIN_DROP) * train_then or (
+        train_now < (1 - OVERFIT_TREND_TRAIN_DROP) * train_then and _gap_widening(val, train))
+    if val_now <= best_val + allowed or not fitting:
         return None
     on_train = run.series("val/loss_on_train", kind="eval").finite()  # models with batch norm or dropout
     if len(on_train) >= MIN_EVALS and end_level(on_train) >= (1 - OVERFIT_TRAIN_DROP) * level_at(on_train, best_step):
@@ -261,6 +314,15 @@ def overfitting(run: RunData) -> Finding | None:
                    f"use the best checkpoint (checkpoints/best.pt, step {best_step}) or early_stop=default; "
                    "more data (data.n_train) or a smaller model; regularise: optim.weight_decay, "
                    "model.dropout, loss.label_smoothing.")
+
+
+def _gap_widening(val: Series, train: Series) -> bool:
+    """The val loss and its gap over the train loss both rose at each of the last evals."""
+    if len(val) < OVERFIT_TREND_EVALS:
+        return False
+    steps, values = val.steps[-OVERFIT_TREND_EVALS:], val.values[-OVERFIT_TREND_EVALS:]
+    gaps = [v - level_at(train, int(s)) for s, v in zip(steps, values)]
+    return bool(np.all(np.diff(values) > 0) and np.all(np.diff(gaps) > 0))
 
 
 def underfitting(run: RunData) -> Finding | None:

@@ -1,0 +1,43 @@
+"""What is measured about the data when a run is built: val samples that are also training
+samples, and training inputs far out of line with the rest."""
+from __future__ import annotations
+
+import math
+
+import torch
+from torch.utils.data import TensorDataset
+
+from harness.data.facts import split_facts
+from harness.data.loader import BatchRecipe
+from omegaconf import OmegaConf
+
+RECIPE = BatchRecipe.from_config(OmegaConf.create({}))
+
+
+def _splits():
+    g = torch.Generator().manual_seed(0)
+    x, y = torch.randn(600, 8, generator=g), torch.randint(0, 3, (600,), generator=g)
+    x[[5, 77, 301]] *= 1000.0  # a unit mix-up in three rows
+    x[450, 2] = math.nan  # a corrupt record
+    val_x = torch.randn(100, 8, generator=g)
+    val_x[:10] = x[200:210]  # ten validation samples copied from training
+    return TensorDataset(x, y), TensorDataset(val_x, torch.zeros(100, dtype=torch.long))
+
+
+def test_overlap_and_outliers_are_found_in_one_read_of_the_training_split():
+    train, val = _splits()
+    facts = split_facts(train, val, RECIPE, "classification")
+    assert facts["split_overlap"]["val_in_train"] == 10 and facts["split_overlap"]["share"] == 0.1
+    outliers = facts["input_outliers"]
+    assert outliers["count"] == 4 and outliers["checked"] == 600
+    assert [s["index"] for s in outliers["samples"]][0] == 450  # not finite: listed first
+    assert {s["index"] for s in outliers["samples"][1:]} == {5, 77, 301}
+    assert 2.0 < outliers["median_norm"] < 4.0
+
+
+def test_clean_data_has_no_outliers_and_token_streams_are_not_scanned():
+    g = torch.Generator().manual_seed(1)
+    train = TensorDataset(torch.randn(300, 8, generator=g), torch.zeros(300, dtype=torch.long))
+    facts = split_facts(train, train, RECIPE, "classification")
+    assert facts["input_outliers"]["count"] == 0 and facts["split_overlap"]["share"] == 1.0
+    assert split_facts(train, train, RECIPE, "lm") == {"split_overlap": None, "input_outliers": None}
