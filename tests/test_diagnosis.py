@@ -489,6 +489,22 @@ def test_epoch_boundary_jumps(tmp_path):
     assert "at 7 of 7 epoch starts" in finding.evidence and "set data.shuffle=true" in finding.fix
 
 
+@pytest.mark.parametrize("amplitude, flagged", [(3.0, True), (0.2, False)])
+def test_a_loss_that_rises_and_falls_with_the_epoch_is_named_without_a_jump_at_its_start(tmp_path, amplitude,
+                                                                                       flagged):
+    """Data sorted by a continuous target: the loss falls through each 50-step epoch's first half
+    and climbs through its second (a smooth cycle, no jump at the start), on a falling trend."""
+    rng = np.random.default_rng(2)
+    run = Run().set("train/epoch", lambda s, v: s / 50)
+    run.set("train/loss", lambda s, v: v * math.exp(amplitude * abs((s % 50) - 25) / 25 + rng.normal(0, 0.05)))
+    run.config["data"] = {"shuffle": False}
+    found = run.findings(tmp_path)
+    assert ("epoch_boundary_jumps" in found) is flagged
+    if flagged:
+        assert "position in every epoch" in found["epoch_boundary_jumps"].title
+        assert "set data.shuffle=true" in found["epoch_boundary_jumps"].fix
+
+
 def test_epochs_without_jumps_or_with_every_window_at_a_start_are_not_judged(tmp_path):
     assert "epoch_boundary_jumps" not in with_epochs(Run(), 50, jump=1.0).findings(tmp_path / "flat")
     rng = np.random.default_rng(2)
