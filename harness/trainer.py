@@ -47,6 +47,7 @@ from harness.tracking import Tracker, finite_or_none
 log = logging.getLogger("harness")
 
 ATTRIBUTED_PER_READ = 4  # skipped updates whose samples are rescored per read of the verdicts (a burst costs 4 passes)
+EMPTY_EVENTS = 4  # empty updates reported as events; the rest are only counted (a padded corpus may have many)
 
 
 @dataclass
@@ -164,6 +165,8 @@ class Trainer:
         self._lr_used = 0.0
         self._without_grad = 0  # trainable tensors with no gradient on the last logging step
         self.output_directions: dict[str, Any] | None = None  # of the logits, at the last eval (classification)
+        # 0 and 1 on the device, picked by a host-side fact without copying it over each step
+        self._has_targets = (torch.zeros((), device=device), torch.ones((), device=device))
 
     # ------------------------------------------------------------------ the step
     def train_step(self) -> None:
@@ -189,7 +192,7 @@ class Trainer:
         grad_norm = global_grad_norm(self.params)  # pre-clip, on the device
         verdict, judged_loss = self.guard.judge(loss, grad_norm, self.precision.scaling)  # on the device
         if self.guard.enabled and self.dist.world_size > 1:  # empty on every rank: skipped like a bad update
-            counted = torch.tensor(float(shares is not None), device=self.device)
+            counted = self._has_targets[shares is not None]
             verdict = torch.where(all_reduce_mean(counted, self.dist) > 0, verdict, Verdict.EMPTY)
         ok = verdict == Verdict.OK
         monitoring = monitoring and bool(ok)  # a logging step: reading is allowed
@@ -291,10 +294,9 @@ class Trainer:
         self._unread_batches.clear()
 
     def _note_empty(self, step: int) -> None:
-        """Count an empty update; the first few are events, the rest only counted (a padded
-        corpus may have many)."""
+        """Count an empty update; the first EMPTY_EVENTS are events too."""
         self.state.empty_steps += 1
-        if self.state.empty_steps <= ATTRIBUTED_PER_READ:
+        if self.state.empty_steps <= EMPTY_EVENTS:
             self._event("skip_empty", f"step {step}: every target of the update is loss.ignore_index "
                                       f"({self.meta.ignore_index}); nothing to learn from, update skipped as empty",
                         step)
