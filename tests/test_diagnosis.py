@@ -849,6 +849,7 @@ def test_output_directions_count_what_the_logits_can_span():
     assert output_directions(through_two)["directions"] == 2
     assert output_directions(torch.randn(256, 20, generator=g))["directions"] >= 17
     assert output_directions(torch.full((64, 10), 2.5)) is None  # a dead model's output does not vary
+    assert output_directions(torch.full((64, 10), math.nan)) is None  # a diverged one's is not finite
 
 
 @pytest.mark.parametrize("directions, val_end, flagged", [(2, 1.8, True), (8, 1.8, False), (2, 0.1, False)])

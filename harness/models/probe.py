@@ -103,11 +103,13 @@ def output_directions(logits: torch.Tensor) -> dict[str, object] | None:
     (singular values of the centred [N, K] logits at >= 10% of the largest), with the leading
     relative singular values. A layer narrower than the classes (a 2-unit bottleneck before 20
     classes, a hidden width of 2) caps it, however long the run: a working classifier's logits
-    span most of their K-1 directions. None when the output does not vary at all."""
-    centred = logits.detach().double().cpu()
-    centred = centred - centred.mean(0)
-    values = torch.linalg.svdvals(centred)
-    if not len(values) or values[0] <= 1e-9 * max(float(logits.detach().abs().max()), 1.0):
+    span most of their K-1 directions. None when the output does not vary at all, or is not
+    finite (a diverged model has no shape to measure)."""
+    raw = logits.detach().double().cpu()
+    if not torch.isfinite(raw).all():
+        return None
+    values = torch.linalg.svdvals(raw - raw.mean(0))
+    if not len(values) or values[0] <= 1e-9 * max(float(raw.abs().max()), 1.0):
         return None
     relative = (values / values[0]).tolist()
     return {"directions": sum(v >= DIRECTION_SHARE for v in relative), "classes": int(logits.shape[-1]),
