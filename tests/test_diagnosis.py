@@ -124,8 +124,11 @@ def test_diverging_on_nan(tmp_path):
 def test_diverging_on_a_rising_finite_loss(tmp_path):
     run = Run().set("train/loss", lambda s, v: 2.3 * (1 + s / 100)).val_follows_train()
     assert "diverging" in run.findings(tmp_path)
-    run = Run().set("train/loss", lambda s, v: 2.3 * (1 + s / 100))  # the model itself kept improving
-    assert "diverging" not in run.findings(tmp_path / "val_fine")
+    run = Run().set("train/loss", lambda s, v: 2.3 * (1 + s / 100))  # the model itself kept improving...
+    run.summary["input_outliers"] = {"checked": 512, "count": 6, "median_norm": 3.0, "samples": []}
+    assert "diverging" not in run.findings(tmp_path / "val_fine")  # ...while a few huge samples lifted the train loss
+    run.summary["input_outliers"]["count"] = 0
+    assert "diverging" in run.findings(tmp_path / "no_outliers")
 
 
 def test_diverging_inside_the_first_window_is_seen_through_the_window_maximum(tmp_path):
@@ -671,6 +674,14 @@ def test_warmup_too_long(tmp_path):
     assert "warmup_too_long" not in short.findings(tmp_path / "b")
 
 
+def test_a_long_warmup_whose_loss_fell_evenly_to_its_end_is_flagged(tmp_path):
+    """A language model's first drop is fast at any LR, so no acceleration shows; but its loss
+    kept falling as fast right up to the LR's peak."""
+    run = Run().set("train/loss", lambda s, v: 5.4 - 0.007 * min(s, 320) - 0.0005 * max(s - 320, 0))
+    run.config["schedule"]["warmup"] = 320
+    assert "warmup_too_long" in run.findings(tmp_path)
+
+
 def test_a_long_warmup_that_did_not_hold_the_run_back_is_not_flagged(tmp_path):
     run = Run()
     run.config["schedule"]["warmup"] = 200
@@ -700,6 +711,17 @@ def test_weight_decay_collapse(tmp_path, wd, factor, loss_end, flagged):
     if flagged:
         assert findings["weight_decay_collapse"].severity is Severity.CRITICAL
         assert "optim.weight_decay=30" in findings["weight_decay_collapse"].evidence
+
+
+def test_weight_decay_collapse_behind_an_embedding_kept_out_of_decay(tmp_path):
+    """A large tensor outside decay holds most of the total norm, which barely moves, while every
+    decayed tensor goes to zero: judged per tensor, not by the total."""
+    run = shrinking(Run(), 0.05).set("param_norm/stem.0.weight", lambda s, v: 60.0)
+    for name in LAYERS[1:-1]:
+        run.set(f"param_norm/{name}", lambda s, v: 0.5 * 0.05 ** (s / 400))
+    run.config["optim"]["weight_decay"] = 30.0
+    run.set("train/loss", lambda s, v: 2.3 - 0.3 * math.sin(math.pi * s / 400))
+    assert "4 of 5 weight tensors" in run.findings(tmp_path)["weight_decay_collapse"].evidence
 
 
 def entropy_run(end_share: float) -> Run:

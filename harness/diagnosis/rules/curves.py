@@ -175,11 +175,12 @@ def _recovered(run: RunData, blowup: tuple[int, float, float, str], end: float) 
 
 
 def _val_fine(run: RunData, start: float) -> bool:
-    """Whether the model itself is fine whatever the train loss did: the val loss ended within 5%
-    of its best, and that best is clearly (10%) below where training started. A train loss lifted
-    by a few huge samples (outlier_samples) rises and spikes while the model keeps improving."""
+    """Whether a few huge training samples (`input_outliers`, outlier_samples' evidence) explain the
+    train loss while the model itself is fine: the val loss ended within 5% of its best, clearly
+    (10%) below where training started. Without such samples a val loss that recovered says
+    nothing: a run that blew up in its first updates trains on to a worse loss than it could."""
     val = run.series("val/loss", kind="eval").finite()
-    if len(val) < 2:
+    if len(val) < 2 or not (run.summary.get("input_outliers") or {}).get("count"):
         return False
     best = float(val.values.min())
     return float(val.values[-1]) <= RECOVERED_VAL * best and best <= RECOVERED_PROGRESS * start

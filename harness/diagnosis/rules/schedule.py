@@ -42,9 +42,16 @@ def schedule_ended_early(run: RunData) -> Finding | None:
 # (and by >= 5% of its start), so it was learning as fast as the rising LR allowed. A healthy
 # run's loss falls fastest first; with a long warmup at a small LR it barely moves for the first
 # half (the pathology suite's SGD MLP: -0.03 then -0.13 nats; a ResNet: -0.25 then -0.73).
+# Or it did not slow down as the LR rose: over the warmup's last quarter the loss fell >= 3% of
+# its level and >= 0.75x the warmup's average quarter, where a healthy run's fall fades (a curve
+# decaying with a time constant of half the warmup: 0.48x). A GPT with 80% warmup fell evenly,
+# 0.9x, so it shows no acceleration either: an LM's first drop (the unigram statistics) is fast
+# at any LR.
 WARMUP_SHARE = 0.25
 WARMUP_ACCELERATION = 1.5
 WARMUP_MIN_DROP = 0.05
+WARMUP_STILL_FALLING = 0.03
+WARMUP_UNSLOWED = 0.75
 
 
 def warmup_too_long(run: RunData) -> Finding | None:
@@ -55,13 +62,16 @@ def warmup_too_long(run: RunData) -> Finding | None:
     inside = loss.steps <= warmup
     if inside.sum() < MIN_ROWS:
         return None
-    start, middle, end = (level_at(loss, s) for s in (int(loss.steps[0]), warmup // 2, warmup))
+    start, middle, late, end = (level_at(loss, s) for s in (int(loss.steps[0]), warmup // 2, 3 * warmup // 4, warmup))
     first, second = start - middle, middle - end
-    if second < WARMUP_ACCELERATION * max(first, 0.0) or second < WARMUP_MIN_DROP * abs(start):
+    accelerated = second >= WARMUP_ACCELERATION * max(first, 0.0) and second >= WARMUP_MIN_DROP * abs(start)
+    still_falling = late - end >= max(WARMUP_STILL_FALLING * abs(late), WARMUP_UNSLOWED * (start - end) / 4)
+    if not (accelerated or still_falling):
         return None
     return Finding("warmup_too_long", Severity.WARNING, "the warmup was far too long",
                    f"the LR warmed up over {warmup} of {total} steps ({warmup / total:.0%}); the loss fell "
                    f"{fmt(first)} over its first half ({fmt(start)} -> {fmt(middle)}) and {fmt(second)} over its "
-                   f"second ({fmt(middle)} -> {fmt(end)}): the run learned as fast as the rising LR let it.",
+                   f"second ({fmt(middle)} -> {fmt(end)}), {fmt(late - end)} of that in its last quarter: the run "
+                   f"learned as fast as the rising LR let it.",
                    f"shorten schedule.warmup (now {run.cfg('schedule.warmup')}) to 1-10% of trainer.max_steps "
                    "(e.g. 0.05); post-LN transformers and large batches need the longer end of that range.")

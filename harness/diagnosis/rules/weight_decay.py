@@ -9,11 +9,14 @@ from harness.diagnosis.findings import Finding, Severity
 from harness.diagnosis.load import RunData
 from harness.diagnosis.signals import EDGE_POINTS, end_level, fmt, start_level
 
-# The weight tensors' total norm ended below half its start, and weight decay alone accounts for
-# that: with decay factor (1 - lr * wd) per update, the run's logged LRs shrink an untouched weight
-# by exp(-sum lr * wd) (the default AdamW, wd 0.1 at lr 1e-3 over 1000 steps: 0.90; wd 30: 1e-13).
-# Healthy runs grow their weights or keep them within ~10%.
+# At least half of the weight tensors ended below half their start norm, and weight decay alone
+# accounts for that: with decay factor (1 - lr * wd) per update, the run's logged LRs shrink an
+# untouched weight by exp(-sum lr * wd) (the default AdamW, wd 0.1 at lr 1e-3 over 1000 steps:
+# 0.90; wd 30: 1e-13). Healthy runs grow their weights or keep them within ~10%. Counted per
+# tensor, not as one total: an embedding kept out of decay (optim.no_decay) can hold most of a
+# small language model's norm, which then stays put while every decayed tensor goes to zero.
 NORM_SHRINK = 0.5
+SHRUNK_SHARE = 0.5
 DECAY_SHRINK = 0.5
 # ... and it cost the run: the train loss ended within 10% of where a model that learned nothing
 # sits (ln K, or the prior), or gave back a quarter of its progress from its best.
@@ -24,15 +27,17 @@ GAVE_BACK = 0.25
 def weight_decay_collapse(run: RunData) -> Finding | None:
     wd = run.cfg("optim.weight_decay")
     lr = run.series("train/lr").finite()
-    norms = _weight_norm(run)
+    norms = _weight_norms(run)
     loss = run.series("train/loss").finite()
-    if not isinstance(wd, (int, float)) or wd <= 0 or len(norms) < 2 * EDGE_POINTS or len(loss) < 2 * EDGE_POINTS:
+    if not isinstance(wd, (int, float)) or wd <= 0 or norms is None or len(loss) < 2 * EDGE_POINTS:
         return None
-    start_norm, end_norm = float(norms[0]), float(np.median(norms[-EDGE_POINTS:]))
+    starts, ends = norms
+    shrunk = ends < NORM_SHRINK * starts
     steps = np.diff(np.concatenate([[0], lr.steps]))
     decay = math.exp(-float(np.sum(lr.values * steps)) * wd)
-    if end_norm >= NORM_SHRINK * start_norm or decay >= DECAY_SHRINK:
+    if shrunk.mean() < SHRUNK_SHARE or decay >= DECAY_SHRINK:
         return None
+    start_norm, end_norm = (float(np.sqrt(np.sum(n[shrunk] ** 2))) for n in (starts, ends))
     start, end, best = start_level(loss), end_level(loss), float(loss.values.min())
     floor = min((x for x in (run.summary.get("chance_loss"), run.summary.get("prior_loss")) if x), default=None)
     near_floor = floor is not None and end >= (1 - NEAR_FLOOR) * floor
@@ -42,15 +47,19 @@ def weight_decay_collapse(run: RunData) -> Finding | None:
     where = f"within {NEAR_FLOOR:.0%} of {fmt(floor)}, where a model that learned nothing sits" if near_floor else (
         f"up from its best {fmt(best)}")
     return Finding("weight_decay_collapse", Severity.CRITICAL, "weight decay shrank the model until it unlearned",
-                   f"the weights' total norm went {fmt(start_norm)} -> {fmt(end_norm)} "
-                   f"(x{fmt(end_norm / start_norm)}); optim.weight_decay={wd:g} at the run's LRs alone shrinks "
+                   f"{int(shrunk.sum())} of {len(shrunk)} weight tensors ended below half their start norm, "
+                   f"together {fmt(start_norm)} -> {fmt(end_norm)} (x{fmt(end_norm / start_norm)}); optim.weight_decay={wd:g} at the run's LRs alone shrinks "
                    f"a weight x{fmt(decay)}; the train loss ended at {fmt(end)}, {where}.",
                    f"lower optim.weight_decay (now {wd:g}; AdamW: 0.01-0.1, SGD: 1e-4-5e-4); keep norms, biases "
                    "and embeddings out of it (optim.no_decay).")
 
 
-def _weight_norm(run: RunData) -> np.ndarray:
-    """Total norm of the weight tensors at each logging step that recorded all of them."""
-    keys = [k for k in run.keys("param_norm/") if k.endswith("weight")]
+def _weight_norms(run: RunData) -> tuple[np.ndarray, np.ndarray] | None:
+    """(start, end) norm of each weight tensor over the logging steps that recorded all of them;
+    the end is the median of the last EDGE_POINTS."""
+    keys = [k for k in run.keys("param_norm/") if k.rsplit(".", 1)[-1].startswith("weight")]  # and weight_hh_l0
     rows = [r for r in run.train if keys and all(k in r for k in keys)]
-    return np.array([math.sqrt(sum(float(r[k]) ** 2 for k in keys)) for r in rows])
+    if len(rows) < 2 * EDGE_POINTS:
+        return None
+    values = np.array([[float(r[k]) for k in keys] for r in rows])
+    return values[0], np.median(values[-EDGE_POINTS:], axis=0)
