@@ -761,16 +761,32 @@ def test_val_train_overlap(tmp_path, found, share, severity):
     assert (findings["val_train_overlap"].severity if "val_train_overlap" in findings else None) is severity
 
 
-@pytest.mark.parametrize("scale, first_loss, flagged", [(170.0, 450.0, True), (170.0, 2.31, False),
-                                                        (1.2, 450.0, False)])
-def test_unnormalised_inputs(tmp_path, scale, first_loss, flagged):
+@pytest.mark.parametrize("scale, first_loss, severity", [(170.0, 450.0, Severity.WARNING), (170.0, 2.31, Severity.INFO),
+                                                         (1.2, 450.0, None)])
+def test_unnormalised_inputs(tmp_path, scale, first_loss, severity):
+    """A warning when the scale blew up the first loss; an info when the model absorbed it."""
     run = Run().set("train/loss_first", lambda s, v: first_loss if s == 10 else v)
     run.summary["input_stats"] = {"max_abs_feature_median": scale, "max_feature_spread": 80.0 if scale > 10 else 1.0,
                                   "rms": scale / 2}
     findings = run.findings(tmp_path)
-    assert ("unnormalised_inputs" in findings) is flagged
-    if flagged:
+    assert (findings["unnormalised_inputs"].severity if "unnormalised_inputs" in findings else None) is severity
+    if severity:
         assert "|median| 170" in findings["unnormalised_inputs"].evidence
+
+
+@pytest.mark.parametrize("data_cause", [False, True])
+def test_a_data_cause_is_listed_before_the_divergence_it_explains(tmp_path, data_cause):
+    run = Run().set("train/loss", lambda s, v: 2.3 * (1 + s / 100)).val_follows_train()
+    run.set("train/loss_first", lambda s, v: 450.0 if s == 10 else v)
+    if data_cause:
+        run.summary["input_stats"] = {"max_abs_feature_median": 170.0, "max_feature_spread": 80.0, "rms": 85.0}
+    found = diagnose(load_run(run.write(tmp_path / "run")))
+    names = [f.name for f in found]
+    if data_cause:
+        assert names[0] == "unnormalised_inputs" and found[0].severity is Severity.CRITICAL
+        assert names.index("diverging") > names.index("unnormalised_inputs")
+    else:
+        assert names[0] == "diverging" and "unnormalised_inputs" not in names
 
 
 def test_diagnose_ignore_names_only_known_rules():

@@ -60,6 +60,11 @@ CAUSES = frozenset({"clip_pinned", "schedule_ended_early", "dead_relu", "vanishi
                     "capacity_limit"})
 
 
+# Data causes explain a divergence too: inputs 100x too large or a few huge samples blow the loss
+# up, and the LR fix `diverging` offers is the wrong one for both.
+DATA_CAUSES = frozenset({"unnormalised_inputs", "outlier_samples"})
+
+
 def _tier(finding: Finding) -> int | None:
     """0 for causes, 1 for slow_progress, 2 for symptoms, None for findings outside the chain."""
     for tier, names in enumerate((CAUSES, INTERMEDIATE, SYMPTOMS)):
@@ -74,10 +79,13 @@ def diagnose(run: RunData) -> list[Finding]:
     ignored = set(run.cfg("diagnose.ignore") or ())
     findings = [f for rule in RULES if rule.__name__ not in ignored and (f := rule(run)) is not None]
     tiers = {f.name: _tier(f) for f in findings}
+    if "diverging" in tiers and DATA_CAUSES & set(tiers):
+        tiers["diverging"] = len((CAUSES, INTERMEDIATE, SYMPTOMS))  # explained by the data, listed after it
     raised = []
     for f in findings:
         tier = tiers[f.name]
-        explained = [g.severity.rank for g in findings if tier is not None and (tiers[g.name] or 0) > tier]
+        explained = [g.severity.rank for g in findings if tier is not None and (tiers[g.name] or 0) > tier
+                     and (g.name != "diverging" or f.name in DATA_CAUSES)]
         if explained and min(explained) < f.severity.rank:
             f = replace(f, severity=list(Severity)[min(explained)])
         raised.append(f)
