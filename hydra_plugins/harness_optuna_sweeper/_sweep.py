@@ -5,12 +5,13 @@ import logging
 import shutil
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any, Callable
 
+from hydra.core.config_loader import ConfigLoader
 from hydra.core.override_parser.overrides_parser import OverridesParser
 from hydra.errors import ConfigCompositionException, OverrideParseException
 import optuna
-from omegaconf import OmegaConf
+from omegaconf import DictConfig, OmegaConf
 
 from harness.errors import ConfigError
 from hydra_plugins.harness_optuna_sweeper import _ledger, _report
@@ -20,20 +21,18 @@ from hydra_plugins.harness_optuna_sweeper._settings import SweepSettings, parse_
 from hydra_plugins.harness_optuna_sweeper._space import SearchSpace, parse_search_space
 from hydra_plugins.harness_optuna_sweeper._study import objective_names, open_study, storage_url
 
-if TYPE_CHECKING:
-    from hydra_plugins.harness_optuna_sweeper.optuna_sweeper import OptunaSweeper
-
 log = logging.getLogger(__name__)
 EXIT_INTERRUPTED = 130
 
 
-def run_sweep(sweeper: "OptunaSweeper", arguments: list[str]) -> dict[str, Any]:
-    assert sweeper.config is not None and sweeper.hydra_context is not None
-    cfg = sweeper.config
-    settings = parse_settings(sweeper.options)
-    parser = OverridesParser.create(config_loader=sweeper.hydra_context.config_loader)
+def run_sweep(cfg: DictConfig, options: dict[str, Any], config_loader: ConfigLoader, arguments: list[str],
+              validate: Callable[[list[list[str]]], None], trial_runner: Callable[[int], Any]) -> dict[str, Any]:
+    """`validate` composes a batch of trial overrides (Hydra's check); `trial_runner(n_jobs)` gives
+    what runs the trials. Plain values, so this module never imports the sweeper class back."""
+    settings = parse_settings(options)
+    parser = OverridesParser.create(config_loader=config_loader)
     space = parse_search_space(parser.parse_overrides([*settings.params, *arguments]))
-    _check_composes(sweeper, space.overrides(space.first()))
+    _check_composes(validate, space.overrides(space.first()))
     target = len(space.grid()) if settings.is_grid else settings.n_trials
 
     sweep_dir = Path(cfg.hydra.runtime.cwd, str(cfg.hydra.sweep.dir)).resolve()
@@ -45,7 +44,7 @@ def run_sweep(sweeper: "OptunaSweeper", arguments: list[str]) -> dict[str, Any]:
              "and hydra.sweep.dir=%s", study.study_name, _report.display_url(url),
              _ledger.progress(study).done, target, settings.n_jobs, sweep_dir)
 
-    runner = sweeper.trial_runner(settings.n_jobs)
+    runner = trial_runner(settings.n_jobs)
     n_jobs = runner.capacity(settings.n_jobs)
     if n_jobs < settings.n_jobs:
         log.info("n_jobs=%d requested; %d trial(s) fit the free GPUs at once", settings.n_jobs, n_jobs)
@@ -93,11 +92,11 @@ def _catch_up(study: optuna.Study, settings: SweepSettings, space: SearchSpace, 
     study.set_user_attr(_ledger.STUDY_N_TRIALS, target)
 
 
-def _check_composes(sweeper: "OptunaSweeper", overrides: list[str]) -> None:
+def _check_composes(validate: Callable[[list[list[str]]], None], overrides: list[str]) -> None:
     """Compose one trial's config now: a typo in a key fails here, once, instead of in every
     trial process."""
     try:
-        sweeper.validate_batch_is_legal([overrides])
+        validate([overrides])
     except (ConfigCompositionException, OverrideParseException) as err:
         # Hydra explains over several lines; its unindented ones carry the message.
         lines = [ln.strip() for ln in str(err).strip().splitlines() if not ln.startswith(" ")]

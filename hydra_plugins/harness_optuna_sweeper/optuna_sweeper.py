@@ -83,6 +83,7 @@ class OptunaSweeper(Sweeper):
 
         assert self.hydra_context is not None and self.config is not None
         try:
-            return run_sweep(self, arguments)
+            return run_sweep(self.config, self.options, self.hydra_context.config_loader, arguments,
+                             self.validate_batch_is_legal, self.trial_runner)
         except ConfigError as err:
             fail(err)  # same contract as the app: one line on stderr, exit code 2
