@@ -24,6 +24,8 @@ from omegaconf import DictConfig
 from torch import nn
 
 from harness.errors import ConfigError
+from harness.metric_names import (ACT_DEAD, ACT_MEAN, ACT_STD, ATTN_ENTROPY, GRAD_DEAD, GRAD_NORM, PARAM_NORM,
+                                  PARAM_NORM_TOTAL, UPDATE_RATIO)
 
 LEVELS = ("off", "basic", "full")
 ACTIVATIONS = (nn.ReLU, nn.GELU, nn.SiLU, nn.Tanh, nn.Sigmoid, nn.LeakyReLU)
@@ -96,15 +98,15 @@ class Monitor:
                 m.record_entropy = False
                 if m.last_entropy is not None:
                     for head, value in enumerate(m.last_entropy):
-                        self.metrics[f"attn_entropy/layer{i}/head{head}"] = value
+                        self.metrics[f"{ATTN_ENTROPY}layer{i}/head{head}"] = value
                     m.last_entropy = None
 
     def _activation_hook(self, name: str, dead_capable: bool):
         def hook(_module: nn.Module, _inputs: tuple, output: torch.Tensor) -> None:
             out = output.detach().float()
-            self.metrics[f"act_std/{name}"], self.metrics[f"act_mean/{name}"] = torch.std_mean(out)
+            self.metrics[ACT_STD + name], self.metrics[ACT_MEAN + name] = torch.std_mean(out)
             if dead_capable:  # a unit is dead when it is 0 for every sample of the batch
-                self.metrics[f"act_dead/{name}"] = (out.reshape(-1, out.shape[-1]).amax(0) <= 0).float().mean()
+                self.metrics[ACT_DEAD + name] = (out.reshape(-1, out.shape[-1]).amax(0) <= 0).float().mean()
         return hook
 
     @torch.no_grad()
@@ -113,7 +115,7 @@ class Monitor:
         with_grad = [(n, p) for n, p in self.named if p.grad is not None]
         norms = torch._foreach_norm([p.grad for _, p in with_grad])
         for (name, _), norm in zip(with_grad, norms):
-            self.metrics[f"grad_norm/{name}"] = norm
+            self.metrics[GRAD_NORM + name] = norm
         for name, weight, bias in self.units:
             if weight.grad is not None:
                 silent = weight.grad.flatten(1).abs().amax(1) == 0
@@ -121,7 +123,7 @@ class Monitor:
                     silent &= bias.grad == 0  # a zero input zeroes the weight row, not the bias: not dead
                 self.silent[name].append(silent)
                 dead = torch.stack(list(self.silent[name])).all(0)
-                self.metrics[f"grad_dead/{name}"] = dead.float().mean()
+                self.metrics[GRAD_DEAD + name] = dead.float().mean()
         if self.histograms:
             self.hist_tensors.update({f"grad/{n}": p.grad.detach().clone() for n, p in with_grad})
         self._before = torch._foreach_mul([p.detach() for _, p in self.named], 1.0)  # one batched copy
@@ -133,11 +135,11 @@ class Monitor:
         if self._before is not None:
             torch._foreach_sub_(self._before, params)  # in place: the snapshot becomes -update
             for (name, _), delta, norm in zip(self.named, torch._foreach_norm(self._before), param_norms):
-                self.metrics[f"update_ratio/{name}"] = delta / norm.clamp_min(1e-12)
+                self.metrics[UPDATE_RATIO + name] = delta / norm.clamp_min(1e-12)
             self._before = None
         for (name, _), norm in zip(self.named, param_norms):
-            self.metrics[f"param_norm/{name}"] = norm
-        self.metrics["param/norm_total"] = torch.linalg.vector_norm(torch.stack(param_norms))
+            self.metrics[PARAM_NORM + name] = norm
+        self.metrics[PARAM_NORM_TOTAL] = torch.linalg.vector_norm(torch.stack(param_norms))
         if self.histograms:
             self.hist_tensors.update({f"param/{n}": p.detach().clone() for n, p in self.named})
 

@@ -16,6 +16,8 @@ from typing import TYPE_CHECKING, Any, TextIO
 from omegaconf import DictConfig
 
 from harness.errors import ConfigError
+from harness.metric_names import (GRAD_NORM_PRECLIP, PERF_SAMPLES, PERF_STEP_MS, PERF_TOKENS, TRAIN_LOSS, TRAIN_LR,
+                                  TRAIN_SKIPPED, VAL_ACCURACY, VAL_LOSS)
 
 if TYPE_CHECKING:
     from rich.progress import Progress
@@ -126,17 +128,18 @@ def _fmt(scalars: dict[str, float], key: str, spec: str) -> str | None:
 
 def console_line(step: int, max_steps: int, scalars: dict[str, float], kind: str) -> str:
     if kind == "eval":
-        parts = [f"val loss {scalars['val/loss']:.4f}"]
-        if "val/accuracy" in scalars:
-            parts.append(f"acc {scalars['val/accuracy']:.3f}")
+        parts = [f"val loss {scalars[VAL_LOSS]:.4f}"]
+        if VAL_ACCURACY in scalars:
+            parts.append(f"acc {scalars[VAL_ACCURACY]:.3f}")
     else:
-        rate_key = "perf/tokens_per_s" if "perf/tokens_per_s" in scalars else "perf/samples_per_s"
-        fields = [("loss", "train/loss", ".4f"), ("lr", "train/lr", ".2e"),
-                  ("gnorm", "grad/norm_preclip", ".3g"), (rate_key.split("/")[1].replace("_per_s", "/s"), rate_key, ".4g"),
-                  ("ms/step", "perf/step_time_ms", ".1f")]
+        rate_key = PERF_TOKENS if PERF_TOKENS in scalars else PERF_SAMPLES
+        fields = [("loss", TRAIN_LOSS, ".4f"), ("lr", TRAIN_LR, ".2e"),
+                  ("gnorm", GRAD_NORM_PRECLIP, ".3g"),
+                  (rate_key.split("/")[1].replace("_per_s", "/s"), rate_key, ".4g"),
+                  ("ms/step", PERF_STEP_MS, ".1f")]
         parts = [f"{name} {text}" for name, key, spec in fields if (text := _fmt(scalars, key, spec)) is not None]
-        if scalars.get("train/skipped_steps"):
-            parts.append(f"skipped {int(scalars['train/skipped_steps'])}")
+        if scalars.get(TRAIN_SKIPPED):
+            parts.append(f"skipped {int(scalars[TRAIN_SKIPPED])}")
     return f"step {step}/{max_steps} | " + " | ".join(parts)
 
 

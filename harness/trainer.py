@@ -43,6 +43,10 @@ from harness.monitor import Monitor
 from harness.precision import Precision
 from harness.rollback_point import RollbackPoint
 from harness.tracking import Tracker, finite_or_none
+from harness.metric_names import (GRAD_CLIP_RATE, GRAD_NORM_MAX, GRAD_NORM_POSTCLIP, GRAD_NORM_PRECLIP,
+                                  GRAD_TENSORS_WITHOUT, PERF_MFU, PERF_SAMPLES, PERF_STEP_MS, PERF_TOKENS, TRAIN_EMPTY,
+                                  TRAIN_EPOCH, TRAIN_LOSS, TRAIN_LOSS_FIRST, TRAIN_LOSS_MAX, TRAIN_LOSS_SCALE, TRAIN_LR,
+                                  TRAIN_OVERFLOWS, TRAIN_SKIPPED, VAL_ACCURACY, VAL_LOSS, VAL_LOSS_ON_TRAIN)
 
 log = logging.getLogger("harness")
 
@@ -437,7 +441,7 @@ class Trainer:
         post = self._post_clip_norm(pre)
         monitored, histograms = self.monitor.pop()
         if self.window.first_loss is not None:  # read with the first window: where the blow-up test starts
-            monitored["train/loss_first"], self.window.first_loss = self.window.first_loss, None
+            monitored[TRAIN_LOSS_FIRST], self.window.first_loss = self.window.first_loss, None
         window, applied, seconds = self.window.close()
         values = torch.cat([window, torch.stack([pre, post, *monitored.values()])])
         values = all_reduce_mean(values, self.dist).tolist()
@@ -449,24 +453,24 @@ class Trainer:
         if train_loss is not None:
             self.state.last_train_loss = train_loss
         scalars = {
-            "train/lr": self._lr_used,
-            "grad/norm_preclip": pre_norm,
-            "grad/norm_postclip": post_norm,
-            "grad/norm_max": norm_max,
-            "grad/clip_rate": clipped / max(applied, 1),
-            "train/skipped_steps": float(self.state.skipped_steps),
-            "perf/step_time_ms": 1000 * seconds,
-            "train/epoch": self.batches.stream.epochs_done(),
-            "grad/tensors_without_grad": float(self._without_grad),
+            TRAIN_LR: self._lr_used,
+            GRAD_NORM_PRECLIP: pre_norm,
+            GRAD_NORM_POSTCLIP: post_norm,
+            GRAD_NORM_MAX: norm_max,
+            GRAD_CLIP_RATE: clipped / max(applied, 1),
+            TRAIN_SKIPPED: float(self.state.skipped_steps),
+            PERF_STEP_MS: 1000 * seconds,
+            TRAIN_EPOCH: self.batches.stream.epochs_done(),
+            GRAD_TENSORS_WITHOUT: float(self._without_grad),
         }
         if train_loss is not None:
-            scalars = {"train/loss": train_loss, "train/loss_max": loss_max, **scalars}
+            scalars = {TRAIN_LOSS: train_loss, TRAIN_LOSS_MAX: loss_max, **scalars}
         scalars.update(self._throughput(seconds))
         if self.state.empty_steps:
-            scalars["train/empty_steps"] = float(self.state.empty_steps)
+            scalars[TRAIN_EMPTY] = float(self.state.empty_steps)
         if self.precision.scaling:
-            scalars["train/loss_scale"] = float(self.scaler.get_scale())
-            scalars["train/overflow_steps"] = float(self.state.overflow_steps)
+            scalars[TRAIN_LOSS_SCALE] = float(self.scaler.get_scale())
+            scalars[TRAIN_OVERFLOWS] = float(self.state.overflow_steps)
         scalars.update(zip(monitored, values[7:]))
         if self.tracker:
             self.tracker.log(self.state.step, scalars)
@@ -479,10 +483,10 @@ class Trainer:
     def _throughput(self, seconds_per_update: float) -> dict[str, float]:
         """tokens/s (language models) or samples/s, and MFU when the device's peak is known."""
         samples_per_s = self.cfg.batch_size / max(seconds_per_update, 1e-9)
-        rate = {"perf/tokens_per_s": samples_per_s * self.meta.block_size} if self.meta.task == "lm" else {
-            "perf/samples_per_s": samples_per_s}
+        rate = {PERF_TOKENS: samples_per_s * self.meta.block_size} if self.meta.task == "lm" else {
+            PERF_SAMPLES: samples_per_s}
         if self.peak and self.flops:
-            rate["perf/mfu"] = mfu(self.flops, seconds_per_update, self.peak)
+            rate[PERF_MFU] = mfu(self.flops, seconds_per_update, self.peak)
         return rate
 
     def summary(self, status: str) -> dict[str, Any]:
@@ -528,11 +532,11 @@ class Trainer:
         time; for models with batch norm or dropout, also over fixed training samples in eval mode."""
         self.model.eval()
         loss, accuracy = self._eval_pass(self.eval_batches, keep_logits=self.meta.task == "classification")
-        result = {"val/loss": loss}
+        result = {VAL_LOSS: loss}
         if self.meta.task == "classification":
-            result["val/accuracy"] = accuracy
+            result[VAL_ACCURACY] = accuracy
         if self.train_eval_batches is not None:
-            result["val/loss_on_train"], _ = self._eval_pass(self.train_eval_batches)
+            result[VAL_LOSS_ON_TRAIN], _ = self._eval_pass(self.train_eval_batches)
         self.model.train()
         return result
 
@@ -560,12 +564,12 @@ class Trainer:
     def _evaluate_and_track(self) -> str | None:
         """Evaluate, log, keep best.pt; returns a stop status from early stopping, if any."""
         result = self.evaluate()
-        val = result["val/loss"]
+        val = result[VAL_LOSS]
         self.state.last_val_loss = val
         if self.tracker:
             self.tracker.log(self.state.step, result, kind="eval")
-        if "val/accuracy" in result:
-            self.state.best_val_accuracy = max(result["val/accuracy"], self.state.best_val_accuracy or 0.0)
+        if VAL_ACCURACY in result:
+            self.state.best_val_accuracy = max(result[VAL_ACCURACY], self.state.best_val_accuracy or 0.0)
         if math.isfinite(val) and val < self.state.best_val_loss:
             self.state.best_val_loss = val
             state = self.state_dict()

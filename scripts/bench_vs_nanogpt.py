@@ -35,6 +35,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 from harness.data.chars import encode_chars, split  # noqa: E402
+from harness.metric_names import PERF_STEP_MS
 
 NANOGPT_URL = "https://github.com/karpathy/nanoGPT"
 NANOGPT_COMMIT = "3adf61e154c3fe3fca428ad6bc3818b27a3b8291"
@@ -129,7 +130,7 @@ def nanogpt_result(stdout: str) -> tuple[float, float]:
 def harness_result(run_dir: Path) -> tuple[float, float]:
     """(median of the logged windows' step time, last val loss) from the run's files."""
     rows = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
-    steps = [r["perf/step_time_ms"] for r in rows if "perf/step_time_ms" in r]
+    steps = [r[PERF_STEP_MS] for r in rows if PERF_STEP_MS in r]
     return statistics.median(steps), json.loads((run_dir / "summary.json").read_text())["final_val_loss"]
 
 

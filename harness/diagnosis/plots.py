@@ -17,6 +17,8 @@ from matplotlib.ticker import FuncFormatter, NullFormatter
 
 from harness.diagnosis.load import RunData, Series
 from harness.diagnosis.rules.gradients import VANISH_RATIO, block_ratio_series
+from harness.metric_names import (ACT_DEAD, GRAD_NORM, GRAD_NORM_POSTCLIP, GRAD_NORM_PRECLIP, PARAM_NORM_TOTAL,
+                                  TRAIN_LOSS, TRAIN_LOSS_SCALE, TRAIN_LR, UPDATE_RATIO, VAL_LOSS)
 
 HEALTHY_UPDATE_RATIO = 1e-3  # Karpathy's rule of thumb for |update| / |weight| per step
 MAX_LEGEND = 12  # more lines than this get a colour bar naming the layers, and a legend of the extremes
@@ -58,7 +60,7 @@ def draw_figure(run: RunData, title: str, draw: Draw) -> Figure | None:
 
 
 def _loss(run: RunData, ax: Axes) -> bool:
-    train, val = run.series("train/loss"), run.series("val/loss", kind="eval")
+    train, val = run.series(TRAIN_LOSS), run.series(VAL_LOSS, kind="eval")
     if not len(train) and not len(val):
         return False
     _line(ax, train.finite(), "train loss")
@@ -76,14 +78,14 @@ def _loss(run: RunData, ax: Axes) -> bool:
 
 
 def _lr(run: RunData, ax: Axes) -> bool:
-    lr = run.series("train/lr").finite()
+    lr = run.series(TRAIN_LR).finite()
     _line(ax, lr, "lr")
     ax.set(xlabel="step", ylabel="learning rate")
     return bool(len(lr))
 
 
 def _grad_norm(run: RunData, ax: Axes) -> bool:
-    pre, post = run.series("grad/norm_preclip").finite(), run.series("grad/norm_postclip").finite()
+    pre, post = run.series(GRAD_NORM_PRECLIP).finite(), run.series(GRAD_NORM_POSTCLIP).finite()
     _line(ax, pre, "pre-clip")
     _line(ax, post, "post-clip", ls="--")
     if run.cfg("clip") and run.cfg("clip_mode", "norm") == "norm":
@@ -212,11 +214,11 @@ PLOTS: tuple[tuple[str, str, Draw], ...] = (
     ("Train and validation loss", "loss.png", _loss),
     ("Learning rate", "lr.png", _lr),
     ("Gradient norm before and after clipping", "grad_norm.png", _grad_norm),
-    ("Gradient norm per parameter tensor", "layer_grad_norms.png", _per_tensor("grad_norm/", "gradient norm")),
+    ("Gradient norm per parameter tensor", "layer_grad_norms.png", _per_tensor(GRAD_NORM, "gradient norm")),
     ("Late / early block gradient norm", "block_grad_ratio.png", _block_ratio),
     ("Update / parameter ratio per tensor", "update_ratio.png",
-     _per_tensor("update_ratio/", "|update| / |weight|", HEALTHY_UPDATE_RATIO)),
-    ("Total parameter norm", "param_norm.png", _single("param/norm_total", "parameter norm")),
-    ("Dead ReLU units per layer", "dead_units.png", _per_tensor("act_dead/", "dead-unit fraction")),
-    ("fp16 loss scale", "loss_scale.png", _single("train/loss_scale", "loss scale")),
+     _per_tensor(UPDATE_RATIO, "|update| / |weight|", HEALTHY_UPDATE_RATIO)),
+    ("Total parameter norm", "param_norm.png", _single(PARAM_NORM_TOTAL, "parameter norm")),
+    ("Dead ReLU units per layer", "dead_units.png", _per_tensor(ACT_DEAD, "dead-unit fraction")),
+    ("fp16 loss scale", "loss_scale.png", _single(TRAIN_LOSS_SCALE, "loss scale")),
 )

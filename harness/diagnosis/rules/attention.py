@@ -6,6 +6,7 @@ import numpy as np
 from harness.diagnosis.findings import Finding, Severity
 from harness.diagnosis.load import RunData
 from harness.diagnosis.signals import EDGE_POINTS, fmt
+from harness.metric_names import ATTN_ENTROPY
 
 # Collapse: the mean entropy of the heads' attention ended below 30% of where it started. At init a
 # causal head spreads over its context (~ln of the mean context length: 2.5 nats at block 32);
@@ -17,7 +18,7 @@ ONE_TOKEN = 0.1  # nats: a head this low attends to a single position
 
 
 def attention_entropy_collapse(run: RunData) -> Finding | None:
-    keys = run.keys("attn_entropy/")
+    keys = run.keys(ATTN_ENTROPY)
     if not keys:
         return None
     rows = [r for r in run.train if keys[0] in r]

@@ -5,6 +5,7 @@ from harness.diagnosis.findings import Finding, Severity
 from harness.diagnosis.load import RunData
 from harness.diagnosis.rules.curves import MIN_EVALS, PLATEAU_IMPROVEMENT, PLATEAU_TAIL
 from harness.diagnosis.signals import fmt, still_falling
+from harness.metric_names import VAL_LOSS
 
 # The classifier's logits over the eval samples (`output_directions` in summary.json) span at most
 # a quarter of their K-1 directions (a direction counts at >= 10% of the largest singular value).
@@ -19,7 +20,7 @@ SETTLED_ABOVE = 0.10
 
 def capacity_limit(run: RunData) -> Finding | None:
     measured = run.summary.get("output_directions")
-    val = run.series("val/loss", kind="eval").finite()
+    val = run.series(VAL_LOSS, kind="eval").finite()
     if not measured or len(val) < MIN_EVALS:
         return None
     directions, classes = measured["directions"], measured["classes"]

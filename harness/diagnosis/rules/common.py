@@ -4,6 +4,7 @@ from __future__ import annotations
 import numpy as np
 
 from harness.diagnosis.load import RunData
+from harness.metric_names import GRAD_NORM, TRAIN_LR, UPDATE_RATIO
 
 LATE_FRACTION = 2 / 3  # "the last third of the run"
 MIN_ROWS = 5  # logged train rows a rule wants before judging a trend
@@ -18,7 +19,7 @@ def zero_gradient_tensors(run: RunData) -> list[str]:
     """Weight tensors whose gradient norm was exactly 0 on every logged step of the run's last third.
     In float32 a used weight practically never gets an exactly-zero gradient: something cut it off."""
     frozen = []
-    for key in run.keys("grad_norm/"):
+    for key in run.keys(GRAD_NORM):
         if key.endswith("weight"):
             late = run.series(key).after_fraction(LATE_FRACTION).values
             if len(late) and not late.any():
@@ -34,8 +35,8 @@ def peak_lr_update_ratio(run: RunData) -> float | None:
     """Median update/weight norm ratio of the weight tensors over the logged steps where the LR was
     at least half its peak (warmup and the decayed tail say nothing about whether the LR is too
     low); None without per-layer monitors."""
-    lr = run.series("train/lr").finite()
-    keys = [k for k in run.keys("update_ratio/") if k.endswith("weight")]
+    lr = run.series(TRAIN_LR).finite()
+    keys = [k for k in run.keys(UPDATE_RATIO) if k.endswith("weight")]
     if not len(lr) or not keys:
         return None
     at_peak = set(lr.steps[lr.values >= 0.5 * lr.values.max()].tolist())

@@ -13,6 +13,7 @@ from harness.diagnosis.rules.common import peak_lr_update_ratio
 from harness.diagnosis.rules.data_order import boundary_steps
 from harness.diagnosis.signals import (EDGE_POINTS, end_level, excursions, fmt, level_at, noise_level, rolling_median,
                                        start_level, still_falling)
+from harness.metric_names import TRAIN_LOSS, TRAIN_LOSS_FIRST, TRAIN_LOSS_MAX, VAL_LOSS, VAL_LOSS_ON_TRAIN
 
 # A loss that ends 1.5x above its first logged value went backwards: noise on a learning run
 # never does that (its end is below its start), a diverging one does long before it reaches NaN.
@@ -118,8 +119,8 @@ SLOW_UPDATE_RATIO = 3e-4
 
 
 def diverging(run: RunData) -> Finding | None:
-    loss = run.series("train/loss")
-    val = run.series("val/loss", kind="eval")
+    loss = run.series(TRAIN_LOSS)
+    val = run.series(VAL_LOSS, kind="eval")
     if not len(loss):
         return None
     bad = [(int(s), v) for s, v in zip(loss.steps, loss.values) if not math.isfinite(v)]
@@ -152,10 +153,10 @@ def _blowup(run: RunData) -> tuple[int, float, float, str] | None:
     """(step, loss, start, what the start is) of the largest single-update loss when it passed
     BLOWUP_OVER_CHANCE x where the untrained model started."""
     chance = run.summary.get("chance_loss")
-    peaks = run.series("train/loss_max").finite()
+    peaks = run.series(TRAIN_LOSS_MAX).finite()
     if not chance or not len(peaks):
         return None
-    first = run.series("train/loss_first").finite()
+    first = run.series(TRAIN_LOSS_FIRST).finite()
     start, what = (float(first.values[0]), "the first update's loss") if len(first) and first.values[0] > chance \
         else (float(chance), "chance ln K")
     i = int(np.argmax(peaks.values))
@@ -166,9 +167,9 @@ def _blowup(run: RunData) -> tuple[int, float, float, str] | None:
 def _recovered(run: RunData, blowup: tuple[int, float, float, str], end: float) -> bool:
     """Whether the run ended as well off as before the blow-up, and better off than untrained."""
     step, _, start_loss, _ = blowup
-    loss = run.series("train/loss").finite()
+    loss = run.series(TRAIN_LOSS).finite()
     before = loss.values[loss.steps < step]
-    val = run.series("val/loss", kind="eval").finite()
+    val = run.series(VAL_LOSS, kind="eval").finite()
     if not len(before) or end > RECOVERED_TRAIN * float(before.min()) or end > RECOVERED_PROGRESS * start_loss:
         return False
     return not len(val) or float(val.values[-1]) <= RECOVERED_VAL * float(val.values.min())
@@ -179,7 +180,7 @@ def _val_fine(run: RunData, start: float) -> bool:
     train loss while the model itself is fine: the val loss ended within 5% of its best, clearly
     (10%) below where training started. Without such samples a val loss that recovered says
     nothing: a run that blew up in its first updates trains on to a worse loss than it could."""
-    val = run.series("val/loss", kind="eval").finite()
+    val = run.series(VAL_LOSS, kind="eval").finite()
     if len(val) < 2 or not (run.summary.get("input_outliers") or {}).get("count"):
         return False
     best = float(val.values.min())
@@ -190,7 +191,7 @@ def _settled_level(run: RunData) -> tuple[float, Series] | None:
     """(median, points) of the train loss over the second half of the run after warmup, once the
     run had CHANCE_MIN_UPDATES updates at its full LR; None for shorter runs."""
     warmup = run.warmup or 0
-    loss = run.series("train/loss").finite()
+    loss = run.series(TRAIN_LOSS).finite()
     loss = Series(loss.steps[loss.steps > warmup], loss.values[loss.steps > warmup])
     if not len(loss) or loss.steps[-1] - warmup < CHANCE_MIN_UPDATES:
         return None
@@ -222,8 +223,8 @@ def plateau_at_chance(run: RunData) -> Finding | None:
     return Finding("plateau_at_chance", Severity.CRITICAL, "the model predicts no better than uniform guessing",
                    "; ".join(parts) + ".",
                    "if another finding names a cause (vanishing_gradients, dead_relu, clip_pinned, "
-                   "fp16_underflow, capacity_limit), fix that first; otherwise check that labels belong to their inputs "
-                   "(data.shuffle_labels, a misaligned join or augmentation), run `mode=doctor` (it must "
+                   "fp16_underflow, capacity_limit), fix that first; otherwise check that labels belong to "
+                   "their inputs (data.shuffle_labels, a misaligned join or augmentation), run `mode=doctor` (it must "
                    "overfit one small batch), then try optim.lr 3-10x either way.")
 
 
@@ -241,7 +242,7 @@ def plateau_at_prior(run: RunData) -> Finding | None:
     if not prior or (chance and prior > (1 - CHANCE_BAND) * chance):
         return None
     settled = _settled_level(run)
-    val = run.series("val/loss", kind="eval").finite()
+    val = run.series(VAL_LOSS, kind="eval").finite()
     if settled is None or len(val) < MIN_EVALS:
         return None
     level, late = settled
@@ -270,7 +271,7 @@ def plateau_at_prior(run: RunData) -> Finding | None:
 
 
 def oscillating(run: RunData) -> Finding | None:
-    loss = run.series("train/loss")
+    loss = run.series(TRAIN_LOSS)
     found = excursions(rolling_median(loss), OSC_REL_RISE, max(OSC_ABS_RISE, OSC_NOISE_SIGMAS * noise_level(loss)))
     at_epoch_starts = boundary_steps(run)  # climbs there are epoch_boundary_jumps' to judge
     guarded = _guard_event_steps(run)  # a rollback restarts from a worse state; skips mark bad batches
@@ -293,8 +294,8 @@ def _guard_event_steps(run: RunData) -> list[int]:
 
 
 def overfitting(run: RunData) -> Finding | None:
-    val = run.series("val/loss", kind="eval").finite()
-    train = run.series("train/loss").finite()
+    val = run.series(VAL_LOSS, kind="eval").finite()
+    train = run.series(TRAIN_LOSS).finite()
     if len(val) < MIN_EVALS or not len(train):
         return None
     best = int(np.argmin(val.values))
@@ -305,7 +306,7 @@ def overfitting(run: RunData) -> Finding | None:
         train_now < (1 - OVERFIT_TREND_TRAIN_DROP) * train_then and _gap_widening(val, train))
     if val_now <= best_val + allowed or not fitting:
         return None
-    on_train = run.series("val/loss_on_train", kind="eval").finite()  # models with batch norm or dropout
+    on_train = run.series(VAL_LOSS_ON_TRAIN, kind="eval").finite()  # models with batch norm or dropout
     if len(on_train) >= MIN_EVALS and end_level(on_train) >= (1 - OVERFIT_TRAIN_DROP) * level_at(on_train, best_step):
         return None  # the training samples got worse in eval mode too: a train/eval-mode gap, not memorising
     return Finding("overfitting", Severity.WARNING, "the model memorises the training set",
@@ -328,8 +329,8 @@ def _gap_widening(val: Series, train: Series) -> bool:
 
 def underfitting(run: RunData) -> Finding | None:
     optimum, chance = run.summary.get("optimum_loss"), run.summary.get("chance_loss")
-    train = run.series("train/loss").finite()
-    val = run.series("val/loss", kind="eval").finite()
+    train = run.series(TRAIN_LOSS).finite()
+    val = run.series(VAL_LOSS, kind="eval").finite()
     if optimum is None or len(train) < 2 * EDGE_POINTS or len(val) < MIN_EVALS:
         return None
     start, end, last_val = start_level(train), end_level(train), float(val.values[-1])
@@ -352,8 +353,8 @@ def underfitting(run: RunData) -> Finding | None:
 
 def slow_progress(run: RunData) -> Finding | None:
     settled = _settled_level(run)
-    val = run.series("val/loss", kind="eval").finite()
-    train = run.series("train/loss").finite()
+    val = run.series(VAL_LOSS, kind="eval").finite()
+    train = run.series(TRAIN_LOSS).finite()
     if settled is None or len(val) < MIN_EVALS or _blowup(run) is not None:
         return None
     start, end, prior = start_level(train), end_level(train), run.summary.get("prior_loss")

@@ -10,6 +10,7 @@ import numpy as np
 from harness.diagnosis.findings import Finding, Severity
 from harness.diagnosis.load import RunData
 from harness.diagnosis.signals import fmt
+from harness.metric_names import TRAIN_EPOCH, TRAIN_LOSS
 
 # A jump is the log-ratio of consecutive logged losses, taken at an epoch start: the larger of the
 # climb into the window holding the epoch's first update and the climb into the window before it
@@ -115,10 +116,10 @@ def _finding(run: RunData, title: str, evidence: str) -> Finding:
 def _epoch_rows(run: RunData) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """(step, train loss, epoch of the window's last update) of every row with a finite loss, and
     the indices of the rows whose window holds an epoch's first update."""
-    rows = [r for r in run.train if "train/epoch" in r and _finite(r.get("train/loss"))]
-    epochs = np.array([math.ceil(r["train/epoch"]) - 1 for r in rows], dtype=np.int64)
+    rows = [r for r in run.train if TRAIN_EPOCH in r and _finite(r.get(TRAIN_LOSS))]
+    epochs = np.array([math.ceil(r[TRAIN_EPOCH]) - 1 for r in rows], dtype=np.int64)
     return (np.array([r["step"] for r in rows], dtype=np.int64),
-            np.array([float(r["train/loss"]) for r in rows], dtype=np.float64),
+            np.array([float(r[TRAIN_LOSS]) for r in rows], dtype=np.float64),
             epochs, np.flatnonzero(np.diff(epochs) > 0) + 1)
 
 

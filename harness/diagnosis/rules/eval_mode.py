@@ -13,6 +13,7 @@ from harness.diagnosis.findings import Finding, Severity
 from harness.diagnosis.load import RunData
 from harness.diagnosis.rules.curves import MIN_EVALS
 from harness.diagnosis.signals import fmt, level_at
+from harness.metric_names import TRAIN_LOSS, VAL_LOSS, VAL_LOSS_ON_TRAIN
 
 # The eval-mode loss on training samples is >= 1.5x the train-mode loss of the same steps (median
 # over the last 3 evals). Healthy batch-norm runs measure 0.5-1.2x (eval mode is usually a little
@@ -24,8 +25,8 @@ BATCH_NORM_TYPES = ("BatchNorm1d", "BatchNorm2d", "BatchNorm3d", "SyncBatchNorm"
 
 
 def bn_eval_gap(run: RunData) -> Finding | None:
-    on_train = run.series("val/loss_on_train", kind="eval").finite()
-    train = run.series("train/loss").finite()
+    on_train = run.series(VAL_LOSS_ON_TRAIN, kind="eval").finite()
+    train = run.series(TRAIN_LOSS).finite()
     if len(on_train) < MIN_EVALS or not len(train):
         return None
     last = range(len(on_train) - min(LAST_EVALS, len(on_train)), len(on_train))
@@ -34,7 +35,7 @@ def bn_eval_gap(run: RunData) -> Finding | None:
     if ratio < MODE_GAP_RATIO:
         return None
     step = int(on_train.steps[-1])
-    val = run.series("val/loss", kind="eval").finite()
+    val = run.series(VAL_LOSS, kind="eval").finite()
     val_text = f"; val loss {fmt(float(val.values[-1]))}" if len(val) else ""
     return Finding("bn_eval_gap", Severity.CRITICAL, "the model works in train mode and fails in eval mode",
                    f"on the same training samples at step {step}: eval-mode loss {fmt(float(on_train.values[-1]))} vs "

@@ -11,6 +11,8 @@ from harness.diagnosis.findings import Finding, Severity
 from harness.diagnosis.load import RunData, Series
 from harness.diagnosis.rules.common import LATE_FRACTION, MIN_ROWS, fp16_unscaled, name_some, zero_gradient_tensors
 from harness.diagnosis.signals import fmt
+from harness.metric_names import (ACT_DEAD, GRAD_CLIP_RATE, GRAD_DEAD, GRAD_NORM, GRAD_NORM_MAX, GRAD_NORM_PRECLIP,
+                                  GRAD_TENSORS_WITHOUT, PARAM_NORM_TOTAL)
 
 # Clip pinned: clipping acted on >=90% of updates and the median pre-clip norm is >=10x the
 # threshold, i.e. nearly every update is shrunk 10x or more: the LR actually used is not the
@@ -62,7 +64,7 @@ _INDEX = re.compile(r"(?<=\.)\d+(?=\.)")  # the layer index in "blocks.3.attn.c_
 
 def clip_pinned(run: RunData) -> Finding | None:
     clip = _norm_clip(run)
-    rate, pre = run.series("grad/clip_rate").finite(), run.series("grad/norm_preclip").finite()
+    rate, pre = run.series(GRAD_CLIP_RATE).finite(), run.series(GRAD_NORM_PRECLIP).finite()
     if clip is None or len(rate) < MIN_ROWS or not len(pre):
         return None
     mean_rate, ratio = float(rate.values.mean()), float(np.median(pre.values)) / clip
@@ -90,7 +92,7 @@ def clip_pinned(run: RunData) -> Finding | None:
 
 def clip_never_reached(run: RunData) -> Finding | None:
     clip = _norm_clip(run)
-    rate, pre = run.series("grad/clip_rate").finite(), run.series("grad/norm_preclip").finite()
+    rate, pre = run.series(GRAD_CLIP_RATE).finite(), run.series(GRAD_NORM_PRECLIP).finite()
     if clip is None or len(pre) < MIN_ROWS or rate.values.any():
         return None
     largest = float(pre.values.max())
@@ -104,7 +106,7 @@ def clip_never_reached(run: RunData) -> Finding | None:
 
 
 def exploding_gradients(run: RunData) -> Finding | None:
-    peaks = run.series("grad/norm_max").after_fraction(SETTLE_FRACTION)
+    peaks = run.series(GRAD_NORM_MAX).after_fraction(SETTLE_FRACTION)
     finite = peaks.finite()
     if _norm_clip(run) is not None or len(finite) < MIN_ROWS:
         return None
@@ -131,7 +133,7 @@ def _vanished_everywhere(run: RunData) -> Finding | None:
     """Every layer's gradient is ~0: the signal died in the forward pass (a plain deep stack with
     a variance-shrinking init), so the gradients of all weights are equally tiny and their ratio
     says nothing."""
-    weights = [k for k in run.keys("grad_norm/") if k.endswith("weight")]
+    weights = [k for k in run.keys(GRAD_NORM) if k.endswith("weight")]
     late = [run.series(k).finite().after_fraction(LATE_FRACTION).values for k in weights]
     medians = [float(np.median(v)) for v in late if len(v)]
     if len(medians) < 2 or fp16_unscaled(run):
@@ -167,7 +169,7 @@ def _early_blocks_starved(run: RunData) -> Finding | None:
 def block_ratios(run: RunData) -> list[tuple[dict, dict[tuple[str, str], float]]]:
     """Per logged row: the late/early gradient-norm ratio of every weight kind of the model's
     numbered blocks (`hidden.0...` vs `hidden.8...`); an exactly-zero early norm counts as inf."""
-    pairs = _block_pairs(run.keys("grad_norm/"))
+    pairs = _block_pairs(run.keys(GRAD_NORM))
     rows = []
     for row in run.train:
         ratios = {}
@@ -189,7 +191,7 @@ def block_ratio_series(run: RunData) -> Series:
 
 
 def dead_relu(run: RunData) -> Finding | None:
-    measured = _late_medians(run, "act_dead/")
+    measured = _late_medians(run, ACT_DEAD)
     source = "dead-unit fraction (0 for every sample of the batch)"
     relu, underflow = _has_relu(run), fp16_unscaled(run)  # fp16 underflow zeroes gradients too
     relu_judged = relu and not underflow
@@ -197,7 +199,7 @@ def dead_relu(run: RunData) -> Finding | None:
         # Judged by effect, on any model: a unit whose weights get exactly zero gradient for every
         # sample is dead, whether a ReLU module, torch.relu in a forward, or a saturated tanh,
         # sigmoid or far-negative GELU flattened it.
-        measured = _late_medians(run, "grad_dead/")
+        measured = _late_medians(run, GRAD_DEAD)
         source = "share of units whose weights got exactly zero gradient (0 for every sample of the batch)"
     worst = {k.split("/", 1)[1]: v for k, v in measured.items() if v >= DEAD_UNITS}
     if worst:
@@ -234,7 +236,7 @@ def _late_medians(run: RunData, prefix: str) -> dict[str, float]:
 def _fed_by_relus(run: RunData, frozen: list[str]) -> list[str]:
     """The zero-gradient weight tensors less the model's first one, which reads the data, not a
     ReLU's output: its zero gradient means an input zeroed before the model, not dead units."""
-    weights = [k.split("/", 1)[1] for k in run.keys("grad_norm/") if k.endswith("weight")]
+    weights = [k.split("/", 1)[1] for k in run.keys(GRAD_NORM) if k.endswith("weight")]
     return frozen[1:] if weights and frozen and frozen[0] == weights[0] else frozen
 
 
@@ -244,7 +246,7 @@ def _has_relu(run: RunData) -> bool:
 
 
 def weight_norm_runaway(run: RunData) -> Finding | None:
-    norm = run.series("param/norm_total").finite()
+    norm = run.series(PARAM_NORM_TOTAL).finite()
     if len(norm) < MIN_ROWS:
         return None
     mid_step = (norm.steps[0] + norm.steps[-1]) / 2
@@ -297,7 +299,7 @@ def unused_parameters(run: RunData) -> Finding | None:
     """Trainable tensors that got no gradient at all (None, not zero) on every logged step of the
     last third: built and handed to the optimizer, never reached by the loss. Weight decay still
     shrinks them under AdamW, and DDP refuses such models without find_unused_parameters."""
-    missing = run.series("grad/tensors_without_grad").finite().after_fraction(LATE_FRACTION)
+    missing = run.series(GRAD_TENSORS_WITHOUT).finite().after_fraction(LATE_FRACTION)
     if len(missing) < MIN_ROWS or missing.values.min() < 1:
         return None
     count = int(missing.values.min())

@@ -7,6 +7,7 @@ from harness.diagnosis.findings import Finding, Severity
 from harness.diagnosis.load import RunData
 from harness.diagnosis.rules.common import fp16_unscaled, name_some, zero_gradient_tensors
 from harness.diagnosis.signals import fmt
+from harness.metric_names import TRAIN_LOSS_SCALE
 
 # GradScaler halves the scale on every overflow: from init_scale it takes log2(init_scale)
 # overflows to reach 1 while it calibrates, and each attempt to grow (every growth_interval
@@ -24,7 +25,7 @@ def fp16_overflow_skips(run: RunData) -> Finding | None:
     budget = max(math.log2(init_scale), 0) + steps // growth_interval + OVERFLOW_SLACK
     if overflows <= budget:
         return None
-    scale = run.series("train/loss_scale").finite()
+    scale = run.series(TRAIN_LOSS_SCALE).finite()
     scale_text = (f"; the loss scale went {fmt(float(scale.values[0]))} -> min {fmt(float(scale.values.min()))}"
                   if len(scale) else "")
     return Finding("fp16_overflow_skips", Severity.WARNING, "fp16 overflows keep skipping updates",

@@ -9,6 +9,7 @@ from harness.diagnosis.findings import Finding, Severity
 from harness.diagnosis.load import RunData
 from harness.diagnosis.rules.guard_events import DATA_FIX, steps_of
 from harness.diagnosis.signals import fmt
+from harness.metric_names import TRAIN_LOSS, VAL_LOSS
 
 # From the guard: skipped updates whose samples stood out from their batch (harness/attribution.py);
 # critical when it kept happening (this many) or the run stopped on it.
@@ -51,7 +52,7 @@ def _from_inputs(run: RunData) -> Finding | None:
     found = run.summary.get("input_outliers") or {}
     if not found.get("count") or found["count"] > OUTLIER_MAX_SHARE * found["checked"]:
         return None
-    train, val = run.series("train/loss").finite(), run.series("val/loss", kind="eval").finite()
+    train, val = run.series(TRAIN_LOSS).finite(), run.series(VAL_LOSS, kind="eval").finite()
     if len(train) < 2 or not len(val):
         return None
     level, last_val = float(np.median(train.values[len(train) // 2:])), float(val.values[-1])

@@ -7,6 +7,7 @@ from harness.diagnosis.findings import Finding, Severity
 from harness.diagnosis.load import RunData
 from harness.diagnosis.rules.common import MIN_ROWS
 from harness.diagnosis.signals import fmt, level_at
+from harness.metric_names import TRAIN_LOSS, TRAIN_LR
 
 # "At the floor": within 1% of the LR range above the smallest LR of the run. A cosine schedule
 # spends its last ~6% there, linear its last ~1%, poly(power 2) its last 10%.
@@ -17,7 +18,7 @@ FLAT_TAIL = 0.25
 
 
 def schedule_ended_early(run: RunData) -> Finding | None:
-    lr = run.series("train/lr").finite()
+    lr = run.series(TRAIN_LR).finite()
     if len(lr) < MIN_ROWS or run.events_of("rollback"):  # a rollback's LR cut is not the schedule's
         return None
     peak, floor = float(lr.values.max()), float(lr.values.min())
@@ -56,7 +57,7 @@ WARMUP_UNSLOWED = 0.75
 
 def warmup_too_long(run: RunData) -> Finding | None:
     warmup, total = run.warmup, run.max_steps
-    loss = run.series("train/loss").finite()
+    loss = run.series(TRAIN_LOSS).finite()
     if not warmup or not total or warmup < WARMUP_SHARE * total or len(loss) < MIN_ROWS:
         return None
     inside = loss.steps <= warmup

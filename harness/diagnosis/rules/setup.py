@@ -9,6 +9,7 @@ from harness.diagnosis.findings import Finding, Severity
 from harness.diagnosis.load import RunData
 from harness.diagnosis.rules.common import name_some
 from harness.diagnosis.signals import fmt
+from harness.metric_names import TRAIN_LOSS_FIRST
 
 # Frozen: more than half of the model's parameters have requires_grad=False. Intended freezing
 # (a linear probe, a fine-tune of the head only) is declared with diagnose.ignore=[frozen_parameters].
@@ -66,7 +67,7 @@ def unnormalised_inputs(run: RunData) -> Finding | None:
     stats = run.summary.get("input_stats") or {}
     scale = max(stats.get("max_abs_feature_median", 0.0), stats.get("max_feature_spread", 0.0))
     start, what = _untrained_start(run)
-    first = run.series("train/loss_first").finite()
+    first = run.series(TRAIN_LOSS_FIRST).finite()
     if scale <= INPUT_SCALE or start is None or not len(first):
         return None
     first_loss = float(first.values[0])

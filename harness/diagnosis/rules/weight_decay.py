@@ -8,6 +8,7 @@ import numpy as np
 from harness.diagnosis.findings import Finding, Severity
 from harness.diagnosis.load import RunData
 from harness.diagnosis.signals import EDGE_POINTS, end_level, fmt, start_level
+from harness.metric_names import PARAM_NORM, TRAIN_LOSS, TRAIN_LR
 
 # At least half of the weight tensors ended below half their start norm, and weight decay alone
 # accounts for that: with decay factor (1 - lr * wd) per update, the run's logged LRs shrink an
@@ -26,9 +27,9 @@ GAVE_BACK = 0.25
 
 def weight_decay_collapse(run: RunData) -> Finding | None:
     wd = run.cfg("optim.weight_decay")
-    lr = run.series("train/lr").finite()
+    lr = run.series(TRAIN_LR).finite()
     norms = _weight_norms(run)
-    loss = run.series("train/loss").finite()
+    loss = run.series(TRAIN_LOSS).finite()
     if not isinstance(wd, (int, float)) or wd <= 0 or norms is None or len(loss) < 2 * EDGE_POINTS:
         return None
     starts, ends = norms
@@ -48,7 +49,8 @@ def weight_decay_collapse(run: RunData) -> Finding | None:
         f"up from its best {fmt(best)}")
     return Finding("weight_decay_collapse", Severity.CRITICAL, "weight decay shrank the model until it unlearned",
                    f"{int(shrunk.sum())} of {len(shrunk)} weight tensors ended below half their start norm, "
-                   f"together {fmt(start_norm)} -> {fmt(end_norm)} (x{fmt(end_norm / start_norm)}); optim.weight_decay={wd:g} at the run's LRs alone shrinks "
+                   f"together {fmt(start_norm)} -> {fmt(end_norm)} (x{fmt(end_norm / start_norm)}); "
+                   f"optim.weight_decay={wd:g} at the run's LRs alone shrinks "
                    f"a weight x{fmt(decay)}; the train loss ended at {fmt(end)}, {where}.",
                    f"lower optim.weight_decay (now {wd:g}; AdamW: 0.01-0.1, SGD: 1e-4-5e-4); keep norms, biases "
                    "and embeddings out of it (optim.no_decay).")
@@ -57,7 +59,7 @@ def weight_decay_collapse(run: RunData) -> Finding | None:
 def _weight_norms(run: RunData) -> tuple[np.ndarray, np.ndarray] | None:
     """(start, end) norm of each weight tensor over the logging steps that recorded all of them;
     the end is the median of the last EDGE_POINTS."""
-    keys = [k for k in run.keys("param_norm/") if k.rsplit(".", 1)[-1].startswith("weight")]  # and weight_hh_l0
+    keys = [k for k in run.keys(PARAM_NORM) if k.rsplit(".", 1)[-1].startswith("weight")]  # and weight_hh_l0
     rows = [r for r in run.train if keys and all(k in r for k in keys)]
     if len(rows) < 2 * EDGE_POINTS:
         return None

@@ -1,0 +1,38 @@
+"""Every metric's name, in one place: the trainer and the monitor write them, the tracker and
+the diagnosis (rules, plots) read them back from metrics.jsonl. A name changed here changes
+everywhere; a name written as a literal elsewhere would drift (a test checks there is none)."""
+from __future__ import annotations
+
+# once per logging window (train) or eval (val)
+TRAIN_LOSS = "train/loss"
+TRAIN_LOSS_MAX = "train/loss_max"  # the window's worst single update, skipped ones included
+TRAIN_LOSS_FIRST = "train/loss_first"  # the untrained model's first update, first window only
+TRAIN_LR = "train/lr"
+TRAIN_EPOCH = "train/epoch"
+TRAIN_SKIPPED = "train/skipped_steps"
+TRAIN_EMPTY = "train/empty_steps"
+TRAIN_LOSS_SCALE = "train/loss_scale"
+TRAIN_OVERFLOWS = "train/overflow_steps"
+GRAD_NORM_PRECLIP = "grad/norm_preclip"
+GRAD_NORM_POSTCLIP = "grad/norm_postclip"
+GRAD_NORM_MAX = "grad/norm_max"
+GRAD_CLIP_RATE = "grad/clip_rate"
+GRAD_TENSORS_WITHOUT = "grad/tensors_without_grad"
+PARAM_NORM_TOTAL = "param/norm_total"
+PERF_STEP_MS = "perf/step_time_ms"
+PERF_TOKENS = "perf/tokens_per_s"
+PERF_SAMPLES = "perf/samples_per_s"
+PERF_MFU = "perf/mfu"
+VAL_LOSS = "val/loss"
+VAL_ACCURACY = "val/accuracy"
+VAL_LOSS_ON_TRAIN = "val/loss_on_train"  # training samples in eval mode (models with batch norm or dropout)
+
+# families: the prefix, then a parameter tensor's or a module's name (the monitor's statistics)
+GRAD_NORM = "grad_norm/"
+PARAM_NORM = "param_norm/"
+UPDATE_RATIO = "update_ratio/"
+GRAD_DEAD = "grad_dead/"
+ACT_DEAD = "act_dead/"
+ACT_MEAN = "act_mean/"
+ACT_STD = "act_std/"
+ATTN_ENTROPY = "attn_entropy/"
