@@ -14,13 +14,14 @@ import torch
 from torch import nn
 
 from harness.errors import ConfigError
+from harness.validation import is_number
 
 MODES = ("norm", "value", "layer", "adaptive")
 AGC_EPS = 1e-3
 
 
 def validate_clip(clip: object, mode: object) -> None:
-    if clip is not None and (isinstance(clip, bool) or not isinstance(clip, (int, float)) or not 0 <= clip < math.inf):
+    if clip is not None and (not is_number(clip) or not 0 <= clip < math.inf):
         raise ConfigError("clip", clip, "null or 0 (off), or a number > 0")
     if mode not in MODES:
         raise ConfigError("clip_mode", mode, f"one of {list(MODES)}")

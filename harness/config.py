@@ -27,6 +27,7 @@ from harness.optim import validate_optim_config
 from harness.precision import validate_precision_config
 from harness.schedule import validate_schedule_config
 from harness.tracking import validate_logger_config
+from harness.validation import is_whole
 
 MODES = ("train", "lr_find", "doctor")
 SUMMARY_OBJECTIVES = ("best_val_loss", "final_val_loss", "final_train_loss", "wall_time_s", "best_val_accuracy")
@@ -35,7 +36,7 @@ TRAINER_COUNTS = ("max_steps", "log_every", "eval_every", "eval_batches", "ckpt_
 
 
 def _positive_int(key: str, value: object) -> None:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+    if not is_whole(value) or value < 1:
         raise ConfigError(key, value, "an integer >= 1")
 
 
@@ -94,7 +95,7 @@ def validate_config(cfg: DictConfig, world_size: int = 1, choices: Mapping[str, 
     if cfg.batch_size % (cfg.accum * world_size):
         raise ConfigError("batch_size", cfg.batch_size,
                           f"a multiple of accum x world size = {cfg.accum} x {world_size}")
-    if isinstance(cfg.seed, bool) or not isinstance(cfg.seed, int) or not 0 <= cfg.seed < 2**32:
+    if not is_whole(cfg.seed) or not 0 <= cfg.seed < 2**32:
         raise ConfigError("seed", cfg.seed, "an integer in [0, 2**32) (numpy's seed range)")
     for key in ("compile", "overwrite"):
         if not isinstance(cfg[key], bool):

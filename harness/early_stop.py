@@ -6,11 +6,12 @@ import math
 from omegaconf import DictConfig
 
 from harness.errors import ConfigError
+from harness.validation import is_whole
 
 
 def validate_early_stop_config(cfg: DictConfig) -> None:
     patience = cfg.get("patience")
-    if patience is not None and (isinstance(patience, bool) or not isinstance(patience, int) or patience < 1):
+    if patience is not None and (not is_whole(patience) or patience < 1):
         raise ConfigError("early_stop.patience", patience, "null (off) or an integer >= 1")
     if float(cfg.get("min_delta", 0.0)) < 0:
         raise ConfigError("early_stop.min_delta", cfg.min_delta, "a number >= 0")

@@ -6,6 +6,7 @@ from omegaconf import DictConfig, OmegaConf
 from torch import nn
 
 from harness.errors import ConfigError
+from harness.validation import is_whole
 
 KINDS = ("none", "nan_grad", "inf_loss", "spike")
 
@@ -17,7 +18,7 @@ def validate_fault_config(cfg: DictConfig) -> None:
     if at is not None and not OmegaConf.is_list(at):
         raise ConfigError("fault.at", at, "a list of optimizer steps >= 1, e.g. [5,9,13] (a single step is [5])")
     steps = list(at or [])
-    if any(isinstance(s, bool) or not isinstance(s, int) or s < 1 for s in steps):
+    if any(not is_whole(s) or s < 1 for s in steps):
         raise ConfigError("fault.at", steps, "a list of optimizer steps >= 1, e.g. [5,9,13]")
 
 

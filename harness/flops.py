@@ -21,6 +21,7 @@ from torch.utils.flop_counter import FlopCounterMode
 
 from harness.errors import ConfigError
 from harness.models.gpt import GPT
+from harness.validation import is_number
 
 
 class Peak(NamedTuple):
@@ -79,7 +80,7 @@ PEAK_TFLOPS: tuple[tuple[str, Peak], ...] = (
 
 def validate_perf_config(cfg: DictConfig) -> None:
     value = cfg.get("peak_tflops")
-    if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float))
+    if value is not None and (not is_number(value)
                               or not math.isfinite(value) or value <= 0):
         raise ConfigError("perf.peak_tflops", value, "null (looked up by GPU name; none on CPU) or a finite number "
                                                      "> 0: the device's dense peak TFLOPS at the run's precision")

@@ -31,6 +31,7 @@ from omegaconf import DictConfig
 
 from harness.distributed import DistInfo, all_reduce_mean
 from harness.errors import ConfigError
+from harness.validation import is_whole
 
 
 LOSS_FLOOR = 1e-12  # a loss of exactly 0 has no log; below this every loss counts as equal
@@ -67,14 +68,14 @@ def validate_guard_config(cfg: DictConfig) -> None:
         raise ConfigError("guard.spike_zscore", cfg.spike_zscore, "null (off) or a number > 0")
     for key in ("spike_window", "spike_min_history", "rollback_window", "max_rollbacks"):
         value = cfg.get(key)
-        if isinstance(value, bool) or not isinstance(value, int) or value < (0 if key == "max_rollbacks" else 1):
+        if not is_whole(value) or value < (0 if key == "max_rollbacks" else 1):
             raise ConfigError(f"guard.{key}", value, "a non-negative integer" if key == "max_rollbacks" else "an integer >= 1")
     if cfg.get("spike_min_history", 1) > cfg.get("spike_window", 1):
         raise ConfigError("guard.spike_min_history", cfg.spike_min_history, f"<= guard.spike_window={cfg.spike_window}")
     if cfg.get("rollback_after") is not None and (not isinstance(cfg.rollback_after, int) or cfg.rollback_after < 1):
         raise ConfigError("guard.rollback_after", cfg.rollback_after, "null (off) or an integer >= 1")
     every = cfg.get("snapshot_every")
-    if every is not None and (isinstance(every, bool) or not isinstance(every, int) or every < 1):
+    if every is not None and (not is_whole(every) or every < 1):
         raise ConfigError("guard.snapshot_every", every, "null (roll back to checkpoints) or an integer >= 1")
     if not isinstance(cfg.get("cut_lr_for_data", False), bool):
         raise ConfigError("guard.cut_lr_for_data", cfg.cut_lr_for_data, "true or false")

@@ -12,6 +12,7 @@ import torch.nn.functional as F
 from omegaconf import DictConfig
 
 from harness.errors import ConfigError
+from harness.validation import is_whole
 
 TORCH_IGNORE_INDEX = -100  # what F.cross_entropy ignores unless told otherwise
 
@@ -22,7 +23,7 @@ def validate_loss_config(cfg: DictConfig) -> None:
     if not 0.0 <= float(cfg.z_loss) < math.inf:
         raise ConfigError("loss.z_loss", cfg.z_loss, "a number >= 0")
     ignore = cfg.get("ignore_index")
-    if ignore is not None and (isinstance(ignore, bool) or not isinstance(ignore, int)):
+    if ignore is not None and not is_whole(ignore):
         raise ConfigError("loss.ignore_index", ignore, "an integer target value to leave out (-100: PyTorch's) "
                                                        "or null (every target counts)")
 

@@ -13,6 +13,7 @@ import math
 from omegaconf import DictConfig, OmegaConf, open_dict
 
 from harness.errors import ConfigError
+from harness.validation import is_whole
 
 RULES = ("linear", "sqrt")
 log = logging.getLogger("harness")
@@ -20,7 +21,7 @@ log = logging.getLogger("harness")
 
 def validate_scale_lr_config(cfg: DictConfig) -> None:
     base = cfg.get("base_batch")
-    if base is not None and (isinstance(base, bool) or not isinstance(base, int) or base < 1):
+    if base is not None and (not is_whole(base) or base < 1):
         raise ConfigError("scale_lr.base_batch", base, "null (off) or the batch size optim.lr was tuned at (>= 1)")
     if cfg.get("rule") not in RULES:
         raise ConfigError("scale_lr.rule", cfg.get("rule"), f"one of {list(RULES)}")

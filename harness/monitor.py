@@ -26,6 +26,7 @@ from torch import nn
 from harness.errors import ConfigError
 from harness.metric_names import (ACT_DEAD, ACT_MEAN, ACT_STD, ATTN_ENTROPY, GRAD_DEAD, GRAD_NORM, PARAM_NORM,
                                   PARAM_NORM_TOTAL, UPDATE_RATIO)
+from harness.validation import is_whole
 
 LEVELS = ("off", "basic", "full")
 ACTIVATIONS = (nn.ReLU, nn.GELU, nn.SiLU, nn.Tanh, nn.Sigmoid, nn.LeakyReLU)
@@ -43,7 +44,7 @@ def validate_monitor_config(cfg: DictConfig) -> None:
     if cfg.get("level") not in LEVELS:
         raise ConfigError("monitor.level", cfg.get("level"), f"one of {list(LEVELS)}")
     every = cfg.get("every", 1)
-    if isinstance(every, bool) or not isinstance(every, int) or every < 1:
+    if not is_whole(every) or every < 1:
         raise ConfigError("monitor.every", every, "an integer >= 1 (steps between collections)")
 
 

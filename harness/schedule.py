@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 from omegaconf import DictConfig
 
 from harness.errors import ConfigError
+from harness.validation import is_number
 
 if TYPE_CHECKING:  # the diagnosis reads warmup_steps without importing torch
     from torch.optim import Optimizer
@@ -35,7 +36,7 @@ def validate_schedule_config(cfg: DictConfig, max_steps: int) -> None:
     if cfg.get("name") not in NAMES:
         raise ConfigError("schedule.name", cfg.get("name"), f"one of {list(NAMES)}")
     w = cfg.get("warmup", 0)
-    if isinstance(w, bool) or not isinstance(w, (int, float)) or w < 0 or (isinstance(w, float) and w >= 1):
+    if not is_number(w) or w < 0 or (isinstance(w, float) and w >= 1):
         raise ConfigError("schedule.warmup", w, "an integer >= 0 (steps) or a float in (0, 1) (fraction of max_steps)")
     if warmup_steps(cfg, max_steps) >= max_steps:
         raise ConfigError("schedule.warmup", w, f"fewer steps than trainer.max_steps={max_steps}")

@@ -18,6 +18,7 @@ from harness.data.prior import prior_loss
 from harness.data.synthetic import build_synthetic, validate_synthetic
 from harness.data.tokens import build_tokens, validate_tokens
 from harness.errors import ConfigError
+from harness.validation import is_whole
 
 # option name -> (validate, build); validate reads no more than file metadata.
 BUILDERS = {
@@ -37,7 +38,7 @@ __all__ = ["ArrayDataset", "BatchRecipe", "DataMeta", "LoaderSettings", "build_d
 
 def _validate_loader(cfg: DictConfig) -> None:
     workers = cfg.get("num_workers", 0)
-    if isinstance(workers, bool) or not isinstance(workers, int) or workers < 0:
+    if not is_whole(workers) or workers < 0:
         raise ConfigError("data.num_workers", workers, "an integer >= 0 (0 reads batches in the training process)")
     if cfg.get("pin_memory", "auto") not in PIN_MEMORY:
         raise ConfigError("data.pin_memory", cfg.get("pin_memory"), "auto (on for CUDA), true or false")
@@ -46,7 +47,7 @@ def _validate_loader(cfg: DictConfig) -> None:
     if not isinstance(cfg.get("persistent_workers", True), bool):
         raise ConfigError("data.persistent_workers", cfg.get("persistent_workers"), "true or false")
     prefetch = cfg.get("prefetch_factor")
-    if prefetch is not None and (isinstance(prefetch, bool) or not isinstance(prefetch, int) or prefetch < 1):
+    if prefetch is not None and (not is_whole(prefetch) or prefetch < 1):
         raise ConfigError("data.prefetch_factor", prefetch, "null (torch's default, 2) or an integer >= 1")
     for key in ("input_key", "target_key"):
         value = cfg.get(key)
@@ -62,7 +63,7 @@ def validate_data_config(cfg: DictConfig) -> None:
     name = cfg.get("name")
     if name not in BUILDERS:
         raise ConfigError("data.name", name, f"one of {sorted(BUILDERS)}")
-    if "block_size" in cfg and (isinstance(cfg.block_size, bool) or not isinstance(cfg.block_size, int)
+    if "block_size" in cfg and (not is_whole(cfg.block_size)
                                 or cfg.block_size < 1):
         raise ConfigError("data.block_size", cfg.block_size, "an integer >= 1")
     if "val_fraction" in cfg and not (isinstance(cfg.val_fraction, (int, float)) and 0.0 < cfg.val_fraction < 1.0):

@@ -27,6 +27,7 @@ from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 
 from harness.errors import ConfigError, one_line
 from harness.data.token_file import TokenFile
+from harness.validation import is_whole
 
 log = logging.getLogger("harness")
 
@@ -100,7 +101,7 @@ def validate_tokenizer(cfg: DictConfig, directories: bool = False) -> None:
     tokenizer = cfg.get("tokenizer", CHAR)
     if tokenizer == BPE:
         vocab = cfg.get("vocab_size")
-        if isinstance(vocab, bool) or not isinstance(vocab, int) or not MIN_VOCAB <= vocab <= MAX_VOCAB:
+        if not is_whole(vocab) or not MIN_VOCAB <= vocab <= MAX_VOCAB:
             raise ConfigError("data.vocab_size", vocab, f"an integer in [{MIN_VOCAB}, {MAX_VOCAB}] for "
                                                         f"data.tokenizer=bpe: the {BYTE_TOKENS} bytes plus at "
                                                         f"least one merge, and ids stored as uint16")

@@ -19,6 +19,7 @@ from harness.callables import call, check_accepts, locate
 from harness.data.base import TASKS, DataMeta
 from harness.data.loader import SHARED_DATA_KEYS, BatchRecipe, fetch, peek
 from harness.errors import ConfigError
+from harness.validation import is_whole
 
 # Keys the harness reads itself; every other key of the group is passed to the factory.
 HARNESS_KEYS = {"name", "_target_", "task", "num_classes", "vocab_size", "input_key", "target_key", *SHARED_DATA_KEYS}
@@ -30,7 +31,7 @@ def factory_kwargs(cfg: DictConfig) -> dict[str, Any]:
 
 def _positive_or_null(cfg: DictConfig, key: str, minimum: int) -> None:
     value = cfg.get(key)
-    if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < minimum):
+    if value is not None and (not is_whole(value) or value < minimum):
         raise ConfigError(f"data.{key}", value, f"null (read from the data) or an integer >= {minimum}")
 
 
@@ -63,7 +64,7 @@ def _declared_or_read(cfg: DictConfig, key: str, dataset: Dataset, attrs: tuple[
         return int(cfg[key])
     for attr in attrs:
         value = getattr(dataset, attr, None)
-        if isinstance(value, int) and not isinstance(value, bool):
+        if is_whole(value):
             return value
         if isinstance(value, (list, tuple, Mapping)) and value:
             return len(value)

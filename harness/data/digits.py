@@ -17,6 +17,7 @@ from torch.utils.data import Dataset
 
 from harness.data.base import DataMeta, TensorPairs
 from harness.errors import ConfigError
+from harness.validation import is_whole
 
 NUM_CLASSES = 10
 SIDE = 8  # pixels per side
@@ -52,9 +53,9 @@ def _load_digits() -> tuple[torch.Tensor, torch.Tensor]:
 
 def validate_digits(cfg: DictConfig) -> None:
     shift = cfg.get("shift")
-    if isinstance(shift, bool) or not isinstance(shift, int) or not 0 <= shift <= MAX_SHIFT:
+    if not is_whole(shift) or not 0 <= shift <= MAX_SHIFT:
         raise ConfigError("data.shift", shift, f"an integer from 0 (no augmentation) to {MAX_SHIFT} pixels")
-    if isinstance(cfg.get("seed"), bool) or not isinstance(cfg.get("seed"), int):
+    if not is_whole(cfg.get("seed")):
         raise ConfigError("data.seed", cfg.get("seed"), "an integer (it fixes the train/val split)")
     if importlib.util.find_spec("sklearn") is None:  # found without importing it
         raise ConfigError("data", "digits", INSTALL)

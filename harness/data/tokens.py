@@ -10,6 +10,7 @@ from harness.data.base import DataMeta, TokenWindows
 from harness.data.chars import check_long_enough
 from harness.data.token_file import TokenFile
 from harness.errors import ConfigError
+from harness.validation import is_whole
 
 
 def _vocab_size(cfg: DictConfig) -> int | None:
@@ -36,7 +37,7 @@ def validate_tokens(cfg: DictConfig) -> None:
             raise ConfigError("data.dir", root, f"uint16 token files: {split} has {size} bytes, not a positive "
                                                 f"whole number of 2-byte ids")
     vocab = _vocab_size(cfg)
-    if vocab is not None and (isinstance(vocab, bool) or not isinstance(vocab, int) or not 1 <= vocab <= 2**16):
+    if vocab is not None and (not is_whole(vocab) or not 1 <= vocab <= 2**16):
         raise ConfigError("data.vocab_size", vocab, "an integer in [1, 65536] (ids are uint16)")
     if vocab is None:
         raise ConfigError("data.vocab_size", None, f"a positive integer, or {root}/meta.json with a vocab_size field")

@@ -21,6 +21,7 @@ from torch import nn
 from harness.errors import ConfigError
 from harness.optim.groups import NO_DECAY_KINDS, decay_param_groups
 from harness.optim.muon import MuonWithAdamW, muon_param_groups
+from harness.validation import is_number
 
 # Keys read by the harness itself, never passed to the optimizer class.
 HARNESS_KEYS = ("_target_", "no_decay", "head_names")
@@ -105,7 +106,7 @@ TORCH_WORDS = {"epsilon": "eps", "learning rate": "lr", "beta parameter": "betas
 
 def _is_number(value: Any) -> bool:
     """A finite int or float: inf and nan train for a step, then poison every weight."""
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+    return is_number(value) and math.isfinite(value)
 
 
 def _check_values(options: Mapping[str, Any]) -> None:

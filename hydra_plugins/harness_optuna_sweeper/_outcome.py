@@ -14,6 +14,7 @@ from typing import Any, Optional
 
 from optuna.trial import TrialState
 
+from harness.validation import is_number
 from hydra_plugins.harness_optuna_sweeper.runner import ProcessResult
 
 SUMMARY_FILE = "summary.json"
@@ -66,7 +67,7 @@ def _objective(raw: Any, n_objectives: int) -> tuple[Optional[list[float]], Opti
                       f"{n_objectives}")
     if any(v is None for v in values):
         return None, "objective is null: the run produced no finite value"
-    if any(isinstance(v, bool) or not isinstance(v, (int, float)) for v in values):
+    if any(not is_number(v) for v in values):
         return None, f"objective {raw!r} is not a number"
     if any(math.isnan(v) for v in values):
         return None, "objective is NaN"

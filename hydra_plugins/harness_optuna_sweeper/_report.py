@@ -20,6 +20,7 @@ from optuna.trial import FrozenTrial, TrialState
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ArgumentError
 
+from harness.validation import is_number
 from hydra_plugins.harness_optuna_sweeper._ledger import (
     ATTR_OVERRIDES,
     ATTR_PROCESS,
@@ -249,7 +250,7 @@ def _metrics(t: FrozenTrial, names: list[str]) -> dict[str, float]:
     if t.values:
         metrics.update(zip(names, map(float, t.values), strict=True))
     for key, value in (t.user_attrs.get(ATTR_SUMMARY) or {}).items():
-        if key == "objective" or isinstance(value, bool) or not isinstance(value, (int, float)):
+        if key == "objective" or not is_number(value):
             continue
         if math.isfinite(value):
             metrics[f"summary/{key}"] = float(value)

@@ -8,6 +8,7 @@ from typing import Any, Mapping, Optional
 from omegaconf import DictConfig, ListConfig, OmegaConf
 
 from harness.errors import ConfigError
+from harness.validation import is_whole
 
 DIRECTIONS = ("minimize", "maximize")
 # sampler name -> (optuna class, packages it needs beyond optuna)
@@ -125,7 +126,7 @@ def _check_installed(sampler: str) -> None:
 
 
 def _positive_int(key: str, value: Any) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+    if not is_whole(value) or value < 1:
         raise ConfigError(key, value, "a whole number >= 1")
     return value
 
