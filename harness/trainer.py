@@ -531,7 +531,9 @@ class Trainer:
         """Mean loss (and accuracy for classification) over the same fixed validation samples every
         time; for models with batch norm or dropout, also over fixed training samples in eval mode."""
         self.model.eval()
-        loss, accuracy = self._eval_pass(self.eval_batches, keep_logits=self.meta.task == "classification")
+        # only rank 0 writes the summary the measure goes into
+        keep_logits = self.meta.task == "classification" and self.dist.is_main
+        loss, accuracy = self._eval_pass(self.eval_batches, keep_logits=keep_logits)
         result = {VAL_LOSS: loss}
         if self.meta.task == "classification":
             result[VAL_ACCURACY] = accuracy

@@ -27,8 +27,8 @@ OUTLIER_NORM_RATIO = 10.0  # an input this many times the median input norm (or 
 OUTLIERS_LISTED = 8
 
 
-def _read_train(dataset: Dataset, recipe: BatchRecipe, indices: torch.Tensor,
-                split: str) -> tuple[list[bytes], np.ndarray | None]:
+def _read_inputs(dataset: Dataset, recipe: BatchRecipe, indices: torch.Tensor,
+                 split: str) -> tuple[list[bytes], np.ndarray | None]:
     """An 8-byte digest of each sample's input (equal inputs, equal digests; labels left out: a
     validation image that is also a training image leaks whatever its label says) and, for
     real-valued inputs, each one's norm."""
@@ -49,7 +49,7 @@ def split_facts(train: Dataset, val: Dataset, recipe: BatchRecipe, task: str) ->
     if task == "lm":
         return {"split_overlap": None, "input_outliers": None}
     hashed = spread_indices(len(train), TRAIN_HASHED)
-    digests, norms = _read_train(train, recipe, hashed, "train")
+    digests, norms = _read_inputs(train, recipe, hashed, "train")
     return {"split_overlap": _overlap(set(digests), len(hashed), len(train), val, recipe),
             "input_outliers": _outliers(hashed, norms)}
 
@@ -59,7 +59,7 @@ def _overlap(seen: set[bytes], hashed: int, train_samples: int, val: Dataset, re
     `share` estimates the overlap of the whole validation split: found / checked, scaled up by the
     part of the training split that was hashed."""
     checked = spread_indices(len(val), VAL_CHECKED, seed=1)
-    found = sum(d in seen for d in _read_train(val, recipe, checked, "val")[0])
+    found = sum(d in seen for d in _read_inputs(val, recipe, checked, "val")[0])
     return {"val_checked": len(checked), "val_in_train": found, "train_hashed": hashed,
             "train_samples": train_samples, "share": min(1.0, found / len(checked) / (hashed / train_samples))}
 

@@ -60,17 +60,26 @@ CAUSES = frozenset({"clip_pinned", "schedule_ended_early", "dead_relu", "vanishi
                     "capacity_limit"})
 
 
-# Data causes explain a divergence too: inputs 100x too large or a few huge samples blow the loss
-# up, and the LR fix `diverging` offers is the wrong one for both.
-DATA_CAUSES = frozenset({"unnormalised_inputs", "outlier_samples"})
+# Findings outside that chain that particular causes explain: inputs 100x too large or a few huge
+# samples blow the loss up, and the LR fix `diverging` offers is the wrong one for both.
+EXPLAINED_BY = {"diverging": frozenset({"unnormalised_inputs", "outlier_samples"})}
+TIERS = (CAUSES, INTERMEDIATE, SYMPTOMS)
 
 
 def _tier(finding: Finding) -> int | None:
     """0 for causes, 1 for slow_progress, 2 for symptoms, None for findings outside the chain."""
-    for tier, names in enumerate((CAUSES, INTERMEDIATE, SYMPTOMS)):
+    for tier, names in enumerate(TIERS):
         if finding.name in names:
             return tier
     return None
+
+
+def _explains(cause: Finding, other: Finding) -> bool:
+    """Whether `cause` is a reason for `other`: earlier in the chain, or named in EXPLAINED_BY."""
+    if cause.name in EXPLAINED_BY.get(other.name, ()):
+        return True
+    tier = _tier(cause)
+    return tier is not None and (_tier(other) or 0) > tier
 
 
 def diagnose(run: RunData) -> list[Finding]:
@@ -78,15 +87,17 @@ def diagnose(run: RunData) -> list[Finding]:
     named in the run's `diagnose.ignore` (a setup the user chose on purpose) are not run."""
     ignored = set(run.cfg("diagnose.ignore") or ())
     findings = [f for rule in RULES if rule.__name__ not in ignored and (f := rule(run)) is not None]
-    tiers = {f.name: _tier(f) for f in findings}
-    if "diverging" in tiers and DATA_CAUSES & set(tiers):
-        tiers["diverging"] = len((CAUSES, INTERMEDIATE, SYMPTOMS))  # explained by the data, listed after it
     raised = []
     for f in findings:
-        tier = tiers[f.name]
-        explained = [g.severity.rank for g in findings if tier is not None and (tiers[g.name] or 0) > tier
-                     and (g.name != "diverging" or f.name in DATA_CAUSES)]
+        explained = [g.severity.rank for g in findings if _explains(f, g)]
         if explained and min(explained) < f.severity.rank:
             f = replace(f, severity=list(Severity)[min(explained)])
         raised.append(f)
-    return sorted(raised, key=lambda f: (f.severity.rank, tiers[f.name] or 0))
+
+    def order(f: Finding) -> int:
+        """Within a severity: along the chain; a finding explained from outside it comes last."""
+        if any(g.name in EXPLAINED_BY.get(f.name, ()) for g in findings):
+            return len(TIERS)
+        return _tier(f) or 0
+
+    return sorted(raised, key=lambda f: (f.severity.rank, order(f)))
