@@ -5,29 +5,53 @@ from __future__ import annotations
 
 import logging
 import random
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import torch
 from omegaconf import DictConfig, OmegaConf
+from torch import nn
+from torch.utils.data import Dataset
 
-from harness.data import BatchRecipe, build_data, loader_settings
+from harness.attribution import attribute
+from harness.callbacks.checkpointing import Checkpointing
+from harness.callbacks.evaluation import BestCheckpoint, EarlyStop, Evaluation
+from harness.callbacks.guard_watch import GuardWatch
+from harness.callbacks.live_diagnosis import LiveDiagnosisCallback
+from harness.callbacks.metrics import MetricsLog
+from harness.callbacks.sweep import SweepReport
+from harness.callbacks.user import build_user_callbacks
+from harness.data import BatchRecipe, DataMeta, LoaderSettings, build_data, loader_settings
 from harness.data.checks import spread_indices
 from harness.data.facts import input_stats, split_facts
-from harness.data.loader import fetch
+from harness.data.loader import EvalBatches, TrainBatches, fetch
+from harness.data.prior import majority_share, prior_loss
+from harness.data.sampler import BatchStream, eval_indices
+from harness.diagnosis.live import diagnose_settings
 from harness.distributed import DistInfo
+from harness.early_stop import EarlyStopping
 from harness.errors import ConfigError, one_line
+from harness.evaluation import Evaluator
+from harness.faults import FaultInjector
+from harness.flops import flops_per_update, peak_flops
+from harness.guard import Guard
+from harness.hooks import Cadence, Callbacks
+from harness.loss import compute_loss
 from harness.models import build_model
 from harness.models.init import apply_init
 from harness.models.output import OutputPicker
-from harness.models.probe import check_batch_norm, parameter_counts, probe_model
+from harness.models.probe import (behaves_differently_in_eval, check_batch_norm, has_batch_norm, parameter_counts,
+                                  probe_model)
+from harness.monitor import Monitor
 from harness.optim import build_optimizer
-from harness.precision import build_precision
+from harness.precision import Precision, build_precision
 from harness.rundir import remove_stale_temp_files
 from harness.schedule import build_scheduler, check_schedule_continues
+from harness.step import ClipSettings, TrainStep
 from harness.tracking import Tracker
-from harness.trainer import Trainer
+from harness.trainer import Built, Trainer
 from harness.trial import TrialReporter, watch_sweeper
 
 log = logging.getLogger("harness")
@@ -59,8 +83,11 @@ def check_resume_point(cfg: DictConfig, saved: dict[str, Any] | None, step: int,
 
 
 def build_trainer(cfg: DictConfig, run_dir: Path, device: torch.device,
-                   resume_from: tuple[Path, dict[str, Any]] | None, dist: DistInfo = DistInfo()) -> Trainer:
-    """Every component from its config group, wired into a Trainer (resumed when asked)."""
+                  resume_from: tuple[Path, dict[str, Any]] | None, dist: DistInfo = DistInfo(),
+                  console: bool = True) -> Trainer:
+    """Every component from its config group, wired into a Trainer (resumed when asked). Training,
+    the doctor and the LR finder all build here; `console=False` keeps the progress line quiet
+    (benchmarks)."""
     seed_everything(cfg.seed)
     train_set, val_set, meta = build_data(cfg.data, cfg.loss.get("ignore_index"))
     check_batch_fits(cfg.batch_size, len(train_set), cfg.data.name)
@@ -77,6 +104,7 @@ def build_trainer(cfg: DictConfig, run_dir: Path, device: torch.device,
     if dist.is_main and cfg.mode == "train":  # what summary.json tells the diagnosis; only rank 0 writes it
         facts = {"parameters": parameter_counts(raw_model), **split_facts(train_set, val_set, recipe, meta.task),
                  "input_stats": input_stats(train_set, recipe)}
+    user_callbacks = build_user_callbacks(cfg.get("callbacks"))
     seed_everything(cfg.seed + dist.rank)  # identical weights on every rank, own dropout draws per rank
     optimizer = build_optimizer(cfg.optim, raw_model)
     scheduler = build_scheduler(cfg.schedule, optimizer, cfg.trainer.max_steps)
@@ -90,10 +118,56 @@ def build_trainer(cfg: DictConfig, run_dir: Path, device: torch.device,
     reporter = TrialReporter.from_env()
     if reporter is not None and reporter.sweeper_pid is not None:
         watch_sweeper(reporter.sweeper_pid)
-    trainer = Trainer(cfg, model=model, raw_model=raw_model, optimizer=optimizer, scheduler=scheduler,
-                      precision=precision, train_set=train_set, val_set=val_set, meta=meta, recipe=recipe,
-                      loader=loader_settings(cfg.data, device.type), pick_output=pick_output, device=device,
-                      dist=dist, run_dir=run_dir, tracker=None, reporter=reporter, facts=facts)
+
+    loader = loader_settings(cfg.data, device.type)
+    # Batch norm cannot normalise a micro-batch of one sample: such models skip an epoch tail
+    # too small to give every micro-batch two.
+    min_batch = dist.world_size * (2 * cfg.accum if has_batch_norm(raw_model) else 1)
+    stream = BatchStream(len(train_set), cfg.batch_size, cfg.seed, dist.world_size, cfg.data.get("shuffle", True),
+                         min_batch)
+    batches = TrainBatches(train_set, recipe, loader, stream, dist.rank, dist.world_size, cfg.accum, cfg.seed)
+    evaluator = build_evaluator(cfg, raw_model=raw_model, model=model, pick_output=pick_output, precision=precision,
+                                train_set=train_set, val_set=val_set, meta=meta, recipe=recipe, loader=loader,
+                                micro_batch=micro_batch, device=device, dist=dist)
+    guard, faults = Guard(cfg.guard, dist, device), FaultInjector(cfg.fault, dist.rank)
+    monitor = Monitor(cfg.monitor, raw_model, cfg.trainer.max_steps)
+    clip = ClipSettings(float(cfg.clip) if cfg.clip else 0.0, cfg.clip_mode, cfg.accum_reduction == "mean")
+    loss_fn = partial(compute_loss, task=meta.task, label_smoothing=float(cfg.loss.label_smoothing),
+                      z_loss=float(cfg.loss.z_loss), ignore_index=meta.ignore_index)
+    train_step = TrainStep(model=model, params=[p for p in raw_model.parameters() if p.requires_grad],
+                           optimizer=optimizer, scheduler=scheduler, precision=precision, guard=guard, loss_fn=loss_fn,
+                           pick_output=pick_output, ignore_index=meta.ignore_index, clip=clip, monitor=monitor,
+                           log_every=cfg.trainer.log_every, faults=faults, device=device, dist=dist)
+    closed_form = flops_per_update(raw_model, cfg.batch_size)
+
+    def attribute_update(micro_batches: list) -> Any:
+        """Score the samples of a skipped update one by one (this rank's share): which stood out."""
+        indices = torch.cat([mb.indices for mb in micro_batches])
+        xs, ys = fetch(train_set, recipe, indices)
+        return attribute(raw_model, pick_output, xs.to(device), ys.to(device), indices.tolist(), meta.task,
+                         meta.ignore_index)
+
+    callbacks: list[Any] = [
+        GuardWatch(guard, faults, attribute_update, meta.ignore_index),
+        MetricsLog(monitor=monitor, precision=precision, clip=clip, batch_size=cfg.batch_size,
+                   tokens_per_sample=meta.block_size if meta.task == "lm" else None,
+                   peak=peak_flops(device, cfg.precision.name, OmegaConf.select(cfg, "perf.peak_tflops")),
+                   flops=closed_form / dist.world_size if closed_form is not None else None, device=device, dist=dist),
+        Evaluation(evaluator), BestCheckpoint(), EarlyStop(EarlyStopping(cfg.early_stop)), Checkpointing()]
+    settings = diagnose_settings(cfg.diagnose)
+    if settings.live:
+        callbacks.append(LiveDiagnosisCallback(settings))
+    if reporter is not None:
+        callbacks.append(SweepReport(reporter))
+    trainer = Trainer(cfg=cfg, train_step=train_step, batches=batches, cadence=Cadence(cfg.trainer, dist, device),
+                      callbacks=Callbacks([*callbacks, *user_callbacks.values()],
+                                          user={id(cb): name for name, cb in user_callbacks.items()}),
+                      parts={"model": raw_model, "optimizer": optimizer, "scheduler": scheduler,
+                             "scaler": precision.scaler, "data": batches, "faults": faults, "monitor": monitor},
+                      built=Built(train_set, val_set, recipe, micro_batch, cfg.accum, pick_output, precision, optimizer,
+                                  scheduler, evaluator.loss_fn),
+                      meta=meta, raw_model=raw_model, device=device, dist=dist, run_dir=run_dir,
+                      tracker=None, facts=facts)
     if resume_from:
         try:
             trainer.load_state_dict(resume_from[1])
@@ -113,8 +187,28 @@ def build_trainer(cfg: DictConfig, run_dir: Path, device: torch.device,
         if meta.tokenizer_file:  # subword ids: keep what decodes them beside the checkpoints
             (run_dir / "tokenizer.json").write_bytes(Path(meta.tokenizer_file).read_bytes())
     if dist.is_main and cfg.mode == "train":  # lr_find and doctor drive the trainer for their own purposes
-        trainer.tracker = Tracker(run_dir, cfg.logger.name, cfg.trainer.max_steps, trainer.state.step)
+        trainer.tracker = Tracker(run_dir, cfg.logger.name, cfg.trainer.max_steps, trainer.state.step, console)
     n_params = sum(p.numel() for p in raw_model.parameters())
     log.info("model %s: %.2fM parameters; data %s (%s); device %s; precision %s",
              type(raw_model).__name__, n_params / 1e6, cfg.data.name, meta.task, device, cfg.precision.name)
     return trainer
+
+
+def build_evaluator(cfg: DictConfig, *, raw_model: nn.Module, model: nn.Module, pick_output: OutputPicker,
+                    precision: Precision, train_set: Dataset, val_set: Dataset, meta: DataMeta, recipe: BatchRecipe,
+                    loader: LoaderSettings, micro_batch: int, device: torch.device, dist: DistInfo) -> Evaluator:
+    """The same validation samples at every eval, each rank its share; plus training samples in
+    eval mode for models whose eval mode differs (batch norm, dropout)."""
+    count = cfg.trainer.eval_batches * micro_batch * dist.world_size
+    eval_sample = eval_indices(len(val_set), count)
+    eval_share = eval_sample.tensor_split(dist.world_size)[dist.rank]
+    prior = {"val_prior_loss": prior_loss(val_set, meta, eval_sample),
+             "val_majority_share": majority_share(val_set, meta, eval_sample), "eval_samples": len(eval_sample)}
+    val_batches = EvalBatches(val_set, recipe, loader, eval_share, micro_batch, cfg.seed)
+    train_batches = None
+    if behaves_differently_in_eval(raw_model):
+        train_share = eval_indices(len(train_set), count).tensor_split(dist.world_size)[dist.rank]
+        train_batches = EvalBatches(train_set, recipe, loader, train_share, micro_batch, cfg.seed, "train")
+    return Evaluator(model=model, pick_output=pick_output, precision=precision,
+                     loss_fn=partial(compute_loss, task=meta.task, ignore_index=meta.ignore_index), meta=meta,
+                     batches=val_batches, train_batches=train_batches, prior=prior, device=device, dist=dist)

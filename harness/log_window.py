@@ -12,6 +12,10 @@ from typing import Any
 import torch
 
 from harness.guard import Verdict
+from harness.step import StepResult
+
+# What `close` returns, in the order the device holds it.
+WINDOW_FIELDS = ("loss_sum", "clipped", "overflows", "loss_max", "norm_max")
 
 
 class LogWindow:
@@ -27,18 +31,20 @@ class LogWindow:
         self.timed_seconds, self.timed_updates = 0.0, 0  # over this invocation's closed windows
         self.first_loss: torch.Tensor | None = None  # the run's first update: the untrained model's loss
 
-    def add(self, step: int, loss: torch.Tensor, grad_norm: torch.Tensor, verdict: torch.Tensor,
-            judged_loss: torch.Tensor, clipped: torch.Tensor | None) -> None:
-        """Accumulate one update on the device (no host read); `judged_loss` is the one the guard
-        judged (averaged over ranks), which joins its spike window when the update was good."""
-        if step == 1:
+    def add(self, result: StepResult) -> None:
+        """Accumulate one update on the device (no host read); its `judged_loss` is the one the
+        guard judged (averaged over ranks), which joins its spike window when the update was good."""
+        loss, grad_norm = result.loss, result.grad_norm
+        if result.step == 1:
             self.first_loss = loss.detach().clone()
-        ok = verdict == Verdict.OK
+        ok = result.verdict == Verdict.OK
+        if result.scale_dropped is not None:  # an fp16 overflow the guard did not see
+            self.sums[2] += result.scale_dropped
         self.sums[0] += torch.where(ok, loss, 0.0)
-        if clipped is not None:
-            self.sums[1] += clipped & ok
+        if result.clipped is not None:
+            self.sums[1] += result.clipped & ok
         torch.maximum(self.peaks, torch.stack([loss, grad_norm]), out=self.peaks)  # a spike inside a window shows
-        self.verdicts.append((step, verdict, judged_loss))
+        self.verdicts.append((result.step, result.verdict, result.judged_loss))
         self.last_grad_norm = grad_norm
         self.steps += 1
 
@@ -55,10 +61,10 @@ class LogWindow:
         bad = [(step, code) for step, code in zip(steps, codes) if code != Verdict.OK]
         return bad, [loss for loss, code in zip(losses, codes) if code == Verdict.OK]
 
-    def close(self) -> tuple[torch.Tensor, int, float]:
-        """(sums and peaks, updates applied, seconds per update) of the window; starts the next.
-        Call after `read_verdicts`, so that `applied` is complete."""
-        values = torch.cat([self.sums, self.peaks])
+    def close(self) -> tuple[dict[str, torch.Tensor], int, float]:
+        """(WINDOW_FIELDS by name, updates applied, seconds per update) of the window; starts the
+        next. Call after `read_verdicts`, so that `applied` is complete."""
+        values = dict(zip(WINDOW_FIELDS, torch.cat([self.sums, self.peaks])))
         applied, steps = self.applied, self.steps
         now = time.perf_counter()
         seconds = (now - self.started) / max(steps, 1)
@@ -68,6 +74,10 @@ class LogWindow:
         self.peaks.zero_()
         self.applied, self.steps, self.started = 0, 0, now
         return values, applied, seconds
+
+    def unread_overflows(self) -> int:
+        """fp16 overflows the guard did not see, counted since the last logging step (one read)."""
+        return round(self.sums[2].item())
 
     def restart_clock(self) -> None:
         self.started = time.perf_counter()

@@ -76,7 +76,7 @@ class ConvNet(nn.Module):
 def step_fn(overrides: list[str], gather_in_process: bool, tmp: Path):
     trainer = make_trainer(overrides, tmp)
     if gather_in_process:  # the loop as it was: one indexing operation, no DataLoader
-        trainer.batches.fetch = lambda mb: trainer.train_set.gather(mb.indices)
+        trainer.batches.fetch = lambda mb: trainer.built.train_set.gather(mb.indices)
     return lambda: harness_step(trainer)
 
 

@@ -51,8 +51,7 @@ VARIANTS = {
 def make_trainer(overrides: list[str], tmp: Path):
     with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
         cfg = compose(config_name="train", overrides=[*overrides, "logger=none", "diagnose=false"])
-    trainer = build_trainer(cfg, tmp, torch.device("cpu"), resume_from=None)
-    trainer.tracker.progress.update = lambda *a, **k: None  # keep the console out of the timing
+    trainer = build_trainer(cfg, tmp, torch.device("cpu"), resume_from=None, console=False)  # the console stays out of the timing
     return trainer
 
 
@@ -63,8 +62,8 @@ def harness_step(trainer) -> None:
 
 def raw_step_fn(trainer):
     """nanoGPT's loop on the harness's own model, optimizer and data: the floor to compare against."""
-    model, opt, sched, stream, data = trainer.raw_model, trainer.optimizer, trainer.scheduler, trainer.batches.stream, trainer.train_set
-    loss_fn, clip = trainer.loss_fn, trainer.clip
+    model, opt, sched, stream, data = trainer.raw_model, trainer.built.optimizer, trainer.built.scheduler, trainer.batches.stream, trainer.built.train_set
+    loss_fn, clip = trainer.train_step.loss_fn, trainer.train_step.clip.threshold
 
     def step() -> None:
         x, y = data.gather(stream.next_batch())

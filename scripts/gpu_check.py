@@ -97,8 +97,7 @@ def make_trainer(work: Workload, precision: str, compiled: bool, device: str, ru
                  f"device={device}", "trainer.max_steps=1000000", "logger=none", "diagnose=false"]
     with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
         cfg = compose(config_name="train", overrides=overrides)
-    trainer = build_trainer(cfg, run_dir, validate_config(cfg), resume_from=None)
-    trainer.tracker.progress.update = lambda *a, **k: None  # keep the console out of the timing
+    trainer = build_trainer(cfg, run_dir, validate_config(cfg), resume_from=None, console=False)  # the console stays out of the timing
     return trainer
 
 
@@ -213,7 +212,7 @@ def check(name: str, precision: str, compiled: bool, device: torch.device, args:
         for _ in range(args.warmup):
             trainer.advance()
         peak_memory = torch.cuda.max_memory_allocated(device) if device.type == "cuda" else None
-        bare = BareLoop(bare_model.to(device), trainer.cfg, trainer.train_set, device)
+        bare = BareLoop(bare_model.to(device), trainer.cfg, trainer.built.train_set, device)
         for _ in range(args.warmup):
             bare.step()
         times = median_step_seconds({"harness": lambda: trainer.advance(), "bare": bare.step},

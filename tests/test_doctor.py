@@ -8,12 +8,11 @@ import torch
 from torch.optim.lr_scheduler import LambdaLR
 
 from conftest import TINY_GPT, compose_cfg, run_cli
-from harness.data.base import TensorPairs
-from harness.doctor import DoctorConfig, Status, diagnose_trainer
-from harness.doctor.data_checks import check_inputs, check_labels
+from harness.doctor import DoctorConfig, Status, _run_check, diagnose_trainer
+from harness.doctor.data_checks import check_inputs, judge_inputs, judge_labels
 from harness.doctor.gradcheck import check_gradients
 from harness.doctor.model_checks import check_gradient_flow, check_initial_loss, check_overfit
-from harness.doctor.schedule_check import check_schedule
+from harness.doctor.schedule_check import check_schedule, judge_schedule
 from harness.assembly import build_trainer
 
 # one thread per subprocess: spin-waiting OpenMP threads crawl on a busy shared machine
@@ -106,35 +105,34 @@ def test_overfit_passes_at_the_configured_lr_and_fails_when_nothing_can_move(mak
     assert result.status is Status.FAIL and "in 150 updates" in result.measured
 
 
-def _with_data(trainer, x: torch.Tensor, y: torch.Tensor):
-    trainer.train_set = trainer.val_set = TensorPairs(x, y)
-    return trainer
+def _both_splits(x: torch.Tensor, y: torch.Tensor) -> dict[str, tuple[torch.Tensor, torch.Tensor]]:
+    return {"train": (x, y), "val": (x, y)}
 
 
 def test_labels_must_vary_and_fit_the_outputs(make_trainer):
-    x = torch.randn(64, 32)
-    assert check_labels(_with_data(make_trainer(VECTOR), x, torch.arange(64) % 10)).status is Status.PASS
-    constant = check_labels(_with_data(make_trainer(VECTOR), x, torch.full((64,), 3)))
+    x, meta = torch.randn(64, 32), make_trainer(VECTOR).meta
+    assert judge_labels(_both_splits(x, torch.arange(64) % 10), meta).status is Status.PASS
+    constant = judge_labels(_both_splits(x, torch.full((64,), 3)), meta)
     assert constant.status is Status.FAIL and "every sampled train label is 3" in constant.measured
-    out_of_range = check_labels(_with_data(make_trainer(VECTOR), x, torch.arange(64) % 12))
+    out_of_range = judge_labels(_both_splits(x, torch.arange(64) % 12), meta)
     assert out_of_range.status is Status.FAIL and "[0, 11], outside [0, 10)" in out_of_range.measured
 
 
 def test_regression_targets_must_vary(make_trainer):
-    trainer = _with_data(make_trainer([*VECTOR, "data.task=regression"]), torch.randn(64, 32), torch.ones(64, 1))
-    assert check_labels(trainer).status is Status.FAIL
+    meta = make_trainer([*VECTOR, "data.task=regression"]).meta
+    assert judge_labels(_both_splits(torch.randn(64, 32), torch.ones(64, 1)), meta).status is Status.FAIL
 
 
 def test_inputs_must_be_finite_and_token_ids_in_vocab(make_trainer):
     x = torch.randn(64, 32)
     x[5, 7] = float("nan")
-    result = check_inputs(_with_data(make_trainer(VECTOR), x, torch.arange(64) % 10))
+    result = judge_inputs(_both_splits(x, torch.arange(64) % 10), None)
     assert result.status is Status.FAIL and "1 NaN/Inf" in result.measured
     gpt = make_trainer([*TINY_GPT, "logger=none"])
     assert check_inputs(gpt).status is Status.PASS
     ids = torch.randint(0, gpt.meta.vocab_size, (16, 33))
     ids[3, 4] = gpt.meta.vocab_size + 5
-    result = check_inputs(_with_data(gpt, ids[:, :-1], ids[:, 1:]))
+    result = judge_inputs(_both_splits(ids[:, :-1], ids[:, 1:]), gpt.meta.vocab_size)
     assert result.status is Status.FAIL and f"outside [0, {gpt.meta.vocab_size})" in result.measured
 
 
@@ -142,11 +140,11 @@ def test_schedule_passes_as_built_and_catches_a_mismatched_length(make_trainer):
     trainer = make_trainer([*VECTOR, "trainer.max_steps=1000", "schedule=cosine", "schedule.warmup=50"])
     assert check_schedule(trainer).status is Status.PASS
     # a hand-written cosine over 500 steps in a 1000-step run: the last half runs at the floor
-    trainer.scheduler = LambdaLR(trainer.optimizer, lambda s: max(0.1, 1 - s / 500))
-    result = check_schedule(trainer)
+    short = LambdaLR(trainer.built.optimizer, lambda s: max(0.1, 1 - s / 500))
+    result = judge_schedule(short, trainer.cfg.schedule, 1000)
     assert result.status is Status.FAIL and "floor before the last step" in result.fix
-    trainer.scheduler = LambdaLR(trainer.optimizer, lambda s: min(1.0, s / 50))  # the first update gets LR 0
-    assert "LR 0" in check_schedule(trainer).fix
+    from_zero = LambdaLR(trainer.built.optimizer, lambda s: min(1.0, s / 50))  # the first update gets LR 0
+    assert "LR 0" in judge_schedule(from_zero, trainer.cfg.schedule, 1000).fix
 
 
 def test_schedule_warns_about_a_long_warmup(make_trainer):
@@ -160,12 +158,14 @@ def test_the_doctor_leaves_the_trainer_as_built(make_trainer):
     results = diagnose_trainer(trainer, DoctorConfig(overfit_steps=150))
     assert set(statuses(results).values()) == {"PASS"}, results
     assert all(torch.equal(before[k], v) for k, v in trainer.raw_model.state_dict().items())
-    assert trainer.state.step == 0 and not trainer.optimizer.state and trainer.batches.stream.offset == 0
+    assert trainer.state.step == 0 and not trainer.built.optimizer.state and trainer.batches.stream.offset == 0
 
 
 def test_a_check_that_crashes_is_a_failure_row(make_trainer):
     trainer = make_trainer(VECTOR)
-    trainer.train_set = TensorPairs(torch.randn(64, 7), torch.arange(64) % 10)  # the wrong width for the model
-    result = {r.name: r.outcome for r in diagnose_trainer(trainer, DoctorConfig(overfit_steps=20))}
-    initial = result["initial loss vs ln(K)"]
-    assert initial.status is Status.FAIL and "raised RuntimeError" in initial.measured
+
+    def wrong_width(t):  # a batch the model cannot take
+        return t.raw_model(torch.randn(4, 7))
+
+    row = _run_check("initial loss vs ln(K)", wrong_width, trainer)
+    assert row.outcome.status is Status.FAIL and "raised RuntimeError" in row.outcome.measured

@@ -66,17 +66,16 @@ def test_loss_spike_is_skipped_without_touching_parameters(tmp_path):
     trainer = build_trainer(cfg, tmp_path, torch.device("cpu"), resume_from=None)
     for _ in range(29):  # as `fit` drives it: the guard hears its verdicts at logging steps
         trainer.advance()
-    assert trainer.skip_on_device  # the default fused AdamW: the skip happens inside step()
+    assert trainer.train_step.skip_on_device  # the default fused AdamW: the skip happens inside step()
     params = [p.detach().clone() for p in trainer.raw_model.parameters()]
-    moments = [{k: v.clone() for k, v in s.items()} for s in trainer.optimizer.state.values()]
-    trainer.train_step()  # step 30: loss x1000
-    trainer.hear_guard()
+    moments = [{k: v.clone() for k, v in s.items()} for s in trainer.built.optimizer.state.values()]
+    trainer.update()  # step 30: loss x1000
+    trainer.settle()
     assert trainer.state.skipped_steps == 1 and trainer.state.events[-1]["kind"] == "skip_spike"
     assert all(torch.equal(a, b) for a, b in zip(params, trainer.raw_model.parameters()))
-    for before, after in zip(moments, trainer.optimizer.state.values()):  # moments and step counts
+    for before, after in zip(moments, trainer.built.optimizer.state.values()):  # moments and step counts
         assert before.keys() == after.keys() and all(torch.equal(v, after[k]) for k, v in before.items())
-    trainer.state.step += 1
-    trainer.train_step()  # an ordinary step moves the parameters again
+    trainer.update()  # an ordinary step moves the parameters again
     assert not all(torch.equal(a, b) for a, b in zip(params, trainer.raw_model.parameters()))
 
 
@@ -86,17 +85,16 @@ def test_fp16_overflow_skips_the_update_and_backs_off_the_scale(tmp_path, fused)
                        "fault=nan_grad", "fault.at=[6]"])
     trainer = build_trainer(cfg, tmp_path, torch.device("cpu"), resume_from=None)
     for _ in range(5):
-        trainer.train_step()
-        trainer.state.step += 1
+        trainer.update()
     params = [p.detach().clone() for p in trainer.raw_model.parameters()]
-    moments = [{k: v.clone() for k, v in s.items()} for s in trainer.optimizer.state.values()]
-    scale = trainer.scaler.get_scale()
-    trainer.train_step()  # step 6: NaN gradients, which fp16 reads as an overflow
-    trainer.hear_guard()
+    moments = [{k: v.clone() for k, v in s.items()} for s in trainer.built.optimizer.state.values()]
+    scale = trainer.built.precision.scaler.get_scale()
+    trainer.update()  # step 6: NaN gradients, which fp16 reads as an overflow
+    trainer.settle()
     assert trainer.state.overflow_steps == 1 and trainer.state.skipped_steps == 0
-    assert trainer.scaler.get_scale() == scale / 2
+    assert trainer.built.precision.scaler.get_scale() == scale / 2
     assert all(torch.equal(a, b) for a, b in zip(params, trainer.raw_model.parameters()))
-    for before, after in zip(moments, trainer.optimizer.state.values()):
+    for before, after in zip(moments, trainer.built.optimizer.state.values()):
         assert all(torch.equal(v, after[k]) for k, v in before.items())
 
 
@@ -156,10 +154,9 @@ def test_monitors_hook_only_logging_steps(tmp_path):
     hooks_seen = []
     for step in range(1, 11):
         before = sum(len(m._forward_hooks) for m in trainer.raw_model.modules())
-        trainer.train_step()
-        trainer.state.step += 1
+        trainer.update()
         hooks_seen.append(before)
-        metrics, _ = trainer.monitor.pop()
+        metrics, _ = trainer.train_step.monitor.pop()
         if step % 5 == 0:
             assert any(k.startswith("grad_norm/") for k in metrics)
             assert any(k.startswith("update_ratio/") for k in metrics)
@@ -175,8 +172,8 @@ def test_update_ratio_and_norms_are_what_they_claim(tmp_path):
     trainer = build_trainer(cfg, tmp_path, torch.device("cpu"), resume_from=None)
     name, param = next(iter(trainer.raw_model.named_parameters()))
     before = param.detach().clone()
-    trainer.train_step()
-    metrics, _ = trainer.monitor.pop()
+    trainer.update()
+    metrics, _ = trainer.train_step.monitor.pop()
     after = param.detach()
     assert metrics[f"update_ratio/{name}"].item() == pytest.approx(((after - before).norm() / after.norm()).item(), rel=1e-4)
     assert metrics[f"param_norm/{name}"].item() == pytest.approx(after.norm().item(), rel=1e-5)

@@ -51,7 +51,7 @@ def test_micro_batches_are_weighted_by_their_counted_targets_so_accumulation_cha
         cfg = compose_cfg([*PADDED, f"accum={accum}", "trainer.log_every=1", "guard=off", "clip=null"])
         trainer = build_trainer(cfg, tmp_path / str(accum), torch.device("cpu"), resume_from=None)
         for _ in range(10):
-            trainer.train_step()
+            trainer.update()
         params[accum] = [p.detach().clone() for p in trainer.raw_model.parameters()]
         trainer.close()
     assert max((a - b).abs().max().item() for a, b in zip(params[1], params[4])) <= 1e-5

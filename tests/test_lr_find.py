@@ -99,30 +99,29 @@ def test_sweep_leaves_model_optimizer_and_data_exactly_as_before(make_trainer):
     for trainer in (swept, untouched):  # optimizer moments, a scheduler and a data position to preserve
         torch.manual_seed(0)  # the two share the global RNG (dropout): give both the same draws
         for _ in range(3):
-            trainer.train_step()
-            trainer.state.step += 1
+            trainer.update()
     rng = torch.get_rng_state()
-    optimizer_before = copy.deepcopy(swept.optimizer.state_dict())
+    optimizer_before = copy.deepcopy(swept.built.optimizer.state_dict())
 
     find_lr(swept, LRFindConfig(num_steps=30, max_lr=10.0))
 
     assert all(torch.equal(a, b) for a, b in zip(swept.raw_model.parameters(), untouched.raw_model.parameters()))
-    after = swept.optimizer.state_dict()
+    after = swept.built.optimizer.state_dict()
     assert after["param_groups"] == optimizer_before["param_groups"]
     for key, state in optimizer_before["state"].items():
         assert all(torch.equal(torch.as_tensor(v), torch.as_tensor(after["state"][key][k])) for k, v in state.items())
-    assert swept.state.step == 3 and swept.scheduler.last_epoch == 3 and torch.equal(torch.get_rng_state(), rng)
+    assert swept.state.step == 3 and swept.built.scheduler.last_epoch == 3 and torch.equal(torch.get_rng_state(), rng)
     for trainer in (swept, untouched):  # same dropout draws, next batch and LR: the same update
         torch.set_rng_state(rng)
-        trainer.train_step()
+        trainer.update()
     assert all(torch.equal(a, b) for a, b in zip(swept.raw_model.parameters(), untouched.raw_model.parameters()))
 
 
 def test_recorded_loss_is_the_batch_mean_across_accumulation(make_trainer):
     trainer = make_trainer([*VECTOR, "accum=4", "batch_size=16"])
-    x, y = trainer.train_set.gather(copy.deepcopy(trainer.batches.stream).next_batch())
+    x, y = trainer.built.train_set.gather(copy.deepcopy(trainer.batches.stream).next_batch())
     with torch.no_grad():
-        expected = trainer.loss_fn(trainer.raw_model(x), y).item()
+        expected = trainer.train_step.loss_fn(trainer.raw_model(x), y).item()
     with driven(trainer) as driver:
         assert driver.step(1e-12) == pytest.approx(expected, rel=1e-5)
 
@@ -130,7 +129,7 @@ def test_recorded_loss_is_the_batch_mean_across_accumulation(make_trainer):
 def test_every_param_group_keeps_its_ratio_to_optim_lr(make_trainer):
     trainer = make_trainer([*TINY_GPT, "optim=muon", "logger=none"])  # Muon groups at lr, AdamW groups at lr/20
     seen = []
-    trainer.optimizer.register_step_pre_hook(lambda opt, *_: seen.append([g["lr"] for g in opt.param_groups]))
+    trainer.built.optimizer.register_step_pre_hook(lambda opt, *_: seen.append([g["lr"] for g in opt.param_groups]))
     with driven(trainer) as driver:
         driver.step(4e-3)
     assert sorted(set(seen[0])) == pytest.approx([2e-4, 4e-3])

@@ -12,9 +12,8 @@ import pytest
 from conftest import ROOT
 from harness.tracking import read_metrics
 
-SECTION = re.search(r"^## Bring your own model and data\n(.*?)^## ", (ROOT / "README.md").read_text(),
-                    re.S | re.M).group(1)
-EXAMPLES = dict(re.findall(r"^### (Example \d)[^\n]*\n(.*?)(?=^### )", SECTION, re.S | re.M))
+SECTION = (ROOT / "docs" / "bring-your-own.md").read_text()
+EXAMPLES = dict(re.findall(r"^## (Example \d)[^\n]*\n(.*?)(?=^## )", SECTION, re.S | re.M))
 
 
 def files_and_commands(text: str) -> tuple[dict[str, str], list[str]]:

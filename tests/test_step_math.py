@@ -51,9 +51,9 @@ def _trainer(overrides, tmp_path):
 
 def test_fp16_clipping_sees_unscaled_gradients(tmp_path, monkeypatch):
     """With a 2^16 loss scale the norm handed to clipping must match fp32's, not be 65536x larger."""
-    import harness.trainer
+    import harness.step
 
-    real_clip = harness.trainer.clip_gradients
+    real_clip = harness.step.clip_gradients
     seen: dict[str, list[float]] = {}
 
     def spy(params, mode, clip, total_norm):
@@ -61,10 +61,10 @@ def test_fp16_clipping_sees_unscaled_gradients(tmp_path, monkeypatch):
         real_clip(params, mode, clip, total_norm)
         norms.append(global_grad_norm(params).item())
 
-    monkeypatch.setattr(harness.trainer, "clip_gradients", spy)
+    monkeypatch.setattr(harness.step, "clip_gradients", spy)
     for precision in ("fp32", "fp16"):
         norms = seen[precision] = []
-        _trainer([f"precision={precision}", "clip=0.01"], tmp_path / precision).train_step()
+        _trainer([f"precision={precision}", "clip=0.01"], tmp_path / precision).update()
     (pre32, post32), (pre16, post16) = seen["fp32"], seen["fp16"]
     assert pre16 == pytest.approx(pre32, rel=2e-2)  # fp16 rounding, not the loss scale
     assert pre32 > 0.01
@@ -78,9 +78,9 @@ def test_accumulation_matches_one_big_batch(tmp_path):
         trainer = _trainer(["batch_size=64", f"accum={accum}", "optim=adamw", "clip=1.0"], tmp_path / str(accum))
         torch.set_num_threads(1)
         for _ in range(20):
-            trainer.train_step()
+            trainer.update()
         params[accum] = [p.detach().clone() for p in trainer.raw_model.parameters()]
-        schedulers[accum] = trainer.scheduler.last_epoch
+        schedulers[accum] = trainer.built.scheduler.last_epoch
     diff = max((a - b).abs().max().item() for a, b in zip(params[1], params[4]))
     assert diff <= 1e-5
     assert schedulers[4] == schedulers[1] == 20
@@ -98,6 +98,6 @@ def test_partial_tail_batch_is_a_weighted_mean(tmp_path):
     from harness.data.loader import fetch
     from harness.data.targets import target_shares
 
-    shares = target_shares([fetch(trainer.train_set, trainer.recipe, m.indices)[1] for m in micro], -100)
+    shares = target_shares([fetch(trainer.built.train_set, trainer.built.recipe, m.indices)[1] for m in micro], -100)
     assert shares == pytest.approx([len(m.indices) / 36 for m in micro]) and sum(shares) == pytest.approx(1.0)
     assert trainer.batches.stream.epoch == 1 and trainer.batches.stream.offset == 0

@@ -6,14 +6,14 @@ critical finding is reported once; with `diagnose.abort_on=critical` it also sto
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from omegaconf import DictConfig
 
 from harness.diagnosis.findings import Finding, Severity
-from harness.diagnosis.load import load_run
+from harness.diagnosis.load import RunData, read_config
 from harness.diagnosis.rules import RULE_NAMES, diagnose
 from harness.errors import ConfigError
 
@@ -58,14 +58,24 @@ def validate_diagnose_config(value: Any) -> None:
                                                                       "is judged during the run)")
 
 
+class History(Protocol):
+    """The run's metric rows so far, kept in memory (harness/sinks/memory.py)."""
+
+    train: list[dict[str, Any]]
+    evals: list[dict[str, Any]]
+    key_order: list[str]
+
+
 class LiveDiagnosis:
-    def __init__(self, run_dir: Path, settings: DiagnoseSettings, reported: set[str]) -> None:
-        self.run_dir, self.abort_on = run_dir, settings.abort_on
+    def __init__(self, run_dir: Path, history: History | None, settings: DiagnoseSettings, reported: set[str]) -> None:
+        self.run_dir, self.history, self.abort_on = run_dir, history, settings.abort_on
+        self.config = read_config(run_dir) if history is not None else {}  # written before training starts
         self.reported = set(reported)  # findings already reported (events survive a resume)
 
     def new_findings(self, summary: dict[str, Any]) -> list[Finding]:
-        """Critical findings on the metrics written so far that were not reported before."""
-        run = replace(load_run(self.run_dir), summary=summary)
+        """Critical findings on the metrics logged so far that were not reported before."""
+        run = RunData(self.run_dir, self.config, summary, self.history.train, self.history.evals,
+                      self.history.key_order)
         new = [f for f in diagnose(run) if f.severity is Severity.CRITICAL and f.name not in self.reported]
         self.reported.update(f.name for f in new)
         return new

@@ -16,8 +16,7 @@ import numpy as np
 from omegaconf import OmegaConf
 
 from harness.schedule import warmup_steps
-
-METRICS_FILE = "metrics.jsonl"
+from harness.sinks.jsonl import METRICS_FILE
 
 
 class MissingMetricsError(FileNotFoundError):
@@ -115,11 +114,12 @@ def load_run(run_dir: Path | str) -> RunData:
     order: dict[str, None] = {}
     for row in train:
         order.update(dict.fromkeys(row))
-    return RunData(run_dir, _read_config(run_dir / "config.yaml"), _read_json(run_dir / "summary.json"),
-                   train, evals, list(order))
+    return RunData(run_dir, read_config(run_dir), _read_json(run_dir / "summary.json"), train, evals, list(order))
 
 
-def _read_config(path: Path) -> dict[str, Any]:
+def read_config(run_dir: Path) -> dict[str, Any]:
+    """config.yaml as nested dicts ({} when missing)."""
+    path = run_dir / "config.yaml"
     if not path.is_file():
         return {}
     container = OmegaConf.to_container(OmegaConf.load(path), resolve=False)

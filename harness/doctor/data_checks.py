@@ -16,19 +16,25 @@ def num_classes(meta: DataMeta) -> int | None:
     return meta.vocab_size if meta.task == "lm" else meta.out_features if meta.task == "classification" else None
 
 
-def _samples(trainer: Trainer) -> dict[str, tuple[torch.Tensor, torch.Tensor]]:
+Samples = dict[str, tuple[torch.Tensor, torch.Tensor]]  # split -> (inputs, targets)
+
+
+def _samples(trainer: Trainer) -> Samples:
     return {split: read(trainer, data, sample_indices(data, SAMPLES_PER_SPLIT))
-            for split, data in (("train", trainer.train_set), ("val", trainer.val_set))}
+            for split, data in (("train", trainer.built.train_set), ("val", trainer.built.val_set))}
 
 
 def check_labels(trainer: Trainer) -> Outcome:
+    return judge_labels(_samples(trainer), trainer.meta)
+
+
+def judge_labels(samples: Samples, meta: DataMeta) -> Outcome:
     """Labels vary (a constant target teaches nothing) and, for classes and tokens, lie in [0, K)."""
-    meta = trainer.meta
     if meta.task == "regression":
-        return _regression_targets(_samples(trainer))
+        return _regression_targets(samples)
     k = num_classes(meta)
     seen = []
-    for split, (_, y) in _samples(trainer).items():
+    for split, (_, y) in samples.items():
         ignored = float((y == meta.ignore_index).float().mean()) if meta.ignore_index is not None else 0.0
         y = y[y != meta.ignore_index] if meta.ignore_index is not None else y
         if not len(y):
@@ -50,7 +56,7 @@ def check_labels(trainer: Trainer) -> Outcome:
     return Outcome(Status.PASS, "; ".join(seen))
 
 
-def _regression_targets(samples: dict[str, tuple[torch.Tensor, torch.Tensor]]) -> Outcome:
+def _regression_targets(samples: Samples) -> Outcome:
     seen = []
     for split, (_, y) in samples.items():
         y = y.double()
@@ -65,9 +71,13 @@ def _regression_targets(samples: dict[str, tuple[torch.Tensor, torch.Tensor]]) -
 
 
 def check_inputs(trainer: Trainer) -> Outcome:
+    return judge_inputs(_samples(trainer), trainer.meta.vocab_size)
+
+
+def judge_inputs(samples: Samples, vocab: int | None) -> Outcome:
     """Float inputs are finite; token ids index into the embedding table."""
     seen = []
-    for split, (x, _) in _samples(trainer).items():
+    for split, (x, _) in samples.items():
         if x.is_floating_point():
             bad = int((~torch.isfinite(x)).sum())
             if bad:
@@ -75,7 +85,6 @@ def check_inputs(trainer: Trainer) -> Outcome:
                                "clean or impute the inputs: one non-finite value poisons the whole batch")
             seen.append(f"{split}: finite, mean {x.mean().item():.3g}, std {x.std().item():.3g}")
             continue
-        vocab = trainer.meta.vocab_size
         low, high = int(x.min()), int(x.max())
         if vocab is not None and (low < 0 or high >= vocab):
             return Outcome(Status.FAIL, f"{split} token ids span [{low}, {high}], outside [0, {vocab})",

@@ -63,7 +63,7 @@ def _loss64(output: torch.Tensor, target: torch.Tensor, task: str) -> torch.Tens
 
 
 def _tiny_batch(trainer: Trainer) -> tuple[torch.Tensor, torch.Tensor]:
-    x, y = read(trainer, trainer.train_set, sample_indices(trainer.train_set, TINY_SAMPLES))
+    x, y = read(trainer, trainer.built.train_set, sample_indices(trainer.built.train_set, TINY_SAMPLES))
     if trainer.meta.task == "lm":
         x, y = x[:, :TINY_BLOCK], y[:, :TINY_BLOCK]
     return (x.double() if x.is_floating_point() else x), y
@@ -90,7 +90,7 @@ def check_gradients(trainer: Trainer) -> Outcome:
     def loss() -> torch.Tensor:
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(0)  # the same dropout mask in every evaluation
-            return _loss64(trainer.pick_output(model(x)), y, trainer.meta.task)
+            return _loss64(trainer.built.pick_output(model(x)), y, trainer.meta.task)
 
     loss().backward()
     named = [(n, p) for n, p in model.named_parameters() if p.requires_grad and p.grad is not None]

@@ -32,14 +32,14 @@ def clean_loss(trainer: Trainer, indices: torch.Tensor) -> float:
     model.eval()
     total = 0.0
     for x, y in batches(trainer, indices):
-        with trainer.precision.autocast():
-            total += trainer.eval_loss_fn(trainer.pick_output(model(x)), y).item() * len(x)
+        with trainer.built.precision.autocast():
+            total += trainer.built.eval_loss_fn(trainer.built.pick_output(model(x)), y).item() * len(x)
     model.train()
     return total / len(indices)
 
 
 def check_initial_loss(trainer: Trainer) -> Outcome:
-    loss = clean_loss(trainer, sample_indices(trainer.train_set, INITIAL_LOSS_SAMPLES))
+    loss = clean_loss(trainer, sample_indices(trainer.built.train_set, INITIAL_LOSS_SAMPLES))
     chance = trainer.meta.chance_loss
     if chance is None:
         return Outcome(Status.SKIP, f"regression (no ln K reference); initial MSE {loss:.4g}")
@@ -60,8 +60,8 @@ def check_gradient_flow(trainer: Trainer) -> Outcome:
     """One backward pass in float32: every trainable parameter must get a finite, non-zero gradient."""
     model = trainer.raw_model
     model.zero_grad(set_to_none=True)
-    x, y = next(batches(trainer, sample_indices(trainer.train_set, trainer.micro_batch)))
-    trainer.loss_fn(trainer.pick_output(model(x)), y).backward()
+    x, y = next(batches(trainer, sample_indices(trainer.built.train_set, trainer.built.micro_batch)))
+    trainer.train_step.loss_fn(trainer.built.pick_output(model(x)), y).backward()
     named = [(n, p) for n, p in model.named_parameters() if p.requires_grad]
     missing = [n for n, p in named if p.grad is None]
     zero = [n for n, p in named if p.grad is not None and not p.grad.any()]
@@ -87,13 +87,13 @@ def _names(names: list[str]) -> str:
 
 def check_overfit(trainer: Trainer, settings: DoctorConfig) -> Outcome:
     """The real training step, at the configured peak LR, memorises a tiny batch; the trainer is restored after."""
-    indices = sample_indices(trainer.train_set, settings.overfit_samples)
+    indices = sample_indices(trainer.built.train_set, settings.overfit_samples)
     initial = clean_loss(trainer, indices)
     target = OVERFIT_RATIO * initial
     loss, steps = initial, 0
-    with driven(trainer) as driver:
-        trainer.batches = FixedBatches(trainer.train_set, trainer.recipe, indices, trainer.dist.rank,
-                                       trainer.dist.world_size, trainer.accum)
+    fixed = FixedBatches(trainer.built.train_set, trainer.built.recipe, indices, trainer.dist.rank, trainer.dist.world_size,
+                         trainer.built.accum)
+    with driven(trainer, fixed) as driver:
         while steps < settings.overfit_steps and loss > target:
             driver.step(driver.reference_lr)
             steps += 1

@@ -17,11 +17,11 @@ def sample_indices(dataset: Dataset, count: int) -> torch.Tensor:
 
 def read(trainer: Trainer, dataset: Dataset, indices: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """The samples at `indices`, collated as training would collate them (on the CPU)."""
-    return fetch(dataset, trainer.recipe, indices)
+    return fetch(dataset, trainer.built.recipe, indices)
 
 
 def batches(trainer: Trainer, indices: torch.Tensor) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
     """Training samples in micro-batches, on the trainer's device."""
-    for chunk in indices.split(trainer.micro_batch):
-        x, y = read(trainer, trainer.train_set, chunk)
+    for chunk in indices.split(trainer.built.micro_batch):
+        x, y = read(trainer, trainer.built.train_set, chunk)
         yield x.to(trainer.device), y.to(trainer.device)

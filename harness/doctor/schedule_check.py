@@ -1,6 +1,9 @@
 """The LR schedule as built fits the run: warmup ends well inside it and any decay ends exactly at its end."""
 from __future__ import annotations
 
+from omegaconf import DictConfig
+from torch.optim.lr_scheduler import LRScheduler
+
 from harness.doctor.result import Outcome, Status
 from harness.schedule import warmup_steps
 from harness.trainer import Trainer
@@ -12,11 +15,14 @@ PEAK_PROBES = 1000  # steps sampled to find the schedule's peak without walking 
 
 
 def check_schedule(trainer: Trainer) -> Outcome:
-    lambdas = getattr(trainer.scheduler, "lr_lambdas", None)
+    return judge_schedule(trainer.built.scheduler, trainer.cfg.schedule, int(trainer.cfg.trainer.max_steps))
+
+
+def judge_schedule(scheduler: LRScheduler, cfg: DictConfig, max_steps: int) -> Outcome:
+    lambdas = getattr(scheduler, "lr_lambdas", None)
     if not lambdas:
-        return Outcome(Status.SKIP, f"{type(trainer.scheduler).__name__} is not an LR-multiplier schedule")
-    factor, cfg = lambdas[0], trainer.cfg.schedule
-    max_steps, last = int(trainer.cfg.trainer.max_steps), int(trainer.cfg.trainer.max_steps) - 1
+        return Outcome(Status.SKIP, f"{type(scheduler).__name__} is not an LR-multiplier schedule")
+    factor, last = lambdas[0], max_steps - 1
     warmup = warmup_steps(cfg, max_steps)
     probes = {*range(0, max_steps, max(1, max_steps // PEAK_PROBES)), warmup}  # warmup < max_steps: validated
     peak = max(factor(step) for step in probes)

@@ -1,0 +1,28 @@
+"""Step checkpoints: every trainer.ckpt_every steps, at the last step and before a stop; a stop
+signal (SIGTERM/SIGUSR1: preemption) is answered with a checkpoint and a clean exit."""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from harness.callbacks.base import Callback
+from harness.hooks import Stop, Tick
+from harness.step import StepResult
+
+if TYPE_CHECKING:
+    from harness.trainer import Trainer
+
+
+class Checkpointing(Callback):
+    priority = -100  # last: the checkpoint holds what every other callback did at this step
+
+    def on_fit_start(self, trainer: Trainer) -> None:
+        trainer.cadence.stop_request.install()
+
+    def on_step_end(self, trainer: Trainer, tick: Tick, result: StepResult) -> Stop | None:
+        if tick.checkpoint:
+            trainer.save_checkpoint()
+        if tick.preempted:
+            signal_name = trainer.cadence.stop_request.signal_name or "signal"
+            trainer.event("preempted", f"{signal_name} at step {tick.step}: checkpoint saved, stopping")
+            return Stop("preempted", save=False)
+        return Stop("stopped", save=False) if tick.stop else None

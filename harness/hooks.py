@@ -1,0 +1,146 @@
+"""What the loop tells its callbacks and what they can answer: the end of an update (a Tick, the
+same on every rank), and a request to stop. Callbacks run in priority order, highest first."""
+from __future__ import annotations
+
+import logging
+import signal
+import threading
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from harness.distributed import DistInfo, any_rank
+from harness.errors import HarnessError, one_line
+
+log = logging.getLogger("harness")
+
+
+@dataclass(frozen=True)
+class Tick:
+    """The end of update `step`: what falls due there. Every rank computes the same."""
+
+    step: int
+    last: bool  # trainer.max_steps reached
+    log: bool  # a logging step (the window is read)
+    eval: bool
+    checkpoint: bool  # periodic, last, or before a stop
+    preempted: bool  # SIGTERM/SIGUSR1 seen (by any rank)
+    stop: bool  # preempted, or trainer.stop_after reached
+
+    @property
+    def reads_state(self) -> bool:
+        """Something reads the training state at this step (a log, an eval or a checkpoint)."""
+        return self.log or self.eval or self.checkpoint
+
+
+@dataclass(frozen=True)
+class Stop:
+    """A callback's request to end the run with `status`; `save` writes a checkpoint first."""
+
+    status: str
+    save: bool = True
+
+
+class Restored:
+    """The training state was replaced (a rollback): the rest of this step's callbacks are skipped."""
+
+
+RESTORED = Restored()
+
+
+class StopRequest:
+    """Set by SIGTERM/SIGUSR1 (preemption): save at the next step boundary and exit cleanly."""
+
+    def __init__(self) -> None:
+        self.signal_name: str | None = None
+
+    def install(self) -> None:
+        if threading.current_thread() is threading.main_thread():
+            for sig in (signal.SIGTERM, signal.SIGUSR1):
+                signal.signal(sig, self._handle)
+
+    def _handle(self, signum: int, _frame: Any) -> None:
+        self.signal_name = signal.Signals(signum).name
+
+
+class Cadence:
+    """When logs, evals and checkpoints fall due, and whether to stop: one clock every callback reads,
+    so that the guard's verdicts are read before anything else reads the state."""
+
+    def __init__(self, trainer_cfg: Any, dist: DistInfo, device: torch.device) -> None:
+        t = trainer_cfg  # plain attributes: OmegaConf lookups cost microseconds each, too much for every step
+        self.log_every, self.eval_every, self.ckpt_every = int(t.log_every), int(t.eval_every), int(t.ckpt_every)
+        self.max_steps, self.stop_after = int(t.max_steps), t.stop_after
+        self.dist, self.device = dist, device
+        self.stop_request = StopRequest()
+        self.start_step = 0
+
+    def is_log_step(self, step: int) -> bool:
+        return step % self.log_every == 0 or step == self.max_steps
+
+    def tick(self, step: int) -> Tick:
+        last, log_step = step == self.max_steps, self.is_log_step(step)
+        preempted = self._preempted(step, log_step)
+        stop = preempted or bool(self.stop_after and step - self.start_step >= self.stop_after)
+        return Tick(step, last, log_step, step % self.eval_every == 0 or last,
+                    step % self.ckpt_every == 0 or last or stop, preempted, stop)
+
+    def _preempted(self, step: int, log_step: bool) -> bool:
+        """A stop signal seen by any rank. Ranks can receive it a step apart, so under DDP
+        they agree on it at logging steps only (one tiny all-reduce there, none elsewhere)."""
+        if not self.dist.enabled:
+            return self.stop_request.signal_name is not None
+        return log_step and any_rank(self.stop_request.signal_name is not None, self.dist, self.device)
+
+
+class CallbackError(HarnessError):
+    """A user's callback raised: the run stops at that step; the checkpoints written before stay valid."""
+
+
+class Callbacks:
+    """The loop's callbacks in priority order. A user's callback that raises stops the run with one
+    line naming it; the harness's own errors keep their traceback."""
+
+    def __init__(self, callbacks: Iterable[Any], user: dict[int, str] | None = None) -> None:
+        self.all = sorted(callbacks, key=lambda cb: -getattr(cb, "priority", 0))
+        self.user = user or {}  # id(callback) -> its name in the `callbacks` config
+
+    def call(self, hook: str, *args: Any) -> Any:
+        """Each callback's `hook` in turn; the first answer that is not None ends the round."""
+        for cb in self.all:
+            method = getattr(cb, hook, None)  # a user's callback need not define every hook
+            if method is None:
+                continue
+            try:
+                answer = method(*args)
+            except Exception as err:
+                if id(cb) not in self.user:
+                    raise
+                log.debug("callback %s raised", self.user[id(cb)], exc_info=True)
+                step = args[1].step if len(args) > 1 and isinstance(args[1], Tick) else None
+                at = f" at step {step}" if step is not None else ""
+                raise CallbackError(f"callback {self.user[id(cb)]!r} ({type(cb).__module__}.{type(cb).__name__}) "
+                                    f"raised {one_line(err)} in {hook}{at}; the run stopped, the checkpoints "
+                                    f"written before stay valid") from err
+            if answer is not None:
+                return answer
+        return None
+
+    def collect(self, hook: str, *args: Any) -> dict[str, Any]:
+        """The dicts every callback's `hook` returns, merged in priority order."""
+        merged: dict[str, Any] = {}
+        for cb in self.all:
+            method = getattr(cb, hook, None)
+            merged.update((method(*args) if method else None) or {})
+        return merged
+
+    def state_dict(self) -> dict[str, Any]:
+        return {cb.state_key: cb.state_dict() for cb in self.all if getattr(cb, "state_key", None)}
+
+    def load_state_dict(self, ckpt: dict[str, Any]) -> None:
+        for cb in self.all:
+            key = getattr(cb, "state_key", None)
+            if key:
+                cb.load_state_dict(ckpt.get(key, {}))
