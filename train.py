@@ -1,4 +1,4 @@
-"""Train a model: `python train.py optim=adamw clip=1.0` (see README for every group and key)."""
+"""Train a model: `python train.py optim=adamw clip=1.0` (docs/configuration.md lists every group and key)."""
 from __future__ import annotations
 
 import os

@@ -159,6 +159,9 @@ def build_trainer(cfg: DictConfig, run_dir: Path, device: torch.device,
         callbacks.append(LiveDiagnosisCallback(settings))
     if reporter is not None:
         callbacks.append(SweepReport(reporter))
+    tracker = None  # rank 0 of a training run logs; lr_find and doctor drive the trainer for their own purposes
+    if dist.is_main and cfg.mode == "train":
+        tracker = Tracker(run_dir, cfg.logger.name, cfg.trainer.max_steps, console)
     trainer = Trainer(cfg=cfg, train_step=train_step, batches=batches, cadence=Cadence(cfg.trainer, dist, device),
                       callbacks=Callbacks([*callbacks, *user_callbacks.values()],
                                           user={id(cb): name for name, cb in user_callbacks.items()}),
@@ -167,7 +170,7 @@ def build_trainer(cfg: DictConfig, run_dir: Path, device: torch.device,
                       built=Built(train_set, val_set, recipe, micro_batch, cfg.accum, pick_output, precision, optimizer,
                                   scheduler, evaluator.loss_fn),
                       meta=meta, raw_model=raw_model, device=device, dist=dist, run_dir=run_dir,
-                      tracker=None, facts=facts)
+                      tracker=tracker, facts=facts)
     if resume_from:
         try:
             trainer.load_state_dict(resume_from[1])
@@ -186,8 +189,8 @@ def build_trainer(cfg: DictConfig, run_dir: Path, device: torch.device,
         OmegaConf.save(cfg, run_dir / "config.yaml", resolve=True)
         if meta.tokenizer_file:  # subword ids: keep what decodes them beside the checkpoints
             (run_dir / "tokenizer.json").write_bytes(Path(meta.tokenizer_file).read_bytes())
-    if dist.is_main and cfg.mode == "train":  # lr_find and doctor drive the trainer for their own purposes
-        trainer.tracker = Tracker(run_dir, cfg.logger.name, cfg.trainer.max_steps, trainer.state.step, console)
+    if tracker is not None:
+        tracker.open(trainer.state.step)
     n_params = sum(p.numel() for p in raw_model.parameters())
     log.info("model %s: %.2fM parameters; data %s (%s); device %s; precision %s",
              type(raw_model).__name__, n_params / 1e6, cfg.data.name, meta.task, device, cfg.precision.name)

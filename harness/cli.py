@@ -206,7 +206,7 @@ def check_overrides(overrides: list[str]) -> None:
         except OverrideParseException as err:
             key, _, value = arg.partition("=")
             fail(ConfigError(key, value, f"Hydra's override syntax ({str(err).splitlines()[0]}); "
-                                         f"see README, Search-space syntax"))
+                                         f"see docs/sweeps.md, Search-space syntax"))
 
 
 @contextlib.contextmanager

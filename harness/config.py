@@ -10,6 +10,7 @@ from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
 from harness.clipping import validate_clip
+from harness.callbacks.user import validate_callbacks_config
 from harness.config_keys import check_known_keys
 from harness.data import validate_data_config
 from harness.diagnosis.live import validate_diagnose_config
@@ -101,6 +102,7 @@ def validate_config(cfg: DictConfig, world_size: int = 1, choices: Mapping[str, 
         if not isinstance(cfg[key], bool):
             raise ConfigError(key, cfg[key], "true or false")
     validate_diagnose_config(cfg.diagnose)
+    validate_callbacks_config(cfg.get("callbacks"))
     if cfg.accum_reduction not in ("mean", "sum"):
         raise ConfigError("accum_reduction", cfg.accum_reduction, "mean or sum")
     if cfg.mode not in MODES:

@@ -3,8 +3,8 @@
 The harness's own nodes (the run keys of conf/train.yaml and the config groups it reads: trainer,
 schedule, guard, monitor, data options but `custom`, ...) may hold only the keys their option's
 file defines. User-owned nodes take any key: `vars` (free-form, for your own interpolations),
-`model` and `optim` (their keys are the class's own: a model's Config or signature, an
-optimizer's constructor, each checked where it is built), `data=custom` (the factory's keyword
+`model`, `optim` and `callbacks` (their keys are the class's own: a model's Config or
+signature, an optimizer's or callback's constructor, each checked where it is built), `data=custom` (the factory's keyword
 arguments), and any value a file leaves null or `{}` (a `collate_fn: {_target_: ..., arg: 1}`).
 """
 from __future__ import annotations
@@ -21,7 +21,7 @@ from omegaconf import DictConfig, OmegaConf
 from harness.errors import ConfigError
 
 CONF_DIR = Path(__file__).resolve().parent.parent / "conf"
-USER_NODES = ("vars", "model", "optim", "hydra")  # checked elsewhere, or free
+USER_NODES = ("vars", "model", "optim", "callbacks", "hydra")  # checked elsewhere, or free
 FREE_DATA = "custom"  # data=custom: every key the harness does not read goes to the user's factory
 
 

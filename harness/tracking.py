@@ -25,13 +25,21 @@ def validate_logger_config(cfg: DictConfig) -> None:
 
 
 class Tracker:
-    def __init__(self, run_dir: Path, logger: str, max_steps: int, resume_step: int = 0, console: bool = True) -> None:
-        self.history = MemorySink(run_dir, resume_step)
-        self.sinks: list[Any] = [JsonlSink(run_dir, resume_step), self.history]
-        if logger in SINKS:
-            self.sinks.append(SINKS[logger](run_dir, resume_step))
-        if console:
-            self.sinks.append(ConsoleSink(run_dir, max_steps, start=resume_step))
+    """Built with the trainer; writes nothing until `open`, once the run dir is known to be used."""
+
+    def __init__(self, run_dir: Path, logger: str, max_steps: int, console: bool = True) -> None:
+        self.run_dir, self.logger, self.max_steps, self.console = run_dir, logger, max_steps, console
+        self.sinks: list[Any] = []
+        self.history: MemorySink | None = None
+
+    def open(self, resume_step: int = 0) -> None:
+        """Start every sink at `resume_step` (a resumed run drops what was logged after it)."""
+        self.history = MemorySink(self.run_dir, resume_step)
+        self.sinks = [JsonlSink(self.run_dir, resume_step), self.history]
+        if self.logger in SINKS:
+            self.sinks.append(SINKS[self.logger](self.run_dir, resume_step))
+        if self.console:
+            self.sinks.append(ConsoleSink(self.run_dir, self.max_steps, start=resume_step))
 
     def _each(self, method: str, *args: Any) -> None:
         for sink in self.sinks:

@@ -105,10 +105,10 @@ class Trainer:
         self.callbacks.call("on_update", self, result)
         return result
 
-    def advance(self) -> bool:
+    def advance(self, batches: BatchSource | None = None) -> bool:
         """One update and what falls due at its end, except evals and checkpoints: what `fit` does
         per step, for benchmarks and tests that drive the trainer themselves. True when it logged."""
-        result = self.update()
+        result = self.update(batches)
         tick = self.cadence.tick(self.state.step)
         self.callbacks.call("on_step_end", self, replace(tick, eval=False, checkpoint=False, stop=False), result)
         return tick.log
@@ -125,6 +125,12 @@ class Trainer:
             self.tracker.text(f"events/{kind}", message, step)
         else:
             log.warning(message)
+
+    def log_scalars(self, scalars: dict[str, float], kind: str = "custom") -> None:
+        """Log metrics of your own at this step (metrics.jsonl rows of `kind`, TensorBoard); rank 0
+        of a training run logs, other ranks and modes ignore it."""
+        if self.tracker:
+            self.tracker.log(self.state.step, scalars, kind=kind)
 
     def apply_lr_scale(self) -> None:
         """Base LRs are the optimizer's initial LRs times the rollbacks' factor; the schedule multiplies on top."""

@@ -23,7 +23,7 @@ import torch
 from torch import nn
 from torch.utils.data import Dataset
 
-from bench_overhead import harness_step, make_trainer
+from bench_overhead import make_trainer
 
 GPT = ["trainer.max_steps=100000"]
 IMAGES = ["data=custom", "data._target_=bench_dataloader.costly_images", "model._target_=bench_dataloader.ConvNet",
@@ -73,11 +73,23 @@ class ConvNet(nn.Module):
         return self.net(x)
 
 
+class GatherInProcess:
+    """The run's batch order, read as the loop once read it: one indexing operation, no DataLoader."""
+
+    def __init__(self, trainer) -> None:
+        self.batches, self.data = trainer.batches, trainer.built.train_set
+
+    def next_update(self):
+        return self.batches.next_update()
+
+    def fetch(self, mb):
+        return self.data.gather(mb.indices)
+
+
 def step_fn(overrides: list[str], gather_in_process: bool, tmp: Path):
     trainer = make_trainer(overrides, tmp)
-    if gather_in_process:  # the loop as it was: one indexing operation, no DataLoader
-        trainer.batches.fetch = lambda mb: trainer.built.train_set.gather(mb.indices)
-    return lambda: harness_step(trainer)
+    source = GatherInProcess(trainer) if gather_in_process else None
+    return lambda: trainer.advance(source)
 
 
 def time_step_sample(fn, block: int) -> list[float]:

@@ -3,7 +3,7 @@
 The bare loop is nanoGPT's, on the same model, batch and precision, in the same process.
 
 For every model x precision x compile it prints one row of a markdown table (paste it into
-README), then the closed-form FLOPs against torch's FLOP counter and where the host reads of
+docs/benchmarks.md), then the closed-form FLOPs against torch's FLOP counter and where the host reads of
 non-logging steps come from. The data are random tokens made in-process: nothing is downloaded
 or read from disk.
 

@@ -599,7 +599,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--part", choices=["dev", "heldout", "redrawn", "all"], default="redrawn",
                         help="redrawn: every case with a new seed, task and length (the current held-out part)")
     parser.add_argument("--draw", type=int, default=CURRENT_DRAW,
-                        help=f"which redrawing (default {CURRENT_DRAW}, the one README's figures come from; "
+                        help=f"which redrawing (default {CURRENT_DRAW}, the one docs/pathology_suite.md's figures come from; "
                              "score a changed rule on a draw never looked at)")
     parser.add_argument("--only", default="", help="cases whose name contains this text")
     parser.add_argument("--workers", type=int, default=2, help="runs trained at once (one thread each)")

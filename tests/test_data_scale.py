@@ -101,7 +101,7 @@ def test_windows_from_a_file_match_windows_in_memory_and_so_does_the_prior(tmp_p
 
 
 def test_building_a_run_starts_no_thread(tmp_path):
-    """Torch work on a side thread throttles the training thread's OpenMP team (README, Architecture):
+    """Torch work on a side thread throttles the training thread's OpenMP team (docs/architecture.md):
     assembling a run (data, model, optimizer, loaders) must leave this process's thread count alone."""
     from conftest import TINY_GPT, compose_cfg
 

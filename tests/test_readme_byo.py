@@ -8,6 +8,7 @@ import subprocess
 import sys
 
 import pytest
+import torch
 
 from conftest import ROOT
 from harness.tracking import read_metrics
@@ -48,8 +49,20 @@ def falling_loss(run_dir) -> tuple[float, float]:
     return losses[0], losses[-1]
 
 
-def test_readme_has_three_examples():
-    assert sorted(EXAMPLES) == ["Example 1", "Example 2", "Example 3"]
+def test_docs_have_four_examples():
+    assert sorted(EXAMPLES) == ["Example 1", "Example 2", "Example 3", "Example 4"]
+
+
+def test_example_4_a_callback_from_the_current_directory_logs_its_metric(tmp_path):
+    (run_dir,) = run_example("Example 4", tmp_path)
+    rows = {r["step"]: r["custom/weight_norm"] for r in read_metrics(run_dir) if r["kind"] == "custom"}
+    assert sorted(rows) == [20, 40, 60, 80, 100]
+    final = torch.load(run_dir / "checkpoints" / "step_00000100.pt", weights_only=False)["model"]
+    tensors = {v.data_ptr(): v for v in final.values()}  # a tied embedding is saved once, under two names
+    expected = torch.stack([v.float().norm() for v in tensors.values()]).norm().item()
+    assert rows[100] == pytest.approx(expected, rel=1e-5)
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert summary["status"] == "completed" and summary["steps"] == 100
 
 
 def test_example_1_a_module_in_the_current_directory(tmp_path):

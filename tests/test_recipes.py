@@ -1,4 +1,4 @@
-"""The reference recipes reach the numbers README quotes (slow: minutes each). Their debug=smoke
+"""The reference recipes reach the numbers docs/configuration.md quotes (slow: minutes each). Their debug=smoke
 versions run in the default suite (tests/test_groups_smoke.py runs every experiment option)."""
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from conftest import train
 from harness.diagnosis import Severity, diagnose, load_run
 
 pytestmark = pytest.mark.slow
-# README quotes 1.376 and 4.430 (same seed, same machine); the margin absorbs other CPUs' float order.
+# docs/configuration.md quotes 1.376 and 4.430 (same seed, same machine); the margin absorbs other CPUs' float order.
 LSTM_VAL_LOSS = 1.40
 BPE_GPT_VAL_LOSS = 4.46
 

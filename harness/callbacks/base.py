@@ -1,5 +1,5 @@
 """The hooks a callback may define; each is optional. Subclass `Callback` and add yours with the
-`callbacks` config node (README: Your own callbacks)."""
+`callbacks` config node (docs/bring-your-own.md, Example 4)."""
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any

@@ -9,7 +9,7 @@ a chunk of positions at a time, never a materialised permutation of every sample
 corpus has a sample per token position, and `randperm` over billions of them would cost ~10
 bytes of RAM per token and seconds at every epoch boundary. Memory and start-up are O(chunk),
 whatever the corpus. Everything runs on the calling thread: torch work on a side thread starts a
-second OpenMP team, and libgomp then throttles the training thread's team (README, Architecture).
+second OpenMP team, and libgomp then throttles the training thread's team (docs/architecture.md).
 """
 from __future__ import annotations
 

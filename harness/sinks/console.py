@@ -66,6 +66,8 @@ class ConsoleSink:
             self._rerouted = _reroute_console_handlers(proxies)
 
     def log(self, step: int, scalars: dict[str, float], kind: str) -> None:
+        if kind not in ("train", "eval"):  # a callback's own metrics: in the files, not on the console line
+            return
         line = console_line(step, self.total, scalars, kind)
         if self.bar is None or kind == "eval":
             log.info(line)
