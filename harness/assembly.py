@@ -37,7 +37,7 @@ from harness.evaluation import Evaluator
 from harness.faults import FaultInjector
 from harness.flops import flops_per_update, peak_flops
 from harness.guard import Guard
-from harness.hooks import Cadence, Callbacks
+from harness.hooks import Cadence, Callbacks, trainer_config
 from harness.loss import compute_loss
 from harness.models import build_model
 from harness.models.init import apply_init
@@ -162,7 +162,7 @@ def build_trainer(cfg: DictConfig, run_dir: Path, device: torch.device,
     tracker = None  # rank 0 of a training run logs; lr_find and doctor drive the trainer for their own purposes
     if dist.is_main and cfg.mode == "train":
         tracker = Tracker(run_dir, cfg.logger.name, cfg.trainer.max_steps, console)
-    trainer = Trainer(cfg=cfg, train_step=train_step, batches=batches, cadence=Cadence(cfg.trainer, dist, device),
+    trainer = Trainer(cfg=cfg, train_step=train_step, batches=batches, cadence=Cadence(trainer_config(cfg.trainer), dist, device),
                       callbacks=Callbacks([*callbacks, *user_callbacks.values()],
                                           user={id(cb): name for name, cb in user_callbacks.items()}),
                       parts={"model": raw_model, "optimizer": optimizer, "scheduler": scheduler,

@@ -9,21 +9,22 @@ import torch
 from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
-from harness.clipping import validate_clip
 from harness.callbacks.user import validate_callbacks_config
+from harness.clipping import validate_clip
 from harness.config_keys import check_known_keys
 from harness.data import validate_data_config
 from harness.diagnosis.live import validate_diagnose_config
-from harness.early_stop import validate_early_stop_config
+from harness.early_stop import early_stop_config
 from harness.errors import ConfigError
-from harness.faults import validate_fault_config
-from harness.flops import validate_perf_config
-from harness.guard import validate_guard_config
-from harness.loss import validate_loss_config
-from harness.lr_scaling import validate_scale_lr_config
+from harness.faults import fault_config
+from harness.flops import perf_config
+from harness.guard import guard_config
+from harness.hooks import trainer_config
+from harness.loss import loss_config
+from harness.lr_scaling import scale_lr_config
 from harness.models import validate_model_config
 from harness.models.init import validate_init_config
-from harness.monitor import validate_monitor_config
+from harness.monitor import monitor_config
 from harness.optim import validate_optim_config
 from harness.precision import validate_precision_config
 from harness.schedule import validate_schedule_config
@@ -33,7 +34,6 @@ from harness.validation import is_whole
 MODES = ("train", "lr_find", "doctor")
 SUMMARY_OBJECTIVES = ("best_val_loss", "final_val_loss", "final_train_loss", "wall_time_s", "best_val_accuracy")
 FIXED_TASKS = {"stdlib": "lm", "text": "lm", "tokens": "lm", "digits": "classification"}
-TRAINER_COUNTS = ("max_steps", "log_every", "eval_every", "eval_batches", "ckpt_every", "keep_last")
 
 
 def _positive_int(key: str, value: object) -> None:
@@ -87,10 +87,7 @@ def validate_config(cfg: DictConfig, world_size: int = 1, choices: Mapping[str, 
         key = getattr(err, "full_key", "") or "config"
         raise ConfigError(key, "???", "a value: this key is required (set it on the command line)") from None
     check_known_keys(cfg, choices)
-    for key in TRAINER_COUNTS:
-        _positive_int(f"trainer.{key}", cfg.trainer[key])
-    if cfg.trainer.stop_after is not None:
-        _positive_int("trainer.stop_after", cfg.trainer.stop_after)
+    trainer_config(cfg.trainer)
     _positive_int("batch_size", cfg.batch_size)
     _positive_int("accum", cfg.accum)
     if cfg.batch_size % (cfg.accum * world_size):
@@ -116,14 +113,14 @@ def validate_config(cfg: DictConfig, world_size: int = 1, choices: Mapping[str, 
     validate_model_config(cfg.model, data_task(cfg))
     validate_model_output(cfg.model_output)
     validate_init_config(cfg.init)
-    validate_loss_config(cfg.loss)
-    validate_scale_lr_config(cfg.scale_lr)
+    loss_config(cfg.loss)
+    scale_lr_config(cfg.scale_lr)
     validate_logger_config(cfg.logger)
-    validate_monitor_config(cfg.monitor)
-    validate_guard_config(cfg.guard)
-    validate_early_stop_config(cfg.early_stop)
-    validate_fault_config(cfg.fault)
-    validate_perf_config(cfg.perf)
+    monitor_config(cfg.monitor)
+    guard_config(cfg.guard)
+    early_stop_config(cfg.early_stop)
+    fault_config(cfg.fault)
+    perf_config(cfg.perf)
     validate_resume(cfg.resume)
     objectives = cfg.objective if OmegaConf.is_list(cfg.objective) else [cfg.objective]
     for name in objectives:

@@ -2,26 +2,30 @@
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 from omegaconf import DictConfig
 
-from harness.errors import ConfigError
-from harness.validation import is_whole
+from harness.typed_config import at_least, read_typed, setting
 
 
-def validate_early_stop_config(cfg: DictConfig) -> None:
-    patience = cfg.get("patience")
-    if patience is not None and (not is_whole(patience) or patience < 1):
-        raise ConfigError("early_stop.patience", patience, "null (off) or an integer >= 1")
-    if float(cfg.get("min_delta", 0.0)) < 0:
-        raise ConfigError("early_stop.min_delta", cfg.min_delta, "a number >= 0")
+@dataclass(frozen=True)
+class EarlyStopConfig:
+    patience: int | None = setting(None, "null (off) or an integer >= 1", at_least(1))
+    min_delta: float = setting(0.0, "a number >= 0", at_least(0.0))
+    divergence_threshold: float | None = setting(None, "null (only a NaN val loss stops) or a number: a val "
+                                                                  "loss above it stops the run as diverged")
+
+
+def early_stop_config(cfg: DictConfig) -> EarlyStopConfig:
+    return read_typed(cfg, EarlyStopConfig, "early_stop")
 
 
 class EarlyStopping:
     def __init__(self, cfg: DictConfig) -> None:
-        self.patience = cfg.get("patience")
-        self.min_delta = float(cfg.get("min_delta", 0.0))
-        self.ceiling = cfg.get("divergence_threshold")
+        settings = early_stop_config(cfg)
+        self.patience, self.min_delta, self.ceiling = settings.patience, settings.min_delta, \
+            settings.divergence_threshold
         self.best = math.inf
         self.bad_evals = 0
 

@@ -1,25 +1,37 @@
 """Fault injection (config group `fault`): break chosen steps on purpose to watch the guard work."""
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import torch
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig
 from torch import nn
 
-from harness.errors import ConfigError
+from harness.typed_config import Problem, at_least, one_of, read_typed, setting
 from harness.validation import is_whole
 
 KINDS = ("none", "nan_grad", "inf_loss", "spike")
 
 
-def validate_fault_config(cfg: DictConfig) -> None:
-    if cfg.get("name") not in KINDS:
-        raise ConfigError("fault", cfg.get("name"), f"one of {list(KINDS)}")
-    at = cfg.get("at")
-    if at is not None and not OmegaConf.is_list(at):
-        raise ConfigError("fault.at", at, "a list of optimizer steps >= 1, e.g. [5,9,13] (a single step is [5])")
-    steps = list(at or [])
-    if any(not is_whole(s) or s < 1 for s in steps):
-        raise ConfigError("fault.at", steps, "a list of optimizer steps >= 1, e.g. [5,9,13]")
+AT_ALLOWED = "a list of optimizer steps >= 1, e.g. [5,9,13] (a single step is [5])"
+
+
+@dataclass(frozen=True)
+class FaultConfig:
+    name: str = setting("none", f"one of {list(KINDS)}", one_of(KINDS))
+    at: list | None = setting(None, AT_ALLOWED)
+    scale: float = setting(1000.0, "a number: the factor a spike multiplies the loss by")
+    rank: int | None = setting(None, "null (every rank) or the rank to break", at_least(0))
+
+    def problems(self) -> list[Problem]:
+        steps = list(self.at or [])
+        if any(not is_whole(s) or s < 1 for s in steps):
+            return [("at", steps, "a list of optimizer steps >= 1, e.g. [5,9,13]")]
+        return []
+
+
+def fault_config(cfg: DictConfig) -> FaultConfig:
+    return read_typed(cfg, FaultConfig, "fault")
 
 
 class FaultInjector:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import NamedTuple
 
 import torch
@@ -19,9 +20,8 @@ from omegaconf import DictConfig
 from torch import nn
 from torch.utils.flop_counter import FlopCounterMode
 
-from harness.errors import ConfigError
 from harness.models.gpt import GPT
-from harness.validation import is_number
+from harness.typed_config import read_typed, setting, within
 
 
 class Peak(NamedTuple):
@@ -78,12 +78,15 @@ PEAK_TFLOPS: tuple[tuple[str, Peak], ...] = (
 )
 
 
-def validate_perf_config(cfg: DictConfig) -> None:
-    value = cfg.get("peak_tflops")
-    if value is not None and (not is_number(value)
-                              or not math.isfinite(value) or value <= 0):
-        raise ConfigError("perf.peak_tflops", value, "null (looked up by GPU name; none on CPU) or a finite number "
-                                                     "> 0: the device's dense peak TFLOPS at the run's precision")
+@dataclass(frozen=True)
+class PerfConfig:
+    peak_tflops: float | None = setting(None, "null (looked up by GPU name; none on CPU) or a finite number > 0: the "
+                                              "device's dense peak TFLOPS at the run's precision",
+                                        within(0.0, math.inf, low_open=True, high_open=True))
+
+
+def perf_config(cfg: DictConfig) -> PerfConfig:
+    return read_typed(cfg, PerfConfig, "perf")
 
 
 def _is_named(key: str, device_name: str) -> bool:

@@ -30,8 +30,7 @@ import torch
 from omegaconf import DictConfig
 
 from harness.distributed import DistInfo, all_reduce_mean
-from harness.errors import ConfigError
-from harness.validation import is_whole
+from harness.typed_config import Problem, at_least, read_typed, setting, within
 
 
 LOSS_FLOOR = 1e-12  # a loss of exactly 0 has no log; below this every loss counts as equal
@@ -49,38 +48,27 @@ class Verdict:
     EMPTY = 4  # every target was the ignore index: nothing to learn from, nothing wrong
 
 
-@dataclass
+@dataclass(frozen=True)
 class GuardConfig:
-    skip_nonfinite: bool = True
-    spike_zscore: float | None = 6.0
-    spike_window: int = 128
-    spike_min_history: int = 20
-    rollback_after: int | None = 4
-    rollback_window: int = 50
-    rollback_lr_factor: float = 0.5
-    max_rollbacks: int = 3
-    snapshot_every: int | None = 50
-    cut_lr_for_data: bool = False
+    skip_nonfinite: bool = setting(True, "true or false")
+    spike_zscore: float | None = setting(6.0, "null (off) or a number > 0", lambda v: v > 0)
+    spike_window: int = setting(128, "an integer >= 1", at_least(1))
+    spike_min_history: int = setting(20, "an integer >= 1", at_least(1))
+    rollback_after: int | None = setting(4, "null (off) or an integer >= 1", at_least(1))
+    rollback_window: int = setting(50, "an integer >= 1", at_least(1))
+    rollback_lr_factor: float = setting(0.5, "a number in (0, 1]", within(0.0, 1.0, low_open=True))
+    max_rollbacks: int = setting(3, "a non-negative integer", at_least(0))
+    snapshot_every: int | None = setting(50, "null (roll back to checkpoints) or an integer >= 1", at_least(1))
+    cut_lr_for_data: bool = setting(False, "true or false")
+
+    def problems(self) -> list[Problem]:
+        if self.spike_min_history > self.spike_window:
+            return [("spike_min_history", self.spike_min_history, f"<= guard.spike_window={self.spike_window}")]
+        return []
 
 
-def validate_guard_config(cfg: DictConfig) -> None:
-    if cfg.get("spike_zscore") is not None and not float(cfg.spike_zscore) > 0:
-        raise ConfigError("guard.spike_zscore", cfg.spike_zscore, "null (off) or a number > 0")
-    for key in ("spike_window", "spike_min_history", "rollback_window", "max_rollbacks"):
-        value = cfg.get(key)
-        if not is_whole(value) or value < (0 if key == "max_rollbacks" else 1):
-            raise ConfigError(f"guard.{key}", value, "a non-negative integer" if key == "max_rollbacks" else "an integer >= 1")
-    if cfg.get("spike_min_history", 1) > cfg.get("spike_window", 1):
-        raise ConfigError("guard.spike_min_history", cfg.spike_min_history, f"<= guard.spike_window={cfg.spike_window}")
-    if cfg.get("rollback_after") is not None and (not isinstance(cfg.rollback_after, int) or cfg.rollback_after < 1):
-        raise ConfigError("guard.rollback_after", cfg.rollback_after, "null (off) or an integer >= 1")
-    every = cfg.get("snapshot_every")
-    if every is not None and (not is_whole(every) or every < 1):
-        raise ConfigError("guard.snapshot_every", every, "null (roll back to checkpoints) or an integer >= 1")
-    if not isinstance(cfg.get("cut_lr_for_data", False), bool):
-        raise ConfigError("guard.cut_lr_for_data", cfg.cut_lr_for_data, "true or false")
-    if not 0.0 < float(cfg.get("rollback_lr_factor", 0.5)) <= 1.0:
-        raise ConfigError("guard.rollback_lr_factor", cfg.rollback_lr_factor, "a number in (0, 1]")
+def guard_config(cfg: DictConfig) -> GuardConfig:
+    return read_typed(cfg, GuardConfig, "guard")
 
 
 def skips_on_device(optimizer: torch.optim.Optimizer) -> bool:
@@ -90,7 +78,7 @@ def skips_on_device(optimizer: torch.optim.Optimizer) -> bool:
 
 class Guard:
     def __init__(self, cfg: DictConfig, dist: DistInfo, device: torch.device) -> None:
-        self.cfg = GuardConfig(**cfg)
+        self.cfg = guard_config(cfg)
         self.dist = dist
         self.enabled = self.cfg.skip_nonfinite or self.cfg.spike_zscore is not None
         self.history: deque[float] = deque(maxlen=self.cfg.spike_window)  # logs of good losses, as last read

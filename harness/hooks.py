@@ -13,6 +13,7 @@ import torch
 
 from harness.distributed import DistInfo, any_rank
 from harness.errors import HarnessError, one_line
+from harness.typed_config import at_least, read_typed, setting
 
 log = logging.getLogger("harness")
 
@@ -65,14 +66,31 @@ class StopRequest:
         self.signal_name = signal.Signals(signum).name
 
 
+@dataclass(frozen=True)
+class TrainerConfig:
+    """The `trainer` node: how long to train and when logs, evals and checkpoints fall due."""
+
+    max_steps: int = setting(1000, "an integer >= 1", at_least(1))
+    log_every: int = setting(25, "an integer >= 1", at_least(1))
+    eval_every: int = setting(200, "an integer >= 1", at_least(1))
+    eval_batches: int = setting(20, "an integer >= 1", at_least(1))
+    ckpt_every: int = setting(200, "an integer >= 1", at_least(1))
+    keep_last: int = setting(2, "an integer >= 1", at_least(1))
+    stop_after: int | None = setting(None, "an integer >= 1", at_least(1))
+
+
+def trainer_config(cfg: Any) -> TrainerConfig:
+    return read_typed(cfg, TrainerConfig, "trainer")
+
+
 class Cadence:
     """When logs, evals and checkpoints fall due, and whether to stop: one clock every callback reads,
     so that the guard's verdicts are read before anything else reads the state."""
 
-    def __init__(self, trainer_cfg: Any, dist: DistInfo, device: torch.device) -> None:
-        t = trainer_cfg  # plain attributes: OmegaConf lookups cost microseconds each, too much for every step
-        self.log_every, self.eval_every, self.ckpt_every = int(t.log_every), int(t.eval_every), int(t.ckpt_every)
-        self.max_steps, self.stop_after = int(t.max_steps), t.stop_after
+    def __init__(self, t: TrainerConfig, dist: DistInfo, device: torch.device) -> None:
+        # plain attributes, not the config node: OmegaConf lookups cost microseconds each, too much for every step
+        self.log_every, self.eval_every, self.ckpt_every = t.log_every, t.eval_every, t.ckpt_every
+        self.max_steps, self.stop_after = t.max_steps, t.stop_after
         self.dist, self.device = dist, device
         self.stop_request = StopRequest()
         self.start_step = 0

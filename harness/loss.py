@@ -6,26 +6,27 @@ micro-batch whose targets are all ignored has loss 0, not 0/0."""
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F
 from omegaconf import DictConfig
 
-from harness.errors import ConfigError
-from harness.validation import is_whole
+from harness.typed_config import read_typed, setting, within
 
 TORCH_IGNORE_INDEX = -100  # what F.cross_entropy ignores unless told otherwise
 
 
-def validate_loss_config(cfg: DictConfig) -> None:
-    if not 0.0 <= float(cfg.label_smoothing) < 1.0:
-        raise ConfigError("loss.label_smoothing", cfg.label_smoothing, "a number in [0, 1)")
-    if not 0.0 <= float(cfg.z_loss) < math.inf:
-        raise ConfigError("loss.z_loss", cfg.z_loss, "a number >= 0")
-    ignore = cfg.get("ignore_index")
-    if ignore is not None and not is_whole(ignore):
-        raise ConfigError("loss.ignore_index", ignore, "an integer target value to leave out (-100: PyTorch's) "
-                                                       "or null (every target counts)")
+@dataclass(frozen=True)
+class LossConfig:
+    label_smoothing: float = setting(0.0, "a number in [0, 1)", within(0.0, 1.0, high_open=True))
+    z_loss: float = setting(0.0, "a number >= 0", within(0.0, math.inf, high_open=True))
+    ignore_index: int | None = setting(TORCH_IGNORE_INDEX, "an integer target value to leave out (-100: PyTorch's) "
+                                                           "or null (every target counts)")
+
+
+def loss_config(cfg: DictConfig) -> LossConfig:
+    return read_typed(cfg, LossConfig, "loss")
 
 
 def compute_loss(output: torch.Tensor, target: torch.Tensor, task: str, label_smoothing: float = 0.0,

@@ -9,22 +9,24 @@ from __future__ import annotations
 
 import logging
 import math
+from dataclasses import dataclass
 
 from omegaconf import DictConfig, OmegaConf, open_dict
 
-from harness.errors import ConfigError
-from harness.validation import is_whole
+from harness.typed_config import at_least, one_of, read_typed, setting
 
 RULES = ("linear", "sqrt")
 log = logging.getLogger("harness")
 
 
-def validate_scale_lr_config(cfg: DictConfig) -> None:
-    base = cfg.get("base_batch")
-    if base is not None and (not is_whole(base) or base < 1):
-        raise ConfigError("scale_lr.base_batch", base, "null (off) or the batch size optim.lr was tuned at (>= 1)")
-    if cfg.get("rule") not in RULES:
-        raise ConfigError("scale_lr.rule", cfg.get("rule"), f"one of {list(RULES)}")
+@dataclass(frozen=True)
+class ScaleLRConfig:
+    base_batch: int | None = setting(None, "null (off) or the batch size optim.lr was tuned at (>= 1)", at_least(1))
+    rule: str = setting("linear", f"one of {list(RULES)}", one_of(RULES))
+
+
+def scale_lr_config(cfg: DictConfig) -> ScaleLRConfig:
+    return read_typed(cfg, ScaleLRConfig, "scale_lr")
 
 
 def apply_lr_scaling(cfg: DictConfig) -> DictConfig:

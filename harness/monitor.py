@@ -18,15 +18,15 @@ import contextlib
 import logging
 from collections import deque
 from collections.abc import Iterator
+from dataclasses import dataclass
 
 import torch
 from omegaconf import DictConfig
 from torch import nn
 
-from harness.errors import ConfigError
 from harness.metric_names import (ACT_DEAD, ACT_MEAN, ACT_STD, ATTN_ENTROPY, GRAD_DEAD, GRAD_NORM, PARAM_NORM,
                                   PARAM_NORM_TOTAL, UPDATE_RATIO)
-from harness.validation import is_whole
+from harness.typed_config import at_least, one_of, read_typed, setting
 
 LEVELS = ("off", "basic", "full")
 ACTIVATIONS = (nn.ReLU, nn.GELU, nn.SiLU, nn.Tanh, nn.Sigmoid, nn.LeakyReLU)
@@ -40,12 +40,15 @@ UNIT_LAYERS = (nn.Linear, nn.Conv1d, nn.Conv2d, nn.Conv3d)
 DEAD_COLLECTIONS = 4
 
 
-def validate_monitor_config(cfg: DictConfig) -> None:
-    if cfg.get("level") not in LEVELS:
-        raise ConfigError("monitor.level", cfg.get("level"), f"one of {list(LEVELS)}")
-    every = cfg.get("every", 1)
-    if not is_whole(every) or every < 1:
-        raise ConfigError("monitor.every", every, "an integer >= 1 (steps between collections)")
+@dataclass(frozen=True)
+class MonitorConfig:
+    level: str = setting("basic", f"one of {list(LEVELS)}", one_of(LEVELS))
+    every: int = setting(1, "an integer >= 1 (steps between collections)", at_least(1))
+    histograms: bool = setting(False, "true or false")
+
+
+def monitor_config(cfg: DictConfig) -> MonitorConfig:
+    return read_typed(cfg, MonitorConfig, "monitor")
 
 
 log = logging.getLogger("harness")

@@ -11,7 +11,7 @@ import torch
 from conftest import TINY_GPT, compose_cfg, run_cli
 from harness.errors import ConfigError
 from harness.lr_find import LRFindConfig, find_lr, sweep_config
-from harness.lr_find.config import read_mode_config
+from harness.typed_config import read_typed
 from harness.lr_find.driver import driven
 from harness.lr_find.suggest import suggest_lr
 from harness.assembly import build_trainer
@@ -161,7 +161,7 @@ def test_a_sweep_that_breaks_at_once_asks_for_a_lower_min_lr(make_trainer):
                                           ("++lr_find.steps=50", "lr_find.steps")])
 def test_bad_settings_are_one_line_config_errors(override, key):
     with pytest.raises(ConfigError) as info:
-        read_mode_config(compose_cfg([override]), "lr_find", LRFindConfig)
+        read_typed(compose_cfg([override]).lr_find, LRFindConfig, "lr_find")
     assert info.value.key == key
 
 

@@ -18,8 +18,8 @@ from harness.doctor.model_checks import check_gradient_flow, check_initial_loss,
 from harness.doctor.report import headline, print_table, write
 from harness.doctor.result import CheckResult, Outcome, Status
 from harness.doctor.schedule_check import check_schedule
-from harness.lr_find.config import read_mode_config
 from harness.trainer import Trainer
+from harness.typed_config import read_typed
 
 __all__ = ["CheckResult", "DoctorConfig", "Outcome", "Status", "diagnose_trainer", "run_doctor"]
 log = logging.getLogger("harness")
@@ -56,7 +56,7 @@ def diagnose_trainer(trainer: Trainer, settings: DoctorConfig) -> list[CheckResu
 
 def run_doctor(cfg: DictConfig, run_dir: Path, device: torch.device) -> int:
     """mode=doctor: prints the table, writes RUN_DIR/doctor.md and doctor.json; returns the number of failures."""
-    settings = read_mode_config(cfg, "doctor", DoctorConfig)
+    settings = read_typed(cfg.get("doctor"), DoctorConfig, "doctor")
     trainer = build_trainer(cfg, run_dir, device, resume_from=None)
     try:
         results = diagnose_trainer(trainer, settings)

@@ -3,17 +3,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from harness.typed_config import at_least, setting
 
-@dataclass
+
+@dataclass(frozen=True)
 class DoctorConfig:
-    overfit_steps: int = 200
+    overfit_steps: int = setting(200, "an integer >= 1", at_least(1))
     """Updates allowed for memorising one tiny batch; the check stops as soon as it succeeds."""
-    overfit_samples: int = 4
+    overfit_samples: int = setting(4, "an integer >= 1", at_least(1))
     """Samples in that batch: few enough that any working model can memorise them."""
-
-    def validate(self) -> list[tuple[str, object, str]]:
-        problems: list[tuple[str, object, str]] = []
-        for key in ("overfit_steps", "overfit_samples"):
-            if getattr(self, key) < 1:
-                problems.append((key, getattr(self, key), "an integer >= 1"))
-        return problems

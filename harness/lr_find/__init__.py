@@ -10,11 +10,12 @@ from omegaconf import DictConfig, OmegaConf
 
 from harness.assembly import build_trainer
 from harness.errors import ConfigError
-from harness.lr_find.config import LRFindConfig, read_mode_config
+from harness.lr_find.config import LRFindConfig
 from harness.lr_find.report import as_json, plot, summary_line, write_json
 from harness.lr_find.suggest import Suggestion, suggest_lr
 from harness.lr_find.sweep import Sweep, range_test
 from harness.trainer import Trainer
+from harness.typed_config import read_typed
 
 __all__ = ["LRFindConfig", "Suggestion", "Sweep", "find_lr", "run_lr_find"]
 log = logging.getLogger("harness")
@@ -39,7 +40,7 @@ def find_lr(trainer: Trainer, settings: LRFindConfig) -> tuple[Sweep, Suggestion
 
 def run_lr_find(cfg: DictConfig, run_dir: Path, device: torch.device) -> float:
     """mode=lr_find: writes RUN_DIR/lr_find.json and lr_find.png; returns the suggested LR."""
-    settings = read_mode_config(cfg, "lr_find", LRFindConfig)
+    settings = read_typed(cfg.get("lr_find"), LRFindConfig, "lr_find")
     trainer = build_trainer(sweep_config(cfg), run_dir, device, resume_from=None)
     try:
         sweep, suggestion = find_lr(trainer, settings)

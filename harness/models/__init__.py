@@ -11,8 +11,7 @@ import dataclasses
 from functools import partial
 from typing import Any
 
-from omegaconf import DictConfig, OmegaConf
-from omegaconf.errors import OmegaConfBaseException
+from omegaconf import DictConfig
 from torch import nn
 
 from harness.callables import accepted_fields, call, check_accepts, locate
@@ -20,6 +19,7 @@ from harness.data import DataMeta
 from harness.data.base import MODEL_FIELDS
 from harness.errors import ConfigError
 from harness.models.keys import user_keys
+from harness.typed_config import read_typed
 
 LM_MODELS = ("harness.models.gpt.GPT", "harness.models.rnn.RNNLM")
 VECTOR_MODELS = ("harness.models.mlp.MLP", "harness.models.resnet.ResNet")
@@ -30,18 +30,8 @@ def _target(cfg: DictConfig) -> Any:
 
 
 def _typed_config(target: Any, cfg: DictConfig) -> Any:
-    """Merge the group's keys into the model's Config dataclass: wrong types and unknown keys fail here."""
-    try:
-        typed = OmegaConf.merge(OmegaConf.structured(target.Config), user_keys(cfg))
-    except OmegaConfBaseException as err:
-        key = getattr(err, "full_key", None) or "model"
-        allowed = [f.name for f in dataclasses.fields(target.Config)]
-        raise ConfigError(f"model.{key}", getattr(err, "value", None),
-                          f"{type(err).__name__}: a key of {allowed} with the right type") from None
-    config = OmegaConf.to_object(typed)
-    for key, value, allowed in config.validate():
-        raise ConfigError(f"model.{key}", value, allowed)
-    return config
+    """The group's keys checked into the model's Config dataclass (harness/typed_config.py)."""
+    return read_typed(user_keys(cfg), target.Config, "model")
 
 
 def _plain_keys(cfg: DictConfig) -> dict[str, Any]:

@@ -1,7 +1,9 @@
 """Checks every model Config shares; each problem is (key, value, what is allowed)."""
 from __future__ import annotations
 
-Problem = tuple[str, object, str]
+from harness.typed_config import Problem
+
+__all__ = ["Problem", "size_and_dropout_problems"]
 
 
 def size_and_dropout_problems(config: object, size_keys: tuple[str, ...]) -> list[Problem]:

@@ -35,7 +35,7 @@ class GPTConfig:
     activation_checkpointing: bool = False
     """Recompute each block in backward: less activation memory for ~30% more compute."""
 
-    def validate(self) -> list[Problem]:
+    def problems(self) -> list[Problem]:
         problems = size_and_dropout_problems(self, ("block_size", "n_layer", "n_head", "n_embd"))
         if self.n_head >= 1 and self.n_embd % self.n_head:
             problems.append(("n_embd", self.n_embd, f"a multiple of n_head={self.n_head}"))

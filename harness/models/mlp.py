@@ -28,7 +28,7 @@ class MLPConfig:
     """Hidden layers become x + f(x): gradients reach early layers even in deep stacks."""
     dropout: float = 0.0
 
-    def validate(self) -> list[Problem]:
+    def problems(self) -> list[Problem]:
         problems = size_and_dropout_problems(self, ("depth", "width"))
         if self.activation not in ACTIVATIONS:
             problems.append(("activation", self.activation, f"one of {sorted(ACTIVATIONS)}"))

@@ -36,7 +36,7 @@ class ResNetConfig:
     dropout: float = 0.0
     """Before the classifier."""
 
-    def validate(self) -> list[Problem]:
+    def problems(self) -> list[Problem]:
         problems = size_and_dropout_problems(self, ("stages", "blocks_per_stage", "width"))
         if self.norm not in NORMS:
             problems.append(("norm", self.norm, f"one of {list(NORMS)}"))

@@ -32,7 +32,7 @@ class RNNConfig:
     dropout: float = 0.0
     """Between recurrent layers and before the output head (Zaremba et al. use 0.2-0.5 on small corpora)."""
 
-    def validate(self) -> list[Problem]:
+    def problems(self) -> list[Problem]:
         problems = size_and_dropout_problems(self, ("block_size", "n_layer", "hidden", "n_embd"))
         if self.cell not in CELLS:
             problems.append(("cell", self.cell, f"one of {sorted(CELLS)}"))
