@@ -14,13 +14,14 @@ import torch
 from harness.guard import Verdict
 from harness.step import StepResult
 
-# What `close` returns, in the order the device holds it.
+# What `close` returns, in the order the device holds it: the sums, then the peaks.
 WINDOW_FIELDS = ("loss_sum", "clipped", "overflows", "loss_max", "norm_max")
+LOSS_SUM, CLIPPED, OVERFLOWS = range(3)  # positions in `sums`
 
 
 class LogWindow:
     def __init__(self, device: torch.device) -> None:
-        # [loss sum over applied updates, updates clipped, fp16 overflows the guard did not see]
+        # the loss summed over applied updates, updates clipped, fp16 overflows the guard did not see
         self.sums = torch.zeros(3, device=device)
         self.peaks = torch.zeros(2, device=device)  # [largest loss, largest pre-clip grad norm]
         self.verdicts: list[tuple[int, torch.Tensor, torch.Tensor]] = []  # (step, Verdict code, loss) not yet read
@@ -39,10 +40,10 @@ class LogWindow:
             self.first_loss = loss.detach().clone()
         ok = result.verdict == Verdict.OK
         if result.scale_dropped is not None:  # an fp16 overflow the guard did not see
-            self.sums[2] += result.scale_dropped
-        self.sums[0] += torch.where(ok, loss, 0.0)
+            self.sums[OVERFLOWS] += result.scale_dropped
+        self.sums[LOSS_SUM] += torch.where(ok, loss, 0.0)
         if result.clipped is not None:
-            self.sums[1] += result.clipped & ok
+            self.sums[CLIPPED] += result.clipped & ok
         torch.maximum(self.peaks, torch.stack([loss, grad_norm]), out=self.peaks)  # a spike inside a window shows
         self.verdicts.append((result.step, result.verdict, result.judged_loss))
         self.last_grad_norm = grad_norm
@@ -77,7 +78,7 @@ class LogWindow:
 
     def unread_overflows(self) -> int:
         """fp16 overflows the guard did not see, counted since the last logging step (one read)."""
-        return round(self.sums[2].item())
+        return round(self.sums[OVERFLOWS].item())
 
     def restart_clock(self) -> None:
         self.started = time.perf_counter()

@@ -8,6 +8,7 @@ import torch
 from omegaconf import DictConfig
 
 from harness.errors import ConfigError
+from harness.typed_config import read_typed, setting
 
 DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
 
@@ -20,8 +21,17 @@ def validate_precision_config(cfg: DictConfig, device: torch.device) -> None:
         raise ConfigError("precision", name, f"fp32 or fp16: {torch.cuda.get_device_name(device)} has no bfloat16")
     if device.type == "mps" and name != "fp32":
         raise ConfigError("precision", name, "fp32 on mps (autocast with loss scaling is not supported there)")
-    if name == "fp16" and float(cfg.get("init_scale", 1.0)) <= 0:
-        raise ConfigError("precision.init_scale", cfg.init_scale, "a number > 0")
+    read_typed(cfg, PrecisionConfig, "precision")
+
+
+@dataclass(frozen=True)
+class PrecisionConfig:
+    """Every key a precision option may set (fp16's loss scaler has the rest)."""
+
+    name: str = "fp32"
+    init_scale: float = setting(65536.0, "a number > 0", lambda v: v > 0)
+    growth_interval: int = setting(2000, "an integer >= 1", lambda v: v >= 1)
+    loss_scaling: bool = setting(True, "true or false")
 
 
 @dataclass

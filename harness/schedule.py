@@ -9,13 +9,14 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
+from dataclasses import dataclass
 from functools import partial
 from typing import TYPE_CHECKING
 
 from omegaconf import DictConfig
 
 from harness.errors import ConfigError
-from harness.validation import is_number
+from harness.typed_config import one_of, read_typed, setting, within
 
 if TYPE_CHECKING:  # the diagnosis reads warmup_steps without importing torch
     from torch.optim import Optimizer
@@ -32,22 +33,27 @@ def warmup_steps(cfg: DictConfig, max_steps: int) -> int:
     return int(round(w * max_steps)) if isinstance(w, float) and 0 < w < 1 else int(w)
 
 
+def _warmup_ok(w: float) -> bool:
+    return w >= 0 and not (isinstance(w, float) and w >= 1)
+
+
+@dataclass(frozen=True)
+class ScheduleConfig:
+    """Every key a schedule option may set (each option's file sets the ones it reads)."""
+
+    name: str = setting("cosine", f"one of {list(NAMES)}", one_of(NAMES))
+    warmup: int | float = setting(0, "an integer >= 0 (steps) or a float in (0, 1) (fraction of max_steps)",
+                                  _warmup_ok)
+    min_lr_ratio: float = setting(0.0, "a number in [0, 1]", within(0.0, 1.0))
+    power: float = setting(1.0, "a number > 0", lambda v: v > 0)
+    decay_fraction: float = setting(0.5, "a number in (0, 1]", within(0.0, 1.0, low_open=True))
+    decay_shape: str = setting("linear", f"one of {list(DECAY_SHAPES)}", one_of(DECAY_SHAPES))
+
+
 def validate_schedule_config(cfg: DictConfig, max_steps: int) -> None:
-    if cfg.get("name") not in NAMES:
-        raise ConfigError("schedule.name", cfg.get("name"), f"one of {list(NAMES)}")
-    w = cfg.get("warmup", 0)
-    if not is_number(w) or w < 0 or (isinstance(w, float) and w >= 1):
-        raise ConfigError("schedule.warmup", w, "an integer >= 0 (steps) or a float in (0, 1) (fraction of max_steps)")
+    read_typed(cfg, ScheduleConfig, "schedule")
     if warmup_steps(cfg, max_steps) >= max_steps:
-        raise ConfigError("schedule.warmup", w, f"fewer steps than trainer.max_steps={max_steps}")
-    if not 0.0 <= float(cfg.get("min_lr_ratio", 0.0)) <= 1.0:
-        raise ConfigError("schedule.min_lr_ratio", cfg.min_lr_ratio, "a number in [0, 1]")
-    if float(cfg.get("power", 1.0)) <= 0:
-        raise ConfigError("schedule.power", cfg.power, "a number > 0")
-    if not 0.0 < float(cfg.get("decay_fraction", 0.5)) <= 1.0:
-        raise ConfigError("schedule.decay_fraction", cfg.decay_fraction, "a number in (0, 1]")
-    if cfg.get("decay_shape", "linear") not in DECAY_SHAPES:
-        raise ConfigError("schedule.decay_shape", cfg.decay_shape, f"one of {list(DECAY_SHAPES)}")
+        raise ConfigError("schedule.warmup", cfg.get("warmup", 0), f"fewer steps than trainer.max_steps={max_steps}")
 
 
 def _decay(progress: float, shape: str, power: float = 1.0) -> float:

@@ -5,7 +5,7 @@ says, beside its default, what it allows: `setting(128, "an integer >= 1", at_le
 field's type annotation is checked first (an `int` is a whole number that is not a bool, a
 `float` any number, `X | None` also takes null), then its own check, then the dataclass's
 `problems()` for rules across fields. Every failure is one ConfigError naming `prefix.key`, the
-value and the field's `allowed` text. Keys nothing reads are refused earlier (config_keys.py).
+value and the field's `allowed` text. Keys nothing reads are refused by config_keys.py, which knows the options' files.
 """
 from __future__ import annotations
 
@@ -70,13 +70,16 @@ def _accepts(annotation: Any, value: Any) -> bool:
     return check(value) if check is not None else True
 
 
-def read_typed(node: Mapping[str, Any] | DictConfig | None, schema: type[T], prefix: str) -> T:
-    """`node`'s keys checked into `schema`; absent keys take the field's default."""
+def read_typed(node: Mapping[str, Any] | DictConfig | None, schema: type[T], prefix: str,
+               only_known_keys: bool = False) -> T:
+    """`node`'s keys checked into `schema`; absent keys take the field's default. Keys the schema
+    lacks are config_keys.py's to judge (an option of the user's own may add some); a node no file
+    defines (a model's Config) sets `only_known_keys` to refuse them here."""
     plain: dict[str, Any] = {}
     if node is not None:
         plain = OmegaConf.to_container(node, resolve=True) if isinstance(node, DictConfig) else dict(node)
     hints = typing.get_type_hints(schema)
-    for key, value in plain.items():
+    for key, value in plain.items() if only_known_keys else ():
         if key not in hints:
             raise ConfigError(f"{prefix}.{key}", value, f"a key of {list(hints)}")
     values = {}

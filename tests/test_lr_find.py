@@ -9,6 +9,7 @@ import pytest
 import torch
 
 from conftest import TINY_GPT, compose_cfg, run_cli
+from harness.config import validate_config
 from harness.errors import ConfigError
 from harness.lr_find import LRFindConfig, find_lr, sweep_config
 from harness.typed_config import read_typed
@@ -160,8 +161,10 @@ def test_a_sweep_that_breaks_at_once_asks_for_a_lower_min_lr(make_trainer):
                                           ("++lr_find.num_steps=3", "lr_find.num_steps"),
                                           ("++lr_find.steps=50", "lr_find.steps")])
 def test_bad_settings_are_one_line_config_errors(override, key):
-    with pytest.raises(ConfigError) as info:
-        read_typed(compose_cfg([override]).lr_find, LRFindConfig, "lr_find")
+    cfg = compose_cfg([override])
+    with pytest.raises(ConfigError) as info:  # as a run reads it: its keys, then its settings
+        validate_config(cfg)
+        read_typed(cfg.lr_find, LRFindConfig, "lr_find")
     assert info.value.key == key
 
 

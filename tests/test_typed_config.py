@@ -29,6 +29,15 @@ def _error(node: dict) -> ConfigError:
     return info.value
 
 
+def test_unknown_keys_are_refused_only_when_asked():
+    node = OmegaConf.create({"stepz": 3})
+    assert read_typed(node, Demo, "demo") == Demo()  # config_keys.py judges keys against the option's file
+    with pytest.raises(ConfigError) as info:
+        read_typed(node, Demo, "demo", only_known_keys=True)
+    assert info.value.key == "demo.stepz" and info.value.allowed == "a key of ['steps', 'rate', 'limit', 'kind', " \
+                                                                    "'flag', 'low']"
+
+
 def test_defaults_fill_absent_keys_and_numbers_become_floats():
     settings = read_typed(OmegaConf.create({"rate": 1, "limit": 3}), Demo, "demo")
     assert settings == Demo(rate=1.0, limit=3) and isinstance(settings.rate, float)
@@ -46,7 +55,6 @@ def test_defaults_fill_absent_keys_and_numbers_become_floats():
     ({"flag": "yes"}, "demo.flag", "true or false"),
     ({"low": None}, "demo.low", "an integer"),
     ({"low": 10}, "demo.low", "< demo.steps=10"),
-    ({"stepz": 3}, "demo.stepz", "a key of ['steps', 'rate', 'limit', 'kind', 'flag', 'low']"),
 ])
 def test_each_failure_is_one_line_naming_the_key_the_value_and_what_is_allowed(node, key, allowed):
     err = _error(node)

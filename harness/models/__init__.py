@@ -31,7 +31,7 @@ def _target(cfg: DictConfig) -> Any:
 
 def _typed_config(target: Any, cfg: DictConfig) -> Any:
     """The group's keys checked into the model's Config dataclass (harness/typed_config.py)."""
-    return read_typed(user_keys(cfg), target.Config, "model")
+    return read_typed(user_keys(cfg), target.Config, "model", only_known_keys=True)
 
 
 def _plain_keys(cfg: DictConfig) -> dict[str, Any]:

@@ -2,20 +2,24 @@
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 from omegaconf import DictConfig
 from torch import nn
 
-from harness.errors import ConfigError
+from harness.typed_config import one_of, read_typed, setting
 
 SCHEMES = ("default", "xavier", "kaiming", "normal", "scaled_residual")
 
 
+@dataclass(frozen=True)
+class InitConfig:
+    name: str = setting("default", f"one of {list(SCHEMES)}", one_of(SCHEMES))
+    std: float = setting(0.02, "a number > 0", lambda v: v > 0)
+
+
 def validate_init_config(cfg: DictConfig) -> None:
-    if cfg.get("name") not in SCHEMES:
-        raise ConfigError("init.name", cfg.get("name"), f"one of {list(SCHEMES)}")
-    if not float(cfg.get("std", 0.02)) > 0:
-        raise ConfigError("init.std", cfg.std, "a number > 0")
+    read_typed(cfg, InitConfig, "init")
 
 
 def apply_init(model: nn.Module, cfg: DictConfig) -> None:
