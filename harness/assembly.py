@@ -50,7 +50,8 @@ from harness.precision import Precision, build_precision
 from harness.rundir import remove_stale_temp_files
 from harness.schedule import build_scheduler, check_schedule_continues
 from harness.step import ClipSettings, TrainStep
-from harness.tracking import Tracker
+from harness.sinks.base import RunInfo
+from harness.tracking import Tracker, logger_settings
 from harness.trainer import Built, Trainer
 from harness.trial import TrialReporter, watch_sweeper
 
@@ -161,7 +162,10 @@ def build_trainer(cfg: DictConfig, run_dir: Path, device: torch.device,
         callbacks.append(SweepReport(reporter))
     tracker = None  # rank 0 of a training run logs; lr_find and doctor drive the trainer for their own purposes
     if dist.is_main and cfg.mode == "train":
-        tracker = Tracker(run_dir, cfg.logger.name, cfg.trainer.max_steps, console)
+        info = RunInfo(run_dir, OmegaConf.to_container(cfg, resolve=True),
+                       study=reporter.study_name if reporter is not None else None,
+                       trial=reporter.number if reporter is not None else None)
+        tracker = Tracker(info, logger_settings(cfg.get("logger")), cfg.trainer.max_steps, console)
     trainer = Trainer(cfg=cfg, train_step=train_step, batches=batches, cadence=Cadence(trainer_config(cfg.trainer), dist, device),
                       callbacks=Callbacks([*callbacks, *user_callbacks.values()],
                                           user={id(cb): name for name, cb in user_callbacks.items()}),

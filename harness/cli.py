@@ -129,7 +129,9 @@ def check_group_choices(command: CommandLine) -> None:
         options = group_options(key, command.config_dirs)
         if options is None or "(" in value or value == "null":
             continue
-        for choice in value.split(","):
+        if value.startswith("[") and value.endswith("]"):  # several options of one group: logger=[a,b]
+            value = value[1:-1]
+        for choice in filter(None, (c.strip() for c in value.split(","))):
             if choice not in options:
                 fail(ConfigError(key, choice, f"one of {options}"))
 

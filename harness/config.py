@@ -115,7 +115,7 @@ def validate_config(cfg: DictConfig, world_size: int = 1, choices: Mapping[str, 
     validate_init_config(cfg.init)
     loss_config(cfg.loss)
     scale_lr_config(cfg.scale_lr)
-    validate_logger_config(cfg.logger)
+    validate_logger_config(cfg.get("logger"))
     monitor_config(cfg.monitor)
     guard_config(cfg.guard)
     early_stop_config(cfg.early_stop)

@@ -133,6 +133,10 @@ def _train(cfg: DictConfig, run_dir: Path, device: torch.device, dist: DistInfo,
     trainer = build_trainer(cfg, run_dir, device, resume_from, dist)
     try:
         status = trainer.fit()
+    except BaseException:
+        if trainer.tracker:  # the trackers file the run as failed; its checkpoints stay valid
+            trainer.tracker.finish({"status": "failed"})
+        raise
     finally:
         trainer.close()
     summary = summarize(trainer, status, time.perf_counter() - started, cfg)
@@ -143,4 +147,6 @@ def _train(cfg: DictConfig, run_dir: Path, device: torch.device, dist: DistInfo,
                  "none" if best is None else f"{best:.4f}", run_dir / "summary.json")
         if diagnose_settings(cfg.diagnose).report:
             write_diagnosis(run_dir)
+    if trainer.tracker:
+        trainer.tracker.finish(summary)  # after summary.json and report.md exist: trackers keep them
     return sweep_value(summary["objective"])

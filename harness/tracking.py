@@ -1,51 +1,87 @@
 """Where metrics go: one Tracker fans each call out to its sinks (harness/sinks/): metrics.jsonl,
-the console, the in-memory history live diagnosis reads, and the `logger` option's sink
-(TensorBoard by default). Only rank 0 builds one."""
+the console, the in-memory history live diagnosis reads, and the trackers the `logger` node
+names (TensorBoard by default; several at once: logger=[tensorboard,mlflow]). Only rank 0
+builds one. A tracker that fails (an unwritable store, a lost server) stops nothing: one warning,
+and the other sinks keep writing."""
 from __future__ import annotations
 
+import logging
 import math
-from pathlib import Path
+from collections.abc import Mapping
 from typing import Any
 
 from omegaconf import DictConfig
 
 from harness.errors import ConfigError
 from harness.sinks import SINKS
+from harness.sinks.base import RunInfo
 from harness.sinks.console import ConsoleSink
 from harness.sinks.jsonl import JsonlSink, read_metrics
 from harness.sinks.memory import MemorySink
+from harness.typed_config import read_typed
 
 LOGGERS = (*SINKS, "none")
 __all__ = ["LOGGERS", "Tracker", "finite_or_none", "read_metrics", "validate_logger_config"]
+log = logging.getLogger("harness")
 
 
-def validate_logger_config(cfg: DictConfig) -> None:
-    if cfg.get("name") not in LOGGERS:
-        raise ConfigError("logger", cfg.get("name"), f"one of {list(LOGGERS)}")
+def logger_settings(node: Mapping[str, Any] | DictConfig | None) -> dict[str, Any]:
+    """The `logger` node as {tracker name: its typed settings}; a name nothing provides fails."""
+    chosen = {}
+    for name, settings in (node or {}).items():
+        if name not in SINKS:
+            raise ConfigError("logger", name, f"one of {list(LOGGERS)}, or several: logger=[tensorboard,mlflow]")
+        schema = SINKS[name][1]
+        chosen[name] = read_typed(settings, schema, f"logger.{name}") if schema is not None else None
+    return chosen
+
+
+def validate_logger_config(node: Any) -> None:
+    logger_settings(node)
 
 
 class Tracker:
     """Built with the trainer; writes nothing until `open`, once the run dir is known to be used."""
 
-    def __init__(self, run_dir: Path, logger: str, max_steps: int, console: bool = True) -> None:
-        self.run_dir, self.logger, self.max_steps, self.console = run_dir, logger, max_steps, console
+    def __init__(self, info: RunInfo, loggers: dict[str, Any], max_steps: int, console: bool = True) -> None:
+        self.info, self.loggers, self.max_steps, self.console = info, loggers, max_steps, console
         self.sinks: list[Any] = []
+        self.optional: dict[int, str] = {}  # id(sink) -> its logger name, for the sinks that may fail
         self.history: MemorySink | None = None
 
     def open(self, resume_step: int = 0) -> None:
-        """Start every sink at `resume_step` (a resumed run drops what was logged after it)."""
-        self.history = MemorySink(self.run_dir, resume_step)
-        self.sinks = [JsonlSink(self.run_dir, resume_step), self.history]
-        if self.logger in SINKS:
-            self.sinks.append(SINKS[self.logger](self.run_dir, resume_step))
+        """Start every sink at `resume_step` (a resumed run drops or skips what was logged after it)."""
+        info = RunInfo(self.info.run_dir, self.info.config, resume_step, self.info.study, self.info.trial)
+        self.history = MemorySink(info.run_dir, resume_step)
+        self.sinks = [JsonlSink(info.run_dir, resume_step), self.history]
         if self.console:
-            self.sinks.append(ConsoleSink(self.run_dir, self.max_steps, start=resume_step))
+            self.sinks.append(ConsoleSink(info.run_dir, self.max_steps, start=resume_step))
+        for name, settings in self.loggers.items():
+            try:
+                sink = SINKS[name][0](info, settings)
+            except Exception as err:  # noqa: BLE001 - a tracker that cannot start must not stop training
+                self._warn(name, err)
+                continue
+            self.sinks.append(sink)
+            self.optional[id(sink)] = name
+
+    def _warn(self, name: str, err: Exception) -> None:
+        log.warning("logger %s failed (%s: %s); it stops writing, training and the other sinks go on",
+                    name, type(err).__name__, " ".join(str(err).split())[:300])
 
     def _each(self, method: str, *args: Any) -> None:
-        for sink in self.sinks:
+        for sink in list(self.sinks):
             call = getattr(sink, method, None)
-            if call is not None:
+            if call is None:
+                continue
+            if id(sink) not in self.optional:
                 call(*args)
+                continue
+            try:
+                call(*args)
+            except Exception as err:  # noqa: BLE001 - see `open`
+                self._warn(self.optional.pop(id(sink)), err)
+                self.sinks.remove(sink)
 
     def log(self, step: int, scalars: dict[str, float], kind: str = "train") -> None:
         self._each("log", step, scalars, kind)
@@ -55,6 +91,10 @@ class Tracker:
 
     def text(self, tag: str, message: str, step: int) -> None:
         self._each("text", tag, message, step)
+
+    def finish(self, summary: dict[str, Any]) -> None:
+        """The run is over and its files are written: trackers file them and the run's status."""
+        self._each("finish", summary)
 
     def close(self) -> None:
         self._each("close")

@@ -139,6 +139,10 @@ class TrialReporter:
     def number(self) -> int:
         return self._trial.number
 
+    @property
+    def study_name(self) -> str:
+        return self._study.study_name
+
     def report(self, value: float, step: int) -> None:
         """Record the eval metric at `step` (training steps, so pruner settings read naturally)."""
         # Optuna rejects intermediate values of multi-objective studies and of closed trials.

@@ -66,7 +66,7 @@ CONFIG_CASES = [
     (["loss.label_smoothing=1.0"], "loss.label_smoothing", "1.0"), (["loss.label_smoothing=-0.1"], "loss.label_smoothing", "-0.1"),
     (["loss.z_loss=-1e-4"], "loss.z_loss", "-0.0001"), (["loss.z_loss=nan"], "loss.z_loss", "nan"),
     (["loss.ignore_index=pad"], "loss.ignore_index", "pad"), (["loss.ignore_index=1.5"], "loss.ignore_index", "1.5"),
-    (["logger.name=wandb"], "logger", "wandb"),
+    (["+logger.comet={}"], "logger.comet", "nothing reads this key"),
     (["scale_lr.base_batch=0"], "scale_lr.base_batch", "0"), (["scale_lr.rule=log"], "scale_lr.rule", "log"),
     # guard, early_stop, monitor, fault
     (["guard.spike_zscore=0"], "guard.spike_zscore", "0"), (["guard.spike_window=0"], "guard.spike_window", "0"),

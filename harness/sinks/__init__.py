@@ -1,9 +1,18 @@
-"""Where metrics go. Every sink takes the same calls (`log`, `histograms`, `text`, `close`; any
-may be left out) and the Tracker fans each one out. The JSONL file, the console and the
-in-memory history are always on; `logger=` picks the rest from SINKS, so a new tracker is one
-file here plus a config option in conf/logger/."""
+"""Where metrics go. Every sink takes the same calls (`log`, `histograms`, `text`, `finish`,
+`close`; any may be left out) and the Tracker fans each one out. The JSONL file, the console and
+the in-memory history are always on; the `logger` node picks the rest from SINKS, so a new
+tracker is one file here plus a file in conf/logger/ (several at once: logger=[tensorboard,mlflow])."""
 from __future__ import annotations
 
-from harness.sinks.tensorboard import TensorBoardSink
+from typing import Any
 
-SINKS = {"tensorboard": TensorBoardSink}
+from harness.sinks.mlflow import MLflowSettings, MLflowSink
+from harness.sinks.tensorboard import TensorBoardSink
+from harness.sinks.wandb import WandbSettings, WandbSink
+
+
+SINKS: dict[str, tuple[Any, Any]] = {  # logger option -> (sink class, its settings dataclass or None)
+    "tensorboard": (TensorBoardSink, None),
+    "mlflow": (MLflowSink, MLflowSettings),
+    "wandb": (WandbSink, WandbSettings),
+}

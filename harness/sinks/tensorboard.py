@@ -8,8 +8,9 @@ which the diagnosis reads, keeps the plain keys.
 """
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
+
+from harness.sinks.base import RunInfo
 
 TB_FIRST_GROUPS = ("grad", "train", "val")
 TB_LATER_PREFIX = "~"
@@ -36,11 +37,12 @@ def custom_scalars_layout() -> dict[str, dict[str, list]]:
 
 
 class TensorBoardSink:
-    def __init__(self, run_dir: Path, resume_step: int) -> None:
+    def __init__(self, info: RunInfo, settings: None = None) -> None:
         from torch.utils.tensorboard import SummaryWriter
 
         # purge_step hides events a crashed run wrote after its last checkpoint
-        self.writer = SummaryWriter(str(run_dir / "tb"), purge_step=resume_step + 1 if resume_step else None)
+        step = info.resume_step
+        self.writer = SummaryWriter(str(info.run_dir / "tb"), purge_step=step + 1 if step else None)
         self.writer.add_custom_scalars(custom_scalars_layout())
 
     def log(self, step: int, scalars: dict[str, float], kind: str) -> None:
