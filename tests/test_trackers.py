@@ -110,6 +110,7 @@ def test_a_tracker_that_fails_stops_nothing(tmp_path):
     warnings = [line for line in (result.stdout + result.stderr).splitlines() if "logger mlflow failed" in line]
     assert len(warnings) == 1
     assert json.loads((tmp_path / "run" / "summary.json").read_text())["status"] == "completed"
+    assert list((tmp_path / "run" / "tb").glob("events.out.tfevents.*"))  # the other tracker kept writing
     assert [r["step"] for r in read_metrics(tmp_path / "run") if r["kind"] == "train"] == [5, 10, 15, 20, 25, 30,
                                                                                            35, 40]
 
@@ -127,10 +128,32 @@ def test_wandb_offline_keeps_the_history_in_the_run_dir(tmp_path):
     assert [(s, v) for s, v in history if v is not None] == expected
 
 
+def test_wandb_files_a_sweeps_trials_in_one_group(tmp_path):
+    pytest.importorskip("wandb", reason="the wandb extra is not installed")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("WANDB_")}
+    result = run_cli(["-m", "hydra/sweeper=optuna", "hydra.sweeper.n_trials=2", "optim.lr=interval(1e-3,1e-2)",
+                      *SMALL, "trainer.max_steps=10", "trainer.eval_every=5", "logger=wandb",
+                      "logger.wandb.mode=offline", f"hydra.sweep.dir={tmp_path / 'sweep'}"], cwd=tmp_path,
+                     env={**env, "WANDB_SILENT": "true"}, timeout=600)
+    assert result.returncode == 0, result.stderr[-3000:]
+    logs = sorted((tmp_path / "sweep").glob("*/wandb/offline-run-*/run-*.wandb"))
+    groups = [_wandb_records(log, "run")[0].run_group for log in logs]
+    assert len(groups) == 2 and len(set(groups)) == 1 and groups[0].startswith("train-optim.lr")
+
+
 def _wandb_history(path) -> list[tuple[int, float | None]]:
-    """(step, train/loss) of each history record in an offline run's transaction log: a 7-byte
-    header, then LevelDB-log blocks of 32 KiB whose records (7-byte headers: crc, length, type)
-    hold protobuf `Record`s, split across blocks when long."""
+    """(step, train/loss) of each history record in an offline run's transaction log."""
+    found = []
+    for history in _wandb_records(path, "history"):
+        items = {i.key or "/".join(i.nested_key): json.loads(i.value_json) for i in history.item}
+        found.append((items.get("_step"), items.get("train/loss")))
+    return found
+
+
+def _wandb_records(path, kind: str) -> list:
+    """The `kind` records of an offline run's transaction log: a 7-byte header, then LevelDB-log
+    blocks of 32 KiB whose records (7-byte headers: crc, length, type) hold protobuf `Record`s,
+    split across blocks when long."""
     from wandb.proto import wandb_internal_pb2
 
     data, block, pos, pending, found = path.read_bytes(), 32768, 7, b"", []
@@ -138,13 +161,12 @@ def _wandb_history(path) -> list[tuple[int, float | None]]:
         if block - pos % block < 7:  # a block's tail too short for a header is padding
             pos += block - pos % block
             continue
-        _crc, length, kind = struct.unpack("<IHB", data[pos:pos + 7])
+        _crc, length, piece = struct.unpack("<IHB", data[pos:pos + 7])
         pending, pos = pending + data[pos + 7:pos + 7 + length], pos + 7 + length
-        if kind in (1, 4) and pending:  # a full record, or the last piece of one
+        if piece in (1, 4) and pending:  # a full record, or the last piece of one
             record = wandb_internal_pb2.Record()
             record.ParseFromString(pending)
             pending = b""
-            if record.WhichOneof("record_type") == "history":
-                items = {i.key or "/".join(i.nested_key): json.loads(i.value_json) for i in record.history.item}
-                found.append((items.get("_step"), items.get("train/loss")))
+            if record.WhichOneof("record_type") == kind:
+                found.append(getattr(record, kind))
     return found

@@ -101,6 +101,7 @@ class MLflowSink:
         saved = info.run_dir / RUN_FILE
         if info.resume_step and saved.is_file() and json.loads(saved.read_text())["tracking_uri"] == self.uri:
             self.run_id = json.loads(saved.read_text())["run_id"]
+            self.parent_id = self.client.get_run(self.run_id).data.tags.get("mlflow.parentRunId")
             self.client.update_run(self.run_id, status="RUNNING")
             self.logged_through = self._last_logged_step()
             return
@@ -108,9 +109,11 @@ class MLflowSink:
         tags = {"seed": str(info.config.get("seed")), "status": "running"}
         if (commit := git_commit()) is not None:
             tags["git_commit"] = commit
+        self.parent_id = None
         if info.study is not None:
-            tags.update({"study": info.study, "trial": str(info.trial),
-                         "mlflow.parentRunId": self._parent_run(experiment)})
+            self.parent_id = self._parent_run(experiment)
+            self.client.update_run(self.parent_id, status="RUNNING")  # the sweep goes on
+            tags.update({"study": info.study, "trial": str(info.trial), "mlflow.parentRunId": self.parent_id})
         self.run_id = self.client.create_run(experiment, run_name=info.run_dir.name, tags=tags).info.run_id
         (info.run_dir / RUN_FILE).write_text(json.dumps({"run_id": self.run_id, "tracking_uri": self.uri}))
         self._log_params(flatten({k: v for k, v in info.config.items() if k != "hydra"}))
@@ -172,3 +175,5 @@ class MLflowSink:
                 self.client.log_artifact(self.run_id, str(path))
         self.client.set_tag(self.run_id, "status", summary.get("status", "failed"))
         self.client.set_terminated(self.run_id, status=run_status(summary.get("status", "failed")))
+        if self.parent_id is not None:  # finished as far as this trial knows; the next trial reopens it
+            self.client.set_terminated(self.parent_id, status="FINISHED")
