@@ -61,7 +61,7 @@ def main() -> None:
     parser.add_argument("--store", type=Path, default=Path("outputs/mlflow.db"))
     parser.add_argument("--experiment", default=None, help="default: the first experiment that is not Default")
     parser.add_argument("--out", type=Path, default=Path("mlflow_shots"))
-    parser.add_argument("--wait", type=float, default=40.0, help="seconds each page may render")
+    parser.add_argument("--wait", type=float, default=60.0, help="seconds each page may render (virtual time)")
     args = parser.parse_args()
     chromium = shutil.which("chromium") or shutil.which("chromium-browser") or shutil.which("google-chrome")
     if chromium is None:
@@ -77,8 +77,10 @@ def main() -> None:
         args.out.mkdir(parents=True, exist_ok=True)
         for name, route in PAGES.items():
             shot = args.out / f"{name}.png"
+            # charts draw lazily: every compositor stage must run before the shot is taken
             subprocess.run([chromium, "--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars",
-                            "--window-size=1500,1000", f"--virtual-time-budget={int(args.wait * 1000)}",
+                            "--window-size=1500,2400", "--run-all-compositor-stages-before-draw",
+                            f"--virtual-time-budget={int(args.wait * 1000)}",
                             f"--screenshot={shot}", base + route.format(experiment=experiment, run=run)],
                            check=True, capture_output=True, timeout=120)
             print(shot)
