@@ -27,7 +27,7 @@ class Tick:
     log: bool  # a logging step (the window is read)
     eval: bool
     checkpoint: bool  # periodic, last, or before a stop
-    preempted: bool  # SIGTERM/SIGUSR1 seen (by any rank)
+    preempted: bool  # SIGTERM/SIGUSR1/SIGUSR2 seen (by any rank)
     stop: bool  # preempted, or trainer.stop_after reached
 
     @property
@@ -52,14 +52,15 @@ RESTORED = Restored()
 
 
 class StopRequest:
-    """Set by SIGTERM/SIGUSR1 (preemption): save at the next step boundary and exit cleanly."""
+    """Set by SIGTERM, SIGUSR1 or SIGUSR2 (preemption, or a scheduler's warning before the time
+    limit; submitit asks SLURM for SIGUSR2): save at the next step boundary and exit cleanly."""
 
     def __init__(self) -> None:
         self.signal_name: str | None = None
 
     def install(self) -> None:
         if threading.current_thread() is threading.main_thread():
-            for sig in (signal.SIGTERM, signal.SIGUSR1):
+            for sig in (signal.SIGTERM, signal.SIGUSR1, signal.SIGUSR2):
                 signal.signal(sig, self._handle)
 
     def _handle(self, signum: int, _frame: Any) -> None:

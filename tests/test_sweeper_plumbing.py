@@ -120,8 +120,15 @@ def test_a_launcher_offering_a_trial_runner_runs_the_trials() -> None:
     sweeper = OptunaSweeper(sampler=None, pruner=None, runner=TrialRunner(grace_s=3.0),
                             direction="minimize", n_trials=1, n_jobs=2, seed=None, storage=None,
                             study_name=None, params=None, plots=False, tensorboard=False)
-    sweeper.launcher = object()  # Hydra's basic launcher offers nothing
+    from hydra._internal.core_plugins.basic_launcher import BasicLauncher
+
+    from harness.errors import ConfigError
+
+    sweeper.launcher = BasicLauncher()  # Hydra's basic launcher offers nothing: trials run here
     assert sweeper.trial_runner(2) is sweeper.runner
+    sweeper.launcher = object()  # a launcher that knows only Hydra's batches is refused, not ignored
+    with pytest.raises(ConfigError, match="cannot drive this launcher"):
+        sweeper.trial_runner(2)
     sweeper.launcher = OfferingLauncher()
     runner = sweeper.trial_runner(2)
     assert isinstance(runner, WrappingRunner) and runner.n_slots == 2 and runner.grace_s == 3.0

@@ -1,5 +1,5 @@
 """Step checkpoints: every trainer.ckpt_every steps, at the last step and before a stop; a stop
-signal (SIGTERM/SIGUSR1: preemption) is answered with a checkpoint and a clean exit."""
+signal (SIGTERM/SIGUSR1/SIGUSR2: preemption) is answered with a checkpoint and a clean exit."""
 from __future__ import annotations
 
 from typing import TYPE_CHECKING

@@ -33,6 +33,7 @@ def run_sweep(cfg: DictConfig, options: dict[str, Any], config_loader: ConfigLoa
     parser = OverridesParser.create(config_loader=config_loader)
     space = parse_search_space(parser.parse_overrides([*settings.params, *arguments]))
     _check_composes(validate, space.overrides(space.first()))
+    runner = trial_runner(settings.n_jobs)  # before anything is written: a launcher it cannot drive is refused
     target = len(space.grid()) if settings.is_grid else settings.n_trials
 
     sweep_dir = Path(cfg.hydra.runtime.cwd, str(cfg.hydra.sweep.dir)).resolve()
@@ -44,7 +45,6 @@ def run_sweep(cfg: DictConfig, options: dict[str, Any], config_loader: ConfigLoa
              "and hydra.sweep.dir=%s", study.study_name, _report.display_url(url),
              _ledger.progress(study).done, target, settings.n_jobs, sweep_dir)
 
-    runner = trial_runner(settings.n_jobs)
     n_jobs = runner.capacity(settings.n_jobs)
     if n_jobs < settings.n_jobs:
         log.info("n_jobs=%d requested; %d trial(s) fit the free GPUs at once", settings.n_jobs, n_jobs)

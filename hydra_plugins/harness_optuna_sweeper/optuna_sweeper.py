@@ -71,10 +71,20 @@ class OptunaSweeper(Sweeper):
         `trial_runner(n_slots, grace_s=..., timeout_s=...)` (as `hydra/launcher=torchrun`
         does); otherwise `hydra.sweeper.runner`. Batches of Hydra's Launcher.launch are never
         used: they would block on their slowest trial."""
+        from hydra._internal.core_plugins.basic_launcher import BasicLauncher
+
         offered = getattr(self.launcher, "trial_runner", None)
-        if offered is None:
-            return self.runner
-        return offered(n_jobs, grace_s=self.runner.grace_s, timeout_s=self.runner.timeout_s)
+        if offered is not None:
+            return offered(n_jobs, grace_s=self.runner.grace_s, timeout_s=self.runner.timeout_s)
+        if self.launcher is not None and not isinstance(self.launcher, BasicLauncher):
+            # Silently running the trials here instead would put a whole cluster sweep on this machine.
+            from harness.errors import ConfigError
+
+            raise ConfigError("hydra/launcher", type(self.launcher).__name__,
+                              "basic (trials run on this machine), torchrun or slurm: hydra/sweeper=optuna "
+                              "starts every trial itself and cannot drive this launcher (hydra/sweeper=basic "
+                              "can, in batches)")
+        return self.runner
 
     def sweep(self, arguments: List[str]) -> Any:
         from harness.cli import fail
