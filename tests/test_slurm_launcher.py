@@ -7,6 +7,7 @@ import json
 import os
 import shlex
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -139,3 +140,23 @@ def test_a_trial_with_several_processes_runs_torchrun_meeting_at_the_first_node(
                              'torch.distributed.run --nnodes=2 --nproc_per_node=4 --rdzv_backend=c10d '
                              '--rdzv_endpoint=$MASTER:29500 --rdzv_id=$SLURM_JOB_ID train.py optim.lr=0.01')
     assert "hydra.run.dir='/sweep/3'" in shlex.split(script.split("; exec ", 1)[1])  # quoted for the shell
+
+
+def test_stopping_the_sweeper_cancels_its_jobs(slurm, tmp_path):
+    sweep = tmp_path / "sweep"
+    command = ["-m", *SLURM, "hydra.sweeper.n_trials=4", "hydra.sweeper.n_jobs=2", "optim.lr=interval(1e-3,1e-2)",
+               *TRIAL, "model.width=256", "trainer.max_steps=100000", f"hydra.sweep.dir={sweep}"]
+    sweeper = subprocess.Popen([sys.executable, str(ROOT / "train.py"), *command], cwd=tmp_path,
+                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and not all((sweep / str(n) / "train.log").is_file() for n in range(2)):
+        time.sleep(0.5)
+    jobs = [job for n in range(2) for job in _jobs(sweep / str(n))]
+    sweeper.send_signal(signal.SIGINT)  # Ctrl-C
+    output, _ = sweeper.communicate(timeout=120)
+    deadline, listed = time.monotonic() + 60, set(jobs)
+    while time.monotonic() < deadline and set(jobs) & listed:  # cancelled jobs take a moment to leave squeue
+        time.sleep(1)
+        listed = set(subprocess.run(["squeue", "-h", "-o", "%i"], capture_output=True, text=True).stdout.split())
+    assert jobs and not set(jobs) & listed, output[-2000:]
+    assert not (sweep / "2").exists()  # nothing new was queued after the stop
