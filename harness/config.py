@@ -28,7 +28,7 @@ from harness.monitor import monitor_config
 from harness.optim import validate_optim_config
 from harness.precision import validate_precision_config
 from harness.schedule import validate_schedule_config
-from harness.tracking import validate_logger_config
+from harness.tracking import logger_settings
 from harness.validation import is_whole
 
 MODES = ("train", "lr_find", "doctor")
@@ -115,7 +115,7 @@ def validate_config(cfg: DictConfig, world_size: int = 1, choices: Mapping[str, 
     validate_init_config(cfg.init)
     loss_config(cfg.loss)
     scale_lr_config(cfg.scale_lr)
-    validate_logger_config(cfg.get("logger"))
+    logger_settings(cfg.get("logger"))
     monitor_config(cfg.monitor)
     guard_config(cfg.guard)
     early_stop_config(cfg.early_stop)

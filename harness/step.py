@@ -34,7 +34,7 @@ class BatchSource(Protocol):
     def fetch(self, mb: MicroBatch) -> tuple[torch.Tensor, torch.Tensor]: ...
 
 
-@dataclass
+@dataclass(frozen=True)
 class StepResult:
     """What one update did; the tensors stay on the device until a logging step reads them."""
 
@@ -87,35 +87,34 @@ class TrainStep:
             return self._skip_empty(step)
         loss = self._forward_backward(fetched, shares or [0.0] * len(fetched), monitoring)
         self.faults.on_grads(self.params)
-        result = StepResult(step, loss, torch.empty(0), torch.empty(0), torch.empty(0),
-                            micro_batches=micro_batches if self.guard.enabled else None)
-        if log_step:  # a host-side count, no read
-            result.without_grad = sum(p.grad is None for p in self.params)
+        without_grad = sum(p.grad is None for p in self.params) if log_step else None  # a host-side count
 
         self.scaler.unscale_(self.optimizer)  # fp16: clipping and norms must see true gradients
-        result.grad_norm = global_grad_norm(self.params)  # pre-clip, on the device
-        result.verdict, result.judged_loss = self.guard.judge(loss, result.grad_norm, self.precision.scaling)
+        grad_norm = global_grad_norm(self.params)  # pre-clip, on the device
+        verdict, judged_loss = self.guard.judge(loss, grad_norm, self.precision.scaling)
         if self.guard.enabled and self.dist.world_size > 1:  # empty on every rank: skipped like a bad update
             counted = self._has_targets[shares is not None]
-            result.verdict = torch.where(all_reduce_mean(counted, self.dist) > 0, result.verdict, Verdict.EMPTY)
-        ok = result.verdict == Verdict.OK
+            verdict = torch.where(all_reduce_mean(counted, self.dist) > 0, verdict, Verdict.EMPTY)
+        ok = verdict == Verdict.OK
         monitoring = monitoring and bool(ok)  # a logging step: reading is allowed
         if monitoring:
             self.monitor.after_backward()
+        post_clip_norm = clipped = None
         if self.clip.threshold:
-            clip_gradients(self.params, self.clip.mode, self.clip.threshold, result.grad_norm)
+            clip_gradients(self.params, self.clip.mode, self.clip.threshold, grad_norm)
             if log_step and self.clip.mode != "norm":
-                result.post_clip_norm = global_grad_norm(self.params)
+                post_clip_norm = global_grad_norm(self.params)
             if self.clip.mode == "norm":
-                result.clipped = result.grad_norm > self.clip.threshold
-        result.lr = self.optimizer.param_groups[0]["lr"]
+                clipped = grad_norm > self.clip.threshold
+        lr = self.optimizer.param_groups[0]["lr"]
         self._step_unless_bad(ok)  # a bad update moves neither parameters nor moments
-        result.scale_dropped = self._update_loss_scale(ok)
+        scale_dropped = self._update_loss_scale(ok)
         self.scheduler.step()  # counts optimizer updates, skipped ones included
         self.optimizer.zero_grad(set_to_none=True)
         if monitoring:
             self.monitor.after_step()
-        return result
+        return StepResult(step, loss, grad_norm, verdict, judged_loss, clipped, lr, scale_dropped, post_clip_norm,
+                          without_grad, micro_batches if self.guard.enabled else None)
 
     def _forward_backward(self, fetched: list[tuple[torch.Tensor, torch.Tensor]], shares: list[float],
                           monitoring: bool) -> torch.Tensor:

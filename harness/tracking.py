@@ -17,11 +17,11 @@ from harness.sinks import SINKS
 from harness.sinks.base import RunInfo
 from harness.sinks.console import ConsoleSink
 from harness.sinks.jsonl import JsonlSink, read_metrics
-from harness.sinks.memory import MemorySink
+from harness.sinks.memory import MetricHistory
 from harness.typed_config import read_typed
 
 LOGGERS = (*SINKS, "none")
-__all__ = ["LOGGERS", "Tracker", "finite_or_none", "read_metrics", "validate_logger_config"]
+__all__ = ["LOGGERS", "Tracker", "finite_or_none", "logger_settings", "read_metrics"]
 log = logging.getLogger("harness")
 
 
@@ -36,10 +36,6 @@ def logger_settings(node: Mapping[str, Any] | DictConfig | None) -> dict[str, An
     return chosen
 
 
-def validate_logger_config(node: Any) -> None:
-    logger_settings(node)
-
-
 class Tracker:
     """Built with the trainer; writes nothing until `open`, once the run dir is known to be used."""
 
@@ -47,13 +43,14 @@ class Tracker:
         self.info, self.loggers, self.max_steps, self.console = info, loggers, max_steps, console
         self.sinks: list[Any] = []
         self.optional: dict[int, str] = {}  # id(sink) -> its logger name, for the sinks that may fail
-        self.history: MemorySink | None = None
+        self.history: MetricHistory | None = None
 
     def open(self, resume_step: int = 0) -> None:
         """Start every sink at `resume_step` (a resumed run drops or skips what was logged after it)."""
         info = RunInfo(self.info.run_dir, self.info.config, resume_step, self.info.study, self.info.trial)
-        self.history = MemorySink(info.run_dir, resume_step)
-        self.sinks = [JsonlSink(info.run_dir, resume_step), self.history]
+        kept = [r for r in read_metrics(info.run_dir) if r["step"] <= resume_step]  # the file is read once
+        self.history = MetricHistory(kept)
+        self.sinks = [JsonlSink(info.run_dir, kept), self.history]
         if self.console:
             self.sinks.append(ConsoleSink(info.run_dir, self.max_steps, start=resume_step))
         for name, settings in self.loggers.items():

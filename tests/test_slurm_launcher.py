@@ -160,3 +160,11 @@ def test_stopping_the_sweeper_cancels_its_jobs(slurm, tmp_path):
         listed = set(subprocess.run(["squeue", "-h", "-o", "%i"], capture_output=True, text=True).stdout.split())
     assert jobs and not set(jobs) & listed, output[-2000:]
     assert not (sweep / "2").exists()  # nothing new was queued after the stop
+
+
+def test_the_slurm_launcher_under_hydras_basic_sweeper_is_refused_and_leaves_nothing(tmp_path):
+    sweep = tmp_path / "sweep"
+    result = run_cli(["-m", "hydra/launcher=slurm", "optim.lr=1e-3,2e-3", *TRIAL, "debug=smoke",
+                      f"hydra.sweep.dir={sweep}"], cwd=tmp_path)
+    line = one_line_error(result, "hydra/launcher")
+    assert "used with hydra/sweeper=optuna" in line and not sweep.exists()

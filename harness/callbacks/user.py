@@ -18,7 +18,7 @@ def validate_callbacks_config(node: Any) -> None:
     if node is None:
         return
     if not isinstance(node, (Mapping, DictConfig)):
-        raise ConfigError("callbacks", node, "named entries, e.g. callbacks.my_log._target_=mymod.MyLog")
+        raise ConfigError("callbacks", node, "named entries, e.g. +callbacks.my_log._target_=mymod.MyLog")
     for name, entry in node.items():
         if entry is None:
             continue

@@ -16,7 +16,8 @@ import numpy as np
 from omegaconf import OmegaConf
 
 from harness.schedule import warmup_steps
-from harness.sinks.jsonl import METRICS_FILE
+from harness.sinks.jsonl import METRICS_FILE, read_metrics
+from harness.sinks.memory import MetricHistory
 
 
 class MissingMetricsError(FileNotFoundError):
@@ -108,13 +109,9 @@ def load_run(run_dir: Path | str) -> RunData:
     metrics = run_dir / METRICS_FILE
     if not metrics.is_file():
         raise MissingMetricsError(f"{run_dir} has no {METRICS_FILE}")
-    rows = [json.loads(line) for line in metrics.read_text().splitlines() if line.strip()]
-    train = [r for r in rows if r.get("kind", "train") == "train"]
-    evals = [r for r in rows if r.get("kind") == "eval"]
-    order: dict[str, None] = {}
-    for row in train:
-        order.update(dict.fromkeys(row))
-    return RunData(run_dir, read_config(run_dir), _read_json(run_dir / "summary.json"), train, evals, list(order))
+    history = MetricHistory(read_metrics(run_dir))
+    return RunData(run_dir, read_config(run_dir), _read_json(run_dir / "summary.json"), history.train, history.evals,
+                   history.key_order)
 
 
 def read_config(run_dir: Path) -> dict[str, Any]:

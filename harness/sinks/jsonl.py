@@ -18,11 +18,10 @@ def read_metrics(run_dir: Path) -> list[dict[str, Any]]:
 
 
 class JsonlSink:
-    def __init__(self, run_dir: Path, resume_step: int) -> None:
+    def __init__(self, run_dir: Path, kept: list[dict[str, Any]]) -> None:
+        """`kept`: the rows of an earlier invocation up to the resumed step; the file holds only them."""
         path = run_dir / METRICS_FILE
-        if path.exists():
-            kept = [r for r in read_metrics(run_dir) if r["step"] <= resume_step]
-            path.write_text("".join(json.dumps(r) + "\n" for r in kept))
+        path.write_text("".join(json.dumps(r) + "\n" for r in kept))
         self.file = path.open("a")
 
     def log(self, step: int, scalars: dict[str, float], kind: str) -> None:

@@ -1,22 +1,20 @@
-"""The run's metrics so far, in memory: what live diagnosis judges at each eval, without
-re-reading metrics.jsonl (which grows with the run). A resumed run starts from the rows the
-file keeps."""
+"""A run's metric rows split the way the diagnosis reads them: train rows (with their keys in
+first-logged order) and eval rows. As a sink it is the history live diagnosis judges at each
+eval, without re-reading metrics.jsonl (which grows with the run); load_run builds one from the
+file."""
 from __future__ import annotations
 
-from pathlib import Path
+from collections.abc import Iterable
 from typing import Any
 
-from harness.sinks.jsonl import read_metrics
 
-
-class MemorySink:
-    def __init__(self, run_dir: Path, resume_step: int) -> None:
+class MetricHistory:
+    def __init__(self, rows: Iterable[dict[str, Any]] = ()) -> None:
         self.train: list[dict[str, Any]] = []  # train rows, in step order
         self.evals: list[dict[str, Any]] = []
         self._key_order: dict[str, None] = {}  # train keys in first-logged order
-        for row in read_metrics(run_dir):
-            if row["step"] <= resume_step:
-                self._add(row)
+        for row in rows:
+            self._add(row)
 
     @property
     def key_order(self) -> list[str]:

@@ -65,6 +65,11 @@ def git_commit() -> str | None:
     return out.stdout.strip() or None if out.returncode == 0 else None
 
 
+def _read_run_file(path: Path) -> dict[str, str]:
+    """{"run_id", "tracking_uri"} as a run dir or sweep dir keeps them; {} when there is none."""
+    return json.loads(path.read_text()) if path.is_file() else {}
+
+
 def run_status(status: str) -> str:
     """summary.json's status as an MLflow run status."""
     if status in FAILED_STATUSES:
@@ -98,9 +103,9 @@ class MLflowSink:
         self.client = MlflowClient(tracking_uri=self.uri)
         self.client.search_experiments(max_results=1)  # the store's tables exist from here on
         self.logged_through = -1  # steps up to here are already in the store (a resumed run)
-        saved = info.run_dir / RUN_FILE
-        if info.resume_step and saved.is_file() and json.loads(saved.read_text())["tracking_uri"] == self.uri:
-            self.run_id = json.loads(saved.read_text())["run_id"]
+        earlier = _read_run_file(info.run_dir / RUN_FILE) if info.resume_step else {}
+        if earlier.get("tracking_uri") == self.uri:
+            self.run_id = earlier["run_id"]
             self.parent_id = self.client.get_run(self.run_id).data.tags.get("mlflow.parentRunId")
             self.client.update_run(self.run_id, status="RUNNING")
             self.logged_through = self._last_logged_step()
@@ -137,11 +142,13 @@ class MLflowSink:
         with open(sweep_dir / f"{PARENT_FILE}.lock", "w") as lock:
             fcntl.flock(lock, fcntl.LOCK_EX)
             path = sweep_dir / PARENT_FILE
-            if path.is_file() and json.loads(path.read_text())["tracking_uri"] == self.uri:
-                return json.loads(path.read_text())["run_id"]
-            parent = self.client.create_run(experiment, run_name=self.info.study, tags={"study": self.info.study})
-            path.write_text(json.dumps({"run_id": parent.info.run_id, "tracking_uri": self.uri}))
-            return parent.info.run_id
+            known = _read_run_file(path)
+            if known.get("tracking_uri") == self.uri:
+                return known["run_id"]
+            run_id = self.client.create_run(experiment, run_name=self.info.study,
+                                            tags={"study": self.info.study}).info.run_id
+            path.write_text(json.dumps({"run_id": run_id, "tracking_uri": self.uri}))
+            return run_id
 
     def _last_logged_step(self) -> int:
         run = self.client.get_run(self.run_id)

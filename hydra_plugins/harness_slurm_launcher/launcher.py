@@ -17,15 +17,21 @@ class SlurmLauncher(Launcher):
         self.config: Optional[DictConfig] = None
 
     def setup(self, *, hydra_context: HydraContext, task_function: TaskFunction, config: DictConfig) -> None:
+        if "harness_optuna_sweeper" not in str(config.hydra.sweeper.get("_target_")):
+            _refuse()  # before any sweeper writes into the sweep dir
         self.config = config
 
     def trial_runner(self, n_slots: int, grace_s: float = 10.0, timeout_s: Optional[float] = None) -> SlurmTrialRunner:
         return SlurmTrialRunner(self.params, grace_s=grace_s, timeout_s=timeout_s)
 
     def launch(self, job_overrides: Sequence[Sequence[str]], initial_job_idx: int) -> Sequence[JobReturn]:
-        from harness.cli import fail
-        from harness.errors import ConfigError
+        _refuse()
 
-        fail(ConfigError("hydra/launcher", "slurm", "used with hydra/sweeper=optuna, which queues every trial as "
-                                                    "its own SLURM job (Hydra's basic sweeper would wait for "
-                                                    "each batch's slowest job)"))
+
+def _refuse() -> None:
+    from harness.cli import fail
+    from harness.errors import ConfigError
+
+    fail(ConfigError("hydra/launcher", "slurm", "used with hydra/sweeper=optuna, which queues every trial as its own "
+                                                "SLURM job (Hydra's basic sweeper would wait for each batch's "
+                                                "slowest job)"))

@@ -34,6 +34,8 @@ class SlurmTrialRunner(TrialRunner):
     def __init__(self, params: Mapping[str, Any], **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.params = dict(params)
+        # A cluster without accounting storage (no sacct) makes submitit warn at every look at a job.
+        logging.getLogger("submitit").setLevel(logging.ERROR)
 
     def capacity(self, requested: int) -> int:
         """Jobs in flight at once: `max_parallel` when set, else what the sweep asked for."""
@@ -127,10 +129,8 @@ class TrialJob:
 
 
 def _done(job: Any) -> bool:
-    """Whether the job ended. A cluster without accounting storage has no sacct: submitit then
-    warns at every look and cannot tell a job that vanished from squeue (killed, cancelled) from
-    one still queued, so squeue is asked directly."""
-    logging.getLogger("submitit").setLevel(logging.ERROR)
+    """Whether the job ended. Without sacct (no accounting storage) submitit cannot tell a job that
+    vanished from squeue (killed, cancelled) from one still queued, so squeue is asked directly."""
     if job.done():
         return True
     listed = subprocess.run(["squeue", "-h", "-j", str(job.job_id), "-o", "%i"], capture_output=True, text=True)
