@@ -11,6 +11,7 @@ from harness.cli import (check_group_choices, check_overrides, check_run_dir, co
                          exit_without_teardown, fail, is_multirun, parse_command_line)
 from harness.errors import HarnessError
 from harness.resolvers import register_resolvers
+from hydra_plugins.harness_slurm_launcher.single import submit_run, wants_slurm_job
 from hydra_plugins.harness_torchrun_launcher.relaunch import relaunch_if_asked
 
 register_resolvers()
@@ -25,6 +26,8 @@ def main(cfg: DictConfig) -> float | list[float]:
     from harness.run import run
 
     try:
+        if wants_slurm_job():
+            sys.exit(submit_run(cfg))
         result = run(cfg)
     except HarnessError as err:
         fail(err, cleanup_hydra_dir=True)

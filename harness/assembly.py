@@ -4,7 +4,9 @@ so imports flow one way: entry -> modes -> assembly -> components."""
 from __future__ import annotations
 
 import logging
+import os
 import random
+import socket
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -198,6 +200,11 @@ def build_trainer(cfg: DictConfig, run_dir: Path, device: torch.device,
     n_params = sum(p.numel() for p in raw_model.parameters())
     log.info("model %s: %.2fM parameters; data %s (%s); device %s; precision %s",
              type(raw_model).__name__, n_params / 1e6, cfg.data.name, meta.task, device, cfg.precision.name)
+    where = [f"{dist.world_size} processes"] if dist.enabled else []
+    if os.environ.get("SLURM_JOB_ID"):  # what a user looking for the job on the cluster needs
+        where.append(f"SLURM job {os.environ['SLURM_JOB_ID']} on {socket.gethostname()}")
+    if where:
+        log.info("running as %s", ", ".join(where))
     return trainer
 
 

@@ -1,6 +1,8 @@
-"""`hydra/launcher=slurm` against a real one-node SLURM cluster (../shared/slurm starts one): each
-trial is its own job, a job preempted before its time limit is submitted again and resumes
-exactly, and a launcher our sweeper cannot drive is refused instead of ignored."""
+"""`hydra/launcher=slurm` against a real one-node SLURM cluster (scripts/slurm_local_cluster.sh): each
+trial is its own job, at most `max_parallel` at once; a job warned before its time limit is
+requeued and resumes exactly; Ctrl-C cancels the jobs; a rerun after a killed sweeper waits for
+them; a single run is one job; a two-process trial runs torchrun in its job; a launcher our
+sweeper cannot drive is refused instead of ignored."""
 from __future__ import annotations
 
 import json
@@ -18,7 +20,7 @@ import torch
 
 from conftest import ROOT, one_line_error, run_cli
 
-CLUSTER_SCRIPT = ROOT.parent / "shared" / "slurm" / "local-cluster.sh"
+CLUSTER_SCRIPT = ROOT / "scripts" / "slurm_local_cluster.sh"
 TRIAL = ["model=mlp", "data=synthetic", "logger=none", "diagnose=false", "trainer.eval_every=500"]
 SLURM = ["hydra/sweeper=optuna", "hydra/launcher=slurm", "hydra.launcher.partition=debug"]
 
@@ -35,10 +37,10 @@ def slurm():
     pytest.importorskip("submitit", reason="the slurm extra is not installed")
     if not _cluster_answers():
         if os.geteuid() != 0 or not CLUSTER_SCRIPT.is_file():
-            pytest.skip("no SLURM cluster, and this user cannot start ../shared/slurm's")
+            pytest.skip("no SLURM cluster, and only root can start scripts/slurm_local_cluster.sh's")
         started = subprocess.run(["bash", str(CLUSTER_SCRIPT)], capture_output=True, text=True, timeout=900)
         if started.returncode != 0 or not _cluster_answers():
-            pytest.skip(f"../shared/slurm could not start a cluster: {started.stderr[-300:]}")
+            pytest.skip(f"scripts/slurm_local_cluster.sh could not start a cluster: {started.stderr[-300:]}")
     yield
 
 
@@ -46,20 +48,45 @@ def _jobs(trial_dir: Path) -> list[str]:
     return [line.split()[0] for line in (trial_dir / "slurm_jobs.txt").read_text().splitlines()]
 
 
-def test_each_trial_is_its_own_slurm_job(slurm, tmp_path):
+def _start_when_requeued(job: str) -> None:
+    """SLURM holds a requeued job back for a while before it may start again; a test has no
+    minutes to spare."""
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        state = subprocess.run(["squeue", "-h", "-j", job, "-o", "%T"], capture_output=True, text=True).stdout.strip()
+        if state == "PENDING":
+            subprocess.run(["scontrol", "update", f"JobId={job}", "StartTime=now"], check=True)
+            return
+        time.sleep(0.2)
+    raise AssertionError(f"job {job} was not requeued")
+
+
+def _study(sweep: Path):
+    import optuna
+
+    return optuna.load_study(study_name=None, storage=f"sqlite:///{sweep / 'optuna.db'}")
+
+
+def test_each_trial_is_its_own_slurm_job_and_max_parallel_caps_the_jobs_in_flight(slurm, tmp_path):
     sweep = tmp_path / "sweep"
-    result = run_cli(["-m", *SLURM, "hydra.sweeper.n_trials=3", "hydra.sweeper.n_jobs=2",
-                      "optim.lr=interval(1e-3,1e-2)", *TRIAL, "trainer.max_steps=20", f"hydra.sweep.dir={sweep}"],
-                     cwd=tmp_path, timeout=600)
+    result = run_cli(["-m", *SLURM, "hydra.launcher.max_parallel=2", "hydra.sweeper.n_trials=4",
+                      "hydra.sweeper.n_jobs=4", "optim.lr=interval(1e-3,1e-2)", *TRIAL, "trainer.max_steps=20",
+                      f"hydra.sweep.dir={sweep}"], cwd=tmp_path, timeout=600)
     assert result.returncode == 0, result.stderr[-3000:]
-    jobs = {n: _jobs(sweep / str(n)) for n in range(3)}
-    assert all(len(ids) == 1 for ids in jobs.values()) and len({ids[0] for ids in jobs.values()}) == 3
+    jobs = {n: _jobs(sweep / str(n)) for n in range(4)}
+    assert all(len(ids) == 1 for ids in jobs.values()) and len({ids[0] for ids in jobs.values()}) == 4
     log = result.stdout + result.stderr
     assert all(f"trial {n}: SLURM job {ids[0]}, log " in log for n, ids in jobs.items())
-    assert all(json.loads((sweep / str(n) / "summary.json").read_text())["status"] == "completed" for n in range(3))
+    for n, (job,) in jobs.items():  # the trial itself ran inside that job
+        assert f"running as SLURM job {job} on " in (sweep / str(n) / "train.log").read_text()
+        assert json.loads((sweep / str(n) / "summary.json").read_text())["status"] == "completed"
+    spans = [t.user_attrs["process"] for t in _study(sweep).trials]
+    assert len(spans) == 4 and {span["slot"] for span in spans} == {0, 1}
+    in_flight = max(sum(s["started_at"] <= span["started_at"] < s["ended_at"] for s in spans) for span in spans)
+    assert in_flight == 2
 
 
-def test_a_job_signalled_before_its_limit_resumes_as_the_same_trial_and_ends_with_the_same_weights(slurm, tmp_path):
+def test_a_job_signalled_before_its_limit_is_requeued_as_the_same_trial_and_ends_with_the_same_weights(slurm, tmp_path):
     steps = ["model.width=256", "trainer.max_steps=3000", "trainer.ckpt_every=200", "trainer.log_every=50",
              "trainer.eval_every=1000"]
     sweep = tmp_path / "sweep"
@@ -73,10 +100,11 @@ def test_a_job_signalled_before_its_limit_resumes_as_the_same_trial_and_ends_wit
         time.sleep(0.5)
     (first,) = _jobs(sweep / "0")
     subprocess.run(["scancel", "-s", "USR2", first], check=True)  # what SLURM sends signal_delay_s before the limit
+    _start_when_requeued(first)
     output, _ = sweeper.communicate(timeout=300)
     assert sweeper.returncode == 0, output[-3000:]
-    jobs = _jobs(sweep / "0")
-    assert len(jobs) == 2 and "submitted again with resume=auto" in output
+    assert _jobs(sweep / "0") == [first] and f"SLURM job {first} requeued" in output  # same job, same trial
+    assert "preempted" in (sweep / "0" / "train.log").read_text()
     summary = json.loads((sweep / "0" / "summary.json").read_text())
     assert summary["status"] == "completed" and summary["steps"] == 3000
     straight = run_cli([*TRIAL, *steps, "optim.lr=0.003", f"hydra.run.dir={tmp_path / 'straight'}"], cwd=tmp_path)
@@ -125,21 +153,26 @@ def test_a_launcher_the_sweeper_cannot_drive_is_refused_and_leaves_nothing(tmp_p
     assert not (sweep / "optuna.db").exists() and not (sweep / "0").exists()
 
 
-def test_a_trial_with_several_processes_runs_torchrun_meeting_at_the_first_node():
+def test_a_job_command_resumes_itself_leaves_the_sweeper_pid_out_and_runs_torchrun_for_several_processes():
     from hydra_plugins.harness_optuna_sweeper.runner import AppCommand, TrialSpec
     from hydra_plugins.harness_slurm_launcher.runner import SlurmTrialRunner
 
     app = AppCommand("python", ("train.py",), (), "/work")
-    spec = TrialSpec(3, Path("/sweep/3"), ("optim.lr=0.01",), {"HARNESS_OPTUNA_TRIAL_ID": "4"}, 0, 2)
+    env = {"HARNESS_OPTUNA_TRIAL_ID": "4", "HARNESS_OPTUNA_SWEEPER_PID": "77"}
+    spec = TrialSpec(3, Path("/sweep/3"), ("optim.lr=0.01", "resume=null"), env, 0, 2)
     one = SlurmTrialRunner({"nodes": 1, "tasks_per_node": 1}).command(app, spec)
     assert one[:3] == ["env", "HARNESS_OPTUNA_TRIAL_ID=4", "PYTHONUNBUFFERED=1"] and one[3:5] == ["python", "train.py"]
+    assert "resume=auto" in one and "resume=null" not in one  # a requeued job continues its run dir
+    node = SlurmTrialRunner({"nodes": 1, "tasks_per_node": 2}).command(app, spec)
+    assert node[3:] [:5] == [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node=2", "--standalone"]
     many = SlurmTrialRunner({"nodes": 2, "tasks_per_node": 4}).command(app, spec)
     assert many[-3:-1] == ["bash", "-c"]
-    script = many[-1]
-    assert script.startswith('MASTER=$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n1); exec python -m '
-                             'torch.distributed.run --nnodes=2 --nproc_per_node=4 --rdzv_backend=c10d '
-                             '--rdzv_endpoint=$MASTER:29500 --rdzv_id=$SLURM_JOB_ID train.py optim.lr=0.01')
-    assert "hydra.run.dir='/sweep/3'" in shlex.split(script.split("; exec ", 1)[1])  # quoted for the shell
+    first, launch = many[-1].split("; exec ", 1)
+    assert first == 'MASTER=$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n1)'
+    assert launch.startswith(f"{sys.executable} -m torch.distributed.run --nproc_per_node=4 --nnodes=2 "
+                             "--rdzv_backend=c10d --rdzv_endpoint=$MASTER:29500 --rdzv_id=$SLURM_JOB_ID train.py "
+                             "optim.lr=0.01 resume=auto")
+    assert "hydra.run.dir='/sweep/3'" in shlex.split(launch)  # quoted for the shell
 
 
 def test_stopping_the_sweeper_cancels_its_jobs(slurm, tmp_path):
@@ -160,6 +193,66 @@ def test_stopping_the_sweeper_cancels_its_jobs(slurm, tmp_path):
         listed = set(subprocess.run(["squeue", "-h", "-o", "%i"], capture_output=True, text=True).stdout.split())
     assert jobs and not set(jobs) & listed, output[-2000:]
     assert not (sweep / "2").exists()  # nothing new was queued after the stop
+
+
+def test_a_sweeper_killed_with_jobs_running_is_rerun_and_waits_for_them_without_duplicates(slurm, tmp_path):
+    import optuna
+
+    sweep = tmp_path / "sweep"
+    command = [sys.executable, str(ROOT / "train.py"), "-m", *SLURM, "hydra.sweeper.n_trials=3",
+               "hydra.sweeper.n_jobs=2", "optim.lr=interval(1e-3,1e-2)", *TRIAL, "model.width=256",
+               "trainer.max_steps=3000", f"hydra.sweep.dir={sweep}"]
+    first = subprocess.Popen(command, cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and not all((sweep / str(n) / "train.log").is_file() for n in range(2)):
+        time.sleep(0.5)
+    first.kill()  # SIGKILL: no chance to cancel anything
+    first.wait()
+    running = [job for n in range(2) for job in _jobs(sweep / str(n))]
+    listed = subprocess.run(["squeue", "-h", "-o", "%i"], capture_output=True, text=True).stdout.split()
+    assert len(running) == 2 and set(running) <= set(listed)  # the jobs outlive their sweeper
+    rerun = subprocess.run(command, cwd=tmp_path, capture_output=True, text=True, timeout=600)
+    output = rerun.stdout + rerun.stderr
+    assert rerun.returncode == 0, output[-3000:]
+    assert "still have their jobs: waiting for them" in output
+    assert all(_jobs(sweep / str(n)) == [running[n]] for n in range(2))  # waited for, not submitted again
+    trials = _study(sweep).trials
+    done = [t for t in trials if t.state == optuna.trial.TrialState.COMPLETE]
+    assert len(done) == 3  # n_trials exact
+    # the only other trial is the proposal the killed sweeper held ready: never run, not counted
+    assert all(t.user_attrs["reason"] == "interrupted" and not (sweep / str(t.number)).exists()
+               for t in trials if t not in done)
+    assert sum(len(_jobs(sweep / str(t.number))) for t in done) == 3  # one job per trial, none twice
+
+
+def test_a_single_run_is_submitted_as_one_job_and_returns_or_waits(slurm, tmp_path):
+    run = ["hydra/launcher=slurm", "hydra.launcher.partition=debug", *TRIAL, "trainer.max_steps=50"]
+    queued = run_cli([*run, f"hydra.run.dir={tmp_path / 'queued'}"], cwd=tmp_path)
+    assert queued.returncode == 0, queued.stderr[-2000:]
+    job = queued.stdout.split("submitted SLURM job ", 1)[1].split(";")[0]
+    assert f"log {tmp_path / 'queued' / '.submitit' / f'{job}_0_log.out'}" in queued.stdout
+    summary = tmp_path / "queued" / "summary.json"
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and not summary.is_file():
+        time.sleep(0.5)
+    assert json.loads(summary.read_text())["status"] == "completed"
+    assert f"running as SLURM job {job} on " in (tmp_path / "queued" / "train.log").read_text()
+    waited = run_cli([*run, "hydra.launcher.wait=true", f"hydra.run.dir={tmp_path / 'waited'}"], cwd=tmp_path)
+    assert waited.returncode == 0 and "ended with exit code 0" in waited.stdout, waited.stderr[-2000:]
+    assert json.loads((tmp_path / "waited" / "summary.json").read_text())["status"] == "completed"
+    refused = run_cli([*run, "batch_size=7", "accum=2", f"hydra.run.dir={tmp_path / 'refused'}"], cwd=tmp_path)
+    assert "batch_size=7" in one_line_error(refused, "batch_size") and not (tmp_path / "refused").exists()
+
+
+def test_a_two_process_trial_runs_torchrun_inside_its_one_job(slurm, tmp_path):
+    sweep = tmp_path / "sweep"
+    result = run_cli(["-m", *SLURM, "hydra.launcher.tasks_per_node=2", "hydra.launcher.cpus_per_task=2",
+                      "hydra.sweeper.n_trials=1", "optim.lr=choice(0.003)", *TRIAL, "trainer.max_steps=30",
+                      f"hydra.sweep.dir={sweep}"], cwd=tmp_path, timeout=600)
+    assert result.returncode == 0, result.stderr[-3000:]
+    (job,) = _jobs(sweep / "0")
+    assert f"running as 2 processes, SLURM job {job} on " in (sweep / "0" / "train.log").read_text()
+    assert json.loads((sweep / "0" / "summary.json").read_text())["status"] == "completed"
 
 
 def test_the_slurm_launcher_under_hydras_basic_sweeper_is_refused_and_leaves_nothing(tmp_path):

@@ -9,7 +9,7 @@ import os
 import socket
 import time
 from dataclasses import dataclass
-from typing import Any, Iterable, Mapping, Optional, Sequence
+from typing import Any, Callable, Iterable, Mapping, Optional, Sequence
 
 import optuna
 from optuna.trial import FrozenTrial, TrialState
@@ -78,17 +78,24 @@ def beat(trials: Iterable[optuna.Trial]) -> None:
         trial.set_user_attr(ATTR_HEARTBEAT, now)
 
 
-def fail_orphans(study: optuna.Study) -> list[int]:
-    """Close the RUNNING trials of a sweeper that was killed, so they are run again."""
+def take_over_orphans(study: optuna.Study, still_running: Callable[[FrozenTrial], bool]
+                      ) -> tuple[list[FrozenTrial], list[int]]:
+    """The RUNNING trials of a sweeper that was killed: those `still_running` says live on (a
+    cluster job) are claimed, to be waited for; the others are closed as interrupted, so they
+    are run again. Returns (kept trials, numbers of the closed ones)."""
     now = time.time()
-    lost = [
-        t for t in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,))
-        if _is_orphan(t, now)
-    ]
-    for t in lost:
-        close(study, optuna.Trial(study, t._trial_id), TrialState.FAIL, None,
-              {ATTR_REASON: INTERRUPTED})
-    return [t.number for t in lost]
+    kept, lost = [], []
+    for t in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)):
+        if not _is_orphan(t, now):
+            continue
+        trial = optuna.Trial(study, t._trial_id)
+        if still_running(t):
+            claim(trial)
+            kept.append(t)
+        else:
+            close(study, trial, TrialState.FAIL, None, {ATTR_REASON: INTERRUPTED})
+            lost.append(t.number)
+    return kept, lost
 
 
 def _is_orphan(trial: FrozenTrial, now: float) -> bool:

@@ -7,7 +7,8 @@ others ran), so no slot waits for the slowest trial of a batch, nor for the samp
 Ctrl-C/SIGTERM only set a flag, so they never land between creating a trial and recording who
 runs it: the runners stop their processes, those trials are marked FAIL "interrupted" (not
 counted, so a rerun runs them again), and run() returns False. A second Ctrl-C aborts at once;
-a rerun then cleans up after the killed sweeper.
+a rerun then cleans up after the killed sweeper: it waits for the trials whose runner can
+rejoin them (a cluster job outlives its sweeper) and runs the others again.
 """
 from __future__ import annotations
 
@@ -22,7 +23,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from threading import Event
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator, Sequence
 
 import optuna
 from optuna.distributions import (
@@ -31,7 +32,7 @@ from optuna.distributions import (
     FloatDistribution,
     IntDistribution,
 )
-from optuna.trial import TrialState
+from optuna.trial import FrozenTrial, TrialState
 
 from harness import trial as trial_env
 from hydra_plugins.harness_optuna_sweeper import _ledger
@@ -67,10 +68,12 @@ class TrialLoop:
         grid: bool,
         storage_url: str,
         pruner_spec: dict[str, Any],
+        rejoin: Sequence[FrozenTrial] = (),
     ) -> None:
         self.study, self.space, self.runner, self.app = study, space, runner, app
         self.sweep_dir, self.n_jobs, self.target, self.grid = sweep_dir, n_jobs, target, grid
         self.storage_url, self.pruner_spec = storage_url, pruner_spec
+        self.rejoin = list(rejoin)  # trials a killed sweeper left running, whose jobs still run
         self.n_objectives = len(study.directions)
 
     def run(self) -> bool:
@@ -79,6 +82,7 @@ class TrialLoop:
         self._free = list(range(self.n_jobs))
         self._active: dict[Future[ProcessResult], _Active] = {}
         self._ready: list[optuna.Trial] = []
+        self._rejoining = [optuna.Trial(self.study, t._trial_id) for t in self.rejoin]
         last_beat = time.monotonic()
         with _stop_on_signals(self._stop), ThreadPoolExecutor(self.n_jobs, "trial") as self._pool:
             while True:
@@ -93,7 +97,8 @@ class TrialLoop:
                 for item, result in finished:
                     self._finish(item, result)
                 if time.monotonic() - last_beat > _ledger.HEARTBEAT_S:
-                    _ledger.beat([*(item.trial for item in self._active.values()), *self._ready])
+                    _ledger.beat([*(item.trial for item in self._active.values()), *self._ready,
+                                  *self._rejoining])
                     last_beat = time.monotonic()
         for trial in self._ready:  # prepared but stopped before its turn
             _ledger.close(self.study, trial, TrialState.FAIL, None,
@@ -101,8 +106,14 @@ class TrialLoop:
         return not self._stop.is_set()
 
     def _launch(self, propose: bool) -> None:
-        """Start trials in the free slots: prepared proposals first, new ones if `propose`."""
+        """Start trials in the free slots: those to rejoin first, then prepared proposals, then
+        new ones if `propose`."""
         while self._free and not self._stop.is_set():
+            if self._rejoining:
+                trial = self._rejoining.pop(0)
+                item = _Active(trial, self._spec(trial, self._free.pop(0)))
+                self._active[self._pool.submit(self._run, self.runner.rejoin, item.spec, self._stop)] = item
+                continue
             if not self._ready:
                 trial = self._propose() if propose and self._may_start() else None
                 if trial is None:
@@ -110,7 +121,7 @@ class TrialLoop:
                 self._ready.append(trial)
             trial = self._ready.pop()
             item = _Active(trial, self._spec(trial, self._free.pop(0)))
-            self._active[self._pool.submit(self._run, item.spec, self._stop)] = item
+            self._active[self._pool.submit(self._run, self.runner.run, item.spec, self._stop)] = item
             self._annotate(item)  # while the process starts, not before
 
     def _prepare(self) -> None:
@@ -144,7 +155,7 @@ class TrialLoop:
     def _spec(self, trial: optuna.Trial, slot: int) -> TrialSpec:
         return TrialSpec(
             number=trial.number,
-            run_dir=self.sweep_dir / str(trial.number),
+            run_dir=trial_dir(self.sweep_dir, trial),
             overrides=(*self.space.fixed, *self.space.sampled_overrides(trial.params)),
             env=self._trial_env(trial),
             slot=slot,
@@ -170,9 +181,10 @@ class TrialLoop:
             trial_env.ENV_SWEEPER_PID: str(os.getpid()),
         }
 
-    def _run(self, spec: TrialSpec, stop: Event) -> ProcessResult:
+    def _run(self, run: Callable[[AppCommand, TrialSpec, Event], ProcessResult], spec: TrialSpec,
+             stop: Event) -> ProcessResult:
         try:
-            return self.runner.run(self.app, spec, stop)
+            return run(self.app, spec, stop)
         except OSError as err:  # the command could not even start (missing python, bad cwd)
             now = time.time()
             return ProcessResult(exit_code=-1, killed=None, started_at=now, ended_at=now,
@@ -196,6 +208,11 @@ class TrialLoop:
         took = result.ended_at - result.started_at
         log.info("[trial %d] %s in %.1f s%s", item.trial.number, outcome.state.name, took,
                  _describe(outcome))
+
+
+def trial_dir(sweep_dir: Path, trial: optuna.Trial | FrozenTrial) -> Path:
+    """A trial's run dir: <hydra.sweep.dir>/<number>."""
+    return sweep_dir / str(trial.number)
 
 
 def _suggest(trial: optuna.Trial, name: str, dist: BaseDistribution) -> Any:

@@ -11,15 +11,17 @@ from hydra.core.config_loader import ConfigLoader
 from hydra.core.override_parser.overrides_parser import OverridesParser
 from hydra.errors import ConfigCompositionException, OverrideParseException
 import optuna
+from optuna.trial import FrozenTrial
 from omegaconf import DictConfig, OmegaConf
 
 from harness.errors import ConfigError
 from hydra_plugins.harness_optuna_sweeper import _ledger, _report
 from hydra_plugins.harness_optuna_sweeper._app import app_command
-from hydra_plugins.harness_optuna_sweeper._loop import TrialLoop
+from hydra_plugins.harness_optuna_sweeper._loop import TrialLoop, trial_dir
 from hydra_plugins.harness_optuna_sweeper._settings import SweepSettings, parse_settings
 from hydra_plugins.harness_optuna_sweeper._space import SearchSpace, parse_search_space
 from hydra_plugins.harness_optuna_sweeper._study import objective_names, open_study, storage_url
+from hydra_plugins.harness_optuna_sweeper.runner import TrialRunner
 
 log = logging.getLogger(__name__)
 EXIT_INTERRUPTED = 130
@@ -38,8 +40,8 @@ def run_sweep(cfg: DictConfig, options: dict[str, Any], config_loader: ConfigLoa
 
     sweep_dir = Path(cfg.hydra.runtime.cwd, str(cfg.hydra.sweep.dir)).resolve()
     url = storage_url(settings, sweep_dir)
-    study = _open_or_leave_nothing(settings, space, sweep_dir, str(cfg.hydra.job.name), target,
-                                   objective_names(cfg))
+    study, rejoin = _open_or_leave_nothing(settings, space, sweep_dir, str(cfg.hydra.job.name), target,
+                                           objective_names(cfg), runner)
     OmegaConf.save(cfg, sweep_dir / "multirun.yaml")  # only once the sweep is accepted
     log.info("study '%s' in %s: %d/%d trials done, %d job(s); resume with the same command "
              "and hydra.sweep.dir=%s", study.study_name, _report.display_url(url),
@@ -51,7 +53,7 @@ def run_sweep(cfg: DictConfig, options: dict[str, Any], config_loader: ConfigLoa
     loop = TrialLoop(
         study=study, space=space, runner=runner,
         app=app_command(cfg), sweep_dir=sweep_dir, n_jobs=n_jobs, target=target,
-        grid=settings.is_grid, storage_url=url, pruner_spec=settings.pruner_spec(),
+        grid=settings.is_grid, storage_url=url, pruner_spec=settings.pruner_spec(), rejoin=rejoin,
     )
     if not loop.run():
         _report.write_report(study, sweep_dir, url, plots=False, tensorboard=False)
@@ -64,32 +66,39 @@ def run_sweep(cfg: DictConfig, options: dict[str, Any], config_loader: ConfigLoa
 
 
 def _open_or_leave_nothing(settings: SweepSettings, space: SearchSpace, sweep_dir: Path, job_name: str,
-                           target: int, objectives: tuple[str, ...]) -> optuna.Study:
-    """The study, caught up with trials a killed sweeper left; a refused sweep leaves the disk as it was
-    (a sweep dir it had to create is removed again)."""
+                           target: int, objectives: tuple[str, ...], runner: TrialRunner
+                           ) -> tuple[optuna.Study, list[FrozenTrial]]:
+    """The study, caught up with trials a killed sweeper left (with those still running, to wait
+    for); a refused sweep leaves the disk as it was (a sweep dir it had to create is removed again)."""
     created = not sweep_dir.exists()
     sweep_dir.mkdir(parents=True, exist_ok=True)
     try:
         study = open_study(settings, space, sweep_dir, job_name, objectives)
-        _catch_up(study, settings, space, target)
+        rejoin = _catch_up(study, settings, space, target, sweep_dir, runner)
     except ConfigError:
         if created:
             shutil.rmtree(sweep_dir, ignore_errors=True)
         raise
-    return study
+    return study, rejoin
 
 
-def _catch_up(study: optuna.Study, settings: SweepSettings, space: SearchSpace, target: int) -> None:
-    """Bring a found study up to this run: close what a killed sweep left running, queue the
-    grid combinations still owed, record what the report needs."""
-    lost = _ledger.fail_orphans(study)
+def _catch_up(study: optuna.Study, settings: SweepSettings, space: SearchSpace, target: int, sweep_dir: Path,
+              runner: TrialRunner) -> list[FrozenTrial]:
+    """Bring a found study up to this run: take over what a killed sweep left running (waited
+    for when its runner can, else closed), queue the grid combinations still owed, record what
+    the report needs."""
+    rejoin, lost = _ledger.take_over_orphans(study, lambda t: runner.can_rejoin(trial_dir(sweep_dir, t)))
     if lost:
         log.warning("trials %s were left running by a killed sweep: marked FAIL (interrupted)", lost)
+    if rejoin:
+        log.info("trials %s were left running by a killed sweep and still have their jobs: waiting for them",
+                 [t.number for t in rejoin])
     if settings.is_grid:
         queued = _ledger.enqueue_missing_grid(study, space)
         log.info("grid: %d combinations, %d still to run", target, queued)
     study.set_user_attr(_ledger.STUDY_SEARCH_SPACE, space.describe())
     study.set_user_attr(_ledger.STUDY_N_TRIALS, target)
+    return rejoin
 
 
 def _check_composes(validate: Callable[[list[list[str]]], None], overrides: list[str]) -> None:

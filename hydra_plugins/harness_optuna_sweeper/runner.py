@@ -8,6 +8,8 @@ per slot, through a `TrialRunner`:
     env(spec)          -> dict    extra environment (override to pin GPUs per slot)
     run(app, spec, stop)          starts the process, logs to <run_dir>/trial.log, waits,
                                   and kills its process group on `stop` or timeout
+    can_rejoin(run_dir), rejoin(app, spec, stop)
+                                  wait for a trial a killed sweeper left running (cluster jobs)
 
 A torchrun runner only needs:
 
@@ -146,6 +148,15 @@ class TrialRunner:
             ended_at=ended,
             log_path=log_path,
         )
+
+    def can_rejoin(self, run_dir: Path) -> bool:
+        """Whether a trial that a killed sweeper left running may still be waited for. A local
+        process died with its sweeper (or was left alone to stop itself); a cluster job lives on."""
+        return False
+
+    def rejoin(self, app: AppCommand, spec: TrialSpec, stop: threading.Event) -> ProcessResult:
+        """Wait for the trial an earlier sweeper started, as `run` waits for its own."""
+        raise NotImplementedError(f"{type(self).__name__} cannot rejoin a trial")
 
     def _watch(self, proc: subprocess.Popen, stop: threading.Event, exited: threading.Event,
                started: float, killed: list[str]) -> None:

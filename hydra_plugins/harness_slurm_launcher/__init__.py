@@ -1,2 +1,2 @@
-"""`hydra/launcher=slurm`: every trial of `hydra/sweeper=optuna` as its own SLURM job, through
-submitit (the `slurm` extra). See docs/distributed.md, SLURM."""
+"""`hydra/launcher=slurm`: every trial of `hydra/sweeper=optuna` as its own SLURM job, or one run
+as one job, through submitit (the `slurm` extra). See docs/slurm.md."""

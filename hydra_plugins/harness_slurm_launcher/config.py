@@ -27,7 +27,8 @@ class SlurmLauncherConf:
     max_parallel: Optional[int] = None  # jobs in flight at once; null: hydra.sweeper.n_jobs
     signal_delay_s: int = 90
     poll_s: float = 2.0  # seconds between looks at a job's state
-    max_requeues: int = 5  # preempted (or timed-out) jobs resubmitted per trial before it fails
+    max_requeues: int = 5  # times a job is requeued after its time-limit warning (or resubmitted after a preemption)
+    wait: bool = False  # a single run (no -m): follow the job to its end instead of returning once it is queued
 
 
 ConfigStore.instance().store(group="hydra/launcher", name="slurm", node=SlurmLauncherConf, provider="harness")

@@ -1,153 +1,243 @@
 """One trial as one SLURM job, submitted through submitit (the sweeper's trial-runner seam).
 
-- The job runs `train.py` with the trial's overrides; with several processes per node (or several
-  nodes) it runs torchrun instead, one per node, meeting at the allocation's first node.
-- It is submitted with a signal `signal_delay_s` before its time limit (SIGUSR2, as submitit asks;
-  the trial gets it as SIGUSR1 from the job as well). The harness checkpoints
-  and exits as `preempted`; the runner then submits the trial again with `resume=auto`, so it
-  stays the same Optuna trial and its run dir goes on. A job the cluster preempts the same way
-  is resubmitted too.
-- Stopping the sweep (Ctrl-C, SIGTERM) cancels the trial's job, queued or running.
+- The job runs `train.py` with the trial's overrides and `resume=auto`, so whenever SLURM starts
+  it again (requeued after a preemption or a time-limit warning) it continues its run dir.
+  With several processes per node, or several nodes, it runs torchrun instead, one per node
+  (the torchrun launcher's command), meeting at the allocation's first node.
+- It is submitted with SIGUSR2 `signal_delay_s` before its time limit (as submitit asks). The
+  trial checkpoints and exits as `preempted`, and submitit requeues the job: same job id, same
+  Optuna trial, whether or not a sweeper is still watching. A job the cluster ends after a
+  preemption without requeueing it is submitted again by the runner, up to `max_requeues` times.
+- Stopping the sweep (Ctrl-C, SIGTERM) cancels the trial's job, queued or running. A sweeper that
+  is killed leaves its jobs running; `slurm_jobs.txt` in the trial's run dir names them, so the
+  next sweeper waits for them (`rejoin`) instead of running the trial again.
 
 This module is imported during Hydra's plugin scan: submitit is imported only when a job is
 submitted. No `from __future__ import annotations` (see the sweeper's runner.py).
 """
-import json
 import logging
+import os
 import shlex
 import signal
 import subprocess
 import threading
 import time
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, Dict, List, Mapping, Optional
+from typing import Any, List, Mapping, Optional, Tuple
 
+from omegaconf import OmegaConf
+
+from harness.trial import ENV_SWEEPER_PID
 from hydra_plugins.harness_optuna_sweeper.runner import AppCommand, ProcessResult, TrialRunner, TrialSpec
+from hydra_plugins.harness_torchrun_launcher.command import torchrun_prefix
 
 log = logging.getLogger("harness")
+JOBS_FILE = "slurm_jobs.txt"  # in the run dir: one line per job, "JOB_ID LOG_PATH"
 RENDEZVOUS_PORT = 29500
-RESUMED_STATUSES = ("preempted",)  # summary.json statuses after which the trial is submitted again
+ENDED_STATES = ("COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "PREEMPTED", "OUT_OF_MEMORY",
+                "BOOT_FAIL", "DEADLINE")
 
 
 class SlurmTrialRunner(TrialRunner):
-    def __init__(self, params: Mapping[str, Any], **kwargs: Any) -> None:
+    def __init__(self, params: Mapping[str, Any], what: str = "trial {number}", **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.params = dict(params)
-        # A cluster without accounting storage (no sacct) makes submitit warn at every look at a job.
-        logging.getLogger("submitit").setLevel(logging.ERROR)
+        self.what = what  # how log lines name the job's run
 
     def capacity(self, requested: int) -> int:
         """Jobs in flight at once: `max_parallel` when set, else what the sweep asked for."""
         cap = self.params.get("max_parallel")
         return min(requested, int(cap)) if cap else requested
 
-    def env(self, spec: TrialSpec) -> Dict[str, str]:
+    def env(self, spec: TrialSpec) -> dict:
         return {}  # a job has its own CPUs: nothing of this machine's to share out
 
     def command(self, app: AppCommand, spec: TrialSpec) -> List[str]:
-        """`python train.py ...`, or torchrun when the job has more than one process."""
-        nodes, per_node = int(self.params["nodes"]), int(self.params["tasks_per_node"])
-        argv = [*self.app_argv(app, spec)]
-        variables = [f"{k}={v}" for k, v in {**spec.env, "PYTHONUNBUFFERED": "1"}.items()]
+        """`python train.py ... resume=auto`, or torchrun when the job has more than one process.
+        The trial does not watch the sweeper's pid: the job outlives it, on another machine."""
+        nodes, per_node = int(self.params.get("nodes", 1)), int(self.params.get("tasks_per_node", 1))
+        own = tuple(o for o in spec.overrides if o not in ("resume=null", "resume=auto"))
+        resumes = any(o.startswith("resume=") for o in own)  # a checkpoint the user named stays theirs
+        argv = self.app_argv(app, replace(spec, overrides=own if resumes else (*own, "resume=auto")))
+        env = {k: v for k, v in spec.env.items() if k != ENV_SWEEPER_PID}
+        if self.params.get("cpus_per_task") and nodes == per_node == 1 and "OMP_NUM_THREADS" not in os.environ:
+            env["OMP_NUM_THREADS"] = str(self.params["cpus_per_task"])  # torch would take every core of the node
+        variables = [f"{k}={v}" for k, v in {**env, "PYTHONUNBUFFERED": "1"}.items()]
         if nodes == 1 and per_node == 1:
             return ["env", *variables, app.python, *argv]
-        torchrun = [app.python, "-m", "torch.distributed.run", f"--nnodes={nodes}", f"--nproc_per_node={per_node}",
-                    "--rdzv_backend=c10d", f"--rdzv_endpoint=$MASTER:{RENDEZVOUS_PORT}", "--rdzv_id=$SLURM_JOB_ID"]
-        line = " ".join(shlex.quote(a) if "$" not in a else a for a in [*torchrun, *argv])
+        rendezvous = OmegaConf.create({
+            "nproc_per_node": per_node, "nnodes": nodes, "rdzv_backend": "c10d", "node_rank": None,
+            "rdzv_endpoint": f"$MASTER:{RENDEZVOUS_PORT}" if nodes > 1 else None,
+            "rdzv_id": "$SLURM_JOB_ID" if nodes > 1 else None})
+        torchrun = torchrun_prefix(rendezvous)
+        if nodes == 1:  # --standalone: a free port of its own, whatever else runs on the node
+            return ["env", *variables, *torchrun, *argv]
+        line = " ".join(a if "$" in a else shlex.quote(a) for a in [*torchrun, *argv])
         first = 'MASTER=$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n1)'
         return ["env", *variables, "bash", "-c", f"{first}; exec {line}"]
 
-    def executor(self, folder: Path, spec: TrialSpec) -> Any:
-        import submitit
-
+    def executor(self, folder: Path, name: str) -> Any:
+        submitit = _submitit()
         p = self.params
-        executor = submitit.AutoExecutor(folder=str(folder), cluster="slurm")
+        executor = submitit.AutoExecutor(folder=str(folder), cluster="slurm",
+                                         slurm_max_num_timeout=int(p.get("max_requeues", 5)))
         extra = {k: v for k, v in {"account": p.get("account"), "qos": p.get("qos"),
                                    "constraint": p.get("constraint")}.items() if v is not None}
         executor.update_parameters(
-            name=f"trial-{spec.number}", nodes=int(p["nodes"]), tasks_per_node=1, timeout_min=int(p["time"]),
-            gpus_per_node=int(p["gpus_per_node"]) or None, cpus_per_task=p.get("cpus_per_task"),
-            mem_gb=p.get("mem_gb"), slurm_partition=p.get("partition"), slurm_signal_delay_s=int(p["signal_delay_s"]),
-            slurm_setup=list(p.get("setup") or []), slurm_additional_parameters=dict(p.get("additional_parameters") or {}),
+            name=name, nodes=int(p.get("nodes", 1)), tasks_per_node=1, timeout_min=int(p.get("time", 60)),
+            gpus_per_node=int(p.get("gpus_per_node", 0)) or None, cpus_per_task=p.get("cpus_per_task"),
+            mem_gb=p.get("mem_gb"), slurm_partition=p.get("partition"),
+            slurm_signal_delay_s=int(p.get("signal_delay_s", 90)), slurm_setup=list(p.get("setup") or []),
+            slurm_additional_parameters=dict(p.get("additional_parameters") or {}),
             **{f"slurm_{k}": v for k, v in extra.items()})
         return executor
 
-    def run(self, app: AppCommand, spec: TrialSpec, stop: threading.Event) -> ProcessResult:
+    def submit(self, app: AppCommand, spec: TrialSpec, folder: Optional[Path] = None) -> Any:
+        """Queue the trial's job and record it in the run dir; returns submitit's Job. Its files
+        (script, log, result) go to `folder`, by default the sweep dir's `.submitit/`."""
         spec.run_dir.mkdir(parents=True, exist_ok=True)
-        started, current, requeues = time.time(), spec, 0
-        while True:
-            submitted = time.time()
-            job = self.executor(spec.run_dir.parent / ".submitit", spec).submit(
-                TrialJob(self.command(app, current), app.cwd))
-            log_path = Path(str(job.paths.stdout).replace("%j", str(job.job_id)))
-            log.info("trial %d: SLURM job %s, log %s", spec.number, job.job_id, log_path)
-            with open(spec.run_dir / "slurm_jobs.txt", "a") as jobs:
-                jobs.write(f"{job.job_id} {log_path}\n")
-            killed = self._wait(job, stop, started)
-            if killed:
-                return ProcessResult(None, killed, started, time.time(), log_path)
-            exit_code = _exit_code(job)
-            if _status(spec.run_dir, submitted) in RESUMED_STATUSES and requeues < int(self.params["max_requeues"]):
-                requeues += 1
-                log.info("trial %d: job %s stopped before its time limit (preempted); submitted again with "
-                         "resume=auto (%d of at most %s)", spec.number, job.job_id, requeues,
-                         self.params["max_requeues"])
-                current = replace(spec, overrides=(*spec.overrides, "resume=auto"))
-                continue
-            return ProcessResult(exit_code, None, started, time.time(), log_path)
+        folder = folder or spec.run_dir.parent / ".submitit"
+        job = self.executor(folder, self._name(spec).replace(" ", "-")).submit(TrialJob(self.command(app, spec), app.cwd))
+        with open(spec.run_dir / JOBS_FILE, "a") as jobs:
+            jobs.write(f"{job.job_id} {job_log(job)}\n")
+        return job
 
-    def _wait(self, job: Any, stop: threading.Event, started: float) -> Optional[str]:
-        """Until the job ends; cancel it when the sweep stops or the trial's time is up."""
-        while not _done(job):
+    def run(self, app: AppCommand, spec: TrialSpec, stop: threading.Event) -> ProcessResult:
+        job = self.submit(app, spec)
+        log.info("%s: SLURM job %s, log %s", self._name(spec), job.job_id, job_log(job))
+        return self.follow(job, app, spec, stop)
+
+    def can_rejoin(self, run_dir: Path) -> bool:
+        """A job was submitted for this trial: it may still run, or have ended while nobody watched."""
+        return (run_dir / JOBS_FILE).is_file()
+
+    def rejoin(self, app: AppCommand, spec: TrialSpec, stop: threading.Event) -> ProcessResult:
+        """Wait for the job an earlier (killed) sweeper submitted for this trial."""
+        submitit = _submitit()
+        job_id, log_path = (spec.run_dir / JOBS_FILE).read_text().split()[-2:]
+        job = submitit.SlurmJob(folder=Path(log_path).parent, job_id=job_id)
+        log.info("%s: waiting for its SLURM job %s (submitted by an earlier sweeper), log %s",
+                 self._name(spec), job_id, log_path)
+        return self.follow(job, app, spec, stop)
+
+    def follow(self, job: Any, app: AppCommand, spec: TrialSpec, stop: threading.Event) -> ProcessResult:
+        """Until the trial is over: its job ended and was not preempted, or the sweep stopped."""
+        started, resubmitted = time.time(), 0
+        while True:
+            killed, ended_as = self._wait(job, spec, stop, started)
+            if killed:
+                return ProcessResult(None, killed, started, time.time(), job_log(job))
+            if ended_as != "PREEMPTED" or resubmitted >= int(self.params.get("max_requeues", 5)):
+                return ProcessResult(_exit_code(job), None, started, time.time(), job_log(job))
+            resubmitted += 1  # the cluster ended it after a preemption without requeueing it
+            job = self.submit(app, spec, job_log(job).parent)
+            log.info("%s: preempted and not requeued by SLURM; submitted again as job %s (%d of at most %s)",
+                     self._name(spec), job.job_id, resubmitted, self.params.get("max_requeues", 5))
+
+    def _wait(self, job: Any, spec: TrialSpec, stop: threading.Event, started: float
+              ) -> Tuple[Optional[str], Optional[str]]:
+        """Until the job ends: (None, its final state when the controller still knows it). When the
+        sweep stops or the trial's time is up the job is cancelled: (why, None)."""
+        restarts = None
+        while True:
+            state = job_state(job.job_id)
+            if job.paths.result_pickle.exists() or state is None or state.name in ENDED_STATES:
+                return None, state.name if state else None
+            if restarts is not None and state.restarts > restarts:
+                log.info("%s: SLURM job %s requeued; it resumes from its last checkpoint", self._name(spec),
+                         job.job_id)
+            restarts = state.restarts
             reason = self._kill_reason(stop, started)
             if reason:
                 job.cancel(check=False)
-                return reason
-            stop.wait(float(self.params["poll_s"]))
-        return None
+                return reason, None
+            stop.wait(float(self.params.get("poll_s", 2.0)))
+
+    def _name(self, spec: TrialSpec) -> str:
+        return self.what.format(number=spec.number)
 
 
 class TrialJob:
-    """What runs in the job: the trial's command, with the stop signals passed on to it. SLURM's
-    warning before the time limit (submitit asks for SIGUSR2) and a preemption's SIGTERM reach
-    submitit's process first; the trial gets SIGUSR1 or SIGTERM, checkpoints and exits as
-    `preempted`, and the sweeper submits it again."""
+    """What runs in the job: the trial's command, with the stop signals passed on to it.
+
+    SLURM's warning before the time limit (SIGUSR2, what submitit asks for) reaches submitit's
+    process, which calls `checkpoint`: the trial gets SIGUSR1, checkpoints and exits as
+    `preempted`, and submitit requeues the job with the same command (`resume=auto`)."""
 
     def __init__(self, command: List[str], cwd: str) -> None:
-        self.command, self.cwd = command, cwd
+        self.command, self.cwd = command, cwd  # all that is pickled: the rest exists in the job only
 
     def __call__(self) -> int:
-        proc = subprocess.Popen(self.command, cwd=self.cwd)
-        passed_on = {signal.SIGUSR2: signal.SIGUSR1, signal.SIGUSR1: signal.SIGUSR1, signal.SIGTERM: signal.SIGTERM}
-        for received, sent in passed_on.items():
-            signal.signal(received, lambda *_, sent=sent: proc.send_signal(sent))
-        code = proc.wait()
-        if code != 0:
-            raise RuntimeError(f"the trial exited with code {code}")
-        return code
+        self._exited, self._terminated = threading.Event(), False
+        self._proc = subprocess.Popen(self.command, cwd=self.cwd)
+        signal.signal(signal.SIGUSR1, lambda signum, _: self._proc.send_signal(signum))
+        signal.signal(signal.SIGTERM, self._on_sigterm)
+        threading.Thread(target=self._reap, daemon=True).start()
+        while not self._exited.wait(1.0):  # the main thread stays free for signal handlers
+            pass
+        if self._terminated:  # preempted or cancelled: no result, so a requeued job is not taken as done
+            raise SystemExit(f"stopped by SIGTERM; the trial exited with code {self._proc.returncode}")
+        if self._proc.returncode != 0:
+            raise RuntimeError(f"the trial exited with code {self._proc.returncode}")
+        return 0
+
+    def _on_sigterm(self, signum: int, frame: Any) -> None:
+        """A preemption (or scancel): the trial checkpoints and exits as `preempted`."""
+        self._terminated = True
+        self._proc.send_signal(signum)
+
+    def checkpoint(self) -> Any:
+        """submitit's hook on SIGUSR2: stop the trial at a checkpoint, then requeue the same job."""
+        import submitit
+
+        if getattr(self, "_proc", None) is not None and self._proc.poll() is None:
+            self._proc.send_signal(signal.SIGUSR1)
+            while not self._exited.is_set():
+                time.sleep(0.2)
+        return submitit.helpers.DelayedSubmission(TrialJob(self.command, self.cwd))
+
+    def _reap(self) -> None:
+        self._proc.wait()
+        self._exited.set()
 
 
-def _done(job: Any) -> bool:
-    """Whether the job ended. Without sacct (no accounting storage) submitit cannot tell a job that
-    vanished from squeue (killed, cancelled) from one still queued, so squeue is asked directly."""
-    if job.done():
-        return True
-    listed = subprocess.run(["squeue", "-h", "-j", str(job.job_id), "-o", "%i"], capture_output=True, text=True)
-    return listed.returncode == 0 and not listed.stdout.strip()
+def job_log(job: Any) -> Path:
+    return Path(str(job.paths.stdout).replace("%j", str(job.job_id)))
+
+
+@dataclass(frozen=True)
+class JobState:
+    name: str  # PENDING, RUNNING, ...
+    restarts: int  # times SLURM requeued the job
+
+
+def job_state(job_id: str) -> Optional[JobState]:
+    """What the controller says of a job; None once it has forgotten it (MinJobAge after its end).
+    Without sacct (no accounting storage) submitit cannot tell a job that left the queue
+    (killed, cancelled) from one still queued, so the controller is asked directly."""
+    shown = subprocess.run(["scontrol", "-o", "show", "job", str(job_id)], capture_output=True, text=True)
+    if shown.returncode != 0:
+        return None if "Invalid job id" in shown.stderr else JobState("UNKNOWN", 0)
+    fields = dict(item.split("=", 1) for item in shown.stdout.split() if "=" in item)
+    return JobState(fields.get("JobState", "UNKNOWN"), int(fields.get("Restarts", 0)))
+
+
+def _submitit() -> Any:
+    """The submitit module, told to keep quiet about the accounting storage a cluster may lack:
+    job states come from `scontrol` here, never from its `sacct` polling."""
+    import submitit
+
+    logging.getLogger("submitit").setLevel(logging.ERROR)
+    return submitit
 
 
 def _exit_code(job: Any) -> int:
+    """0 when the job's command succeeded; 1 when it failed or SLURM ended the job first (no result)."""
+    if not job.paths.result_pickle.exists():
+        return 1
     try:
         job.result()
     except Exception:  # noqa: BLE001 - the command failed, or SLURM ended the job (its log says why)
         return 1
     return 0
-
-
-def _status(run_dir: Path, since: float) -> Optional[str]:
-    """summary.json's status, when this job wrote it (not an earlier attempt)."""
-    summary = run_dir / "summary.json"
-    if not summary.is_file() or summary.stat().st_mtime < since:
-        return None
-    return json.loads(summary.read_text()).get("status")
