@@ -164,12 +164,13 @@ def test_a_job_command_resumes_itself_leaves_the_sweeper_pid_out_and_runs_torchr
     assert one[:3] == ["env", "HARNESS_OPTUNA_TRIAL_ID=4", "PYTHONUNBUFFERED=1"] and one[3:5] == ["python", "train.py"]
     assert "resume=auto" in one and "resume=null" not in one  # a requeued job continues its run dir
     node = SlurmTrialRunner({"nodes": 1, "tasks_per_node": 2}).command(app, spec)
-    assert node[3:] [:5] == [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node=2", "--standalone"]
+    agent = "hydra_plugins.harness_slurm_launcher.torchrun_agent"  # torchrun that outlives the stop signals
+    assert node[3:8] == [sys.executable, "-m", agent, "--nproc_per_node=2", "--standalone"]
     many = SlurmTrialRunner({"nodes": 2, "tasks_per_node": 4}).command(app, spec)
     assert many[-3:-1] == ["bash", "-c"]
     first, launch = many[-1].split("; exec ", 1)
     assert first == 'MASTER=$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n1)'
-    assert launch.startswith(f"{sys.executable} -m torch.distributed.run --nproc_per_node=4 --nnodes=2 "
+    assert launch.startswith(f"{sys.executable} -m {agent} --nproc_per_node=4 --nnodes=2 "
                              "--rdzv_backend=c10d --rdzv_endpoint=$MASTER:29500 --rdzv_id=$SLURM_JOB_ID train.py "
                              "optim.lr=0.01 resume=auto")
     assert "hydra.run.dir='/sweep/3'" in shlex.split(launch)  # quoted for the shell
@@ -244,15 +245,27 @@ def test_a_single_run_is_submitted_as_one_job_and_returns_or_waits(slurm, tmp_pa
     assert "batch_size=7" in one_line_error(refused, "batch_size") and not (tmp_path / "refused").exists()
 
 
-def test_a_two_process_trial_runs_torchrun_inside_its_one_job(slurm, tmp_path):
+def test_a_two_process_trial_runs_torchrun_inside_its_one_job_and_survives_a_requeue(slurm, tmp_path):
     sweep = tmp_path / "sweep"
-    result = run_cli(["-m", *SLURM, "hydra.launcher.tasks_per_node=2", "hydra.launcher.cpus_per_task=2",
-                      "hydra.sweeper.n_trials=1", "optim.lr=choice(0.003)", *TRIAL, "trainer.max_steps=30",
-                      f"hydra.sweep.dir={sweep}"], cwd=tmp_path, timeout=600)
-    assert result.returncode == 0, result.stderr[-3000:]
+    steps = ["model.width=256", "trainer.max_steps=1500", "trainer.ckpt_every=100", "trainer.log_every=50"]
+    sweeper = subprocess.Popen(
+        [sys.executable, str(ROOT / "train.py"), "-m", *SLURM, "hydra.launcher.tasks_per_node=2",
+         "hydra.launcher.cpus_per_task=2", "hydra.sweeper.n_trials=1", "optim.lr=choice(0.003)", *TRIAL, *steps,
+         f"hydra.sweep.dir={sweep}"], cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    log = sweep / "0" / "train.log"
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and not (log.is_file() and "step 200/1500" in log.read_text()):
+        time.sleep(0.5)
     (job,) = _jobs(sweep / "0")
-    assert f"running as 2 processes, SLURM job {job} on " in (sweep / "0" / "train.log").read_text()
-    assert json.loads((sweep / "0" / "summary.json").read_text())["status"] == "completed"
+    subprocess.run(["scancel", "-s", "USR2", job], check=True)
+    _start_when_requeued(job)
+    output, _ = sweeper.communicate(timeout=300)
+    assert sweeper.returncode == 0, output[-3000:]
+    text = log.read_text()
+    assert f"running as 2 processes, SLURM job {job} on " in text and f"SLURM job {job} requeued" in output
+    assert "preempted after" in text and "resumed from" in text
+    summary = json.loads((sweep / "0" / "summary.json").read_text())
+    assert summary["status"] == "completed" and summary["steps"] == 1500
 
 
 def test_the_slurm_launcher_under_hydras_basic_sweeper_is_refused_and_leaves_nothing(tmp_path):

@@ -35,6 +35,7 @@ from hydra_plugins.harness_torchrun_launcher.command import torchrun_prefix
 log = logging.getLogger("harness")
 JOBS_FILE = "slurm_jobs.txt"  # in the run dir: one line per job, "JOB_ID LOG_PATH"
 RENDEZVOUS_PORT = 29500
+TORCHRUN_AGENT = "hydra_plugins.harness_slurm_launcher.torchrun_agent"
 ENDED_STATES = ("COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "PREEMPTED", "OUT_OF_MEMORY",
                 "BOOT_FAIL", "DEADLINE")
 
@@ -71,6 +72,7 @@ class SlurmTrialRunner(TrialRunner):
             "rdzv_endpoint": f"$MASTER:{RENDEZVOUS_PORT}" if nodes > 1 else None,
             "rdzv_id": "$SLURM_JOB_ID" if nodes > 1 else None})
         torchrun = torchrun_prefix(rendezvous)
+        torchrun[1:3] = ["-m", TORCHRUN_AGENT]  # its flags, under an agent that outlives the stop signals
         if nodes == 1:  # --standalone: a free port of its own, whatever else runs on the node
             return ["env", *variables, *torchrun, *argv]
         line = " ".join(a if "$" in a else shlex.quote(a) for a in [*torchrun, *argv])
@@ -171,7 +173,7 @@ class TrialJob:
     def __call__(self) -> int:
         self._exited, self._terminated = threading.Event(), False
         self._proc = subprocess.Popen(self.command, cwd=self.cwd)
-        signal.signal(signal.SIGUSR1, lambda signum, _: self._proc.send_signal(signum))
+        signal.signal(signal.SIGUSR1, lambda signum, _: self._signal(signum))
         signal.signal(signal.SIGTERM, self._on_sigterm)
         threading.Thread(target=self._reap, daemon=True).start()
         while not self._exited.wait(1.0):  # the main thread stays free for signal handlers
@@ -185,14 +187,22 @@ class TrialJob:
     def _on_sigterm(self, signum: int, frame: Any) -> None:
         """A preemption (or scancel): the trial checkpoints and exits as `preempted`."""
         self._terminated = True
-        self._proc.send_signal(signum)
+        self._signal(signum)
+
+    def _signal(self, signum: int) -> None:
+        """To the trial and everything it started: torchrun's ranks run in sessions of their own."""
+        for pid in process_tree(self._proc.pid):
+            try:
+                os.kill(pid, signum)
+            except ProcessLookupError:
+                pass
 
     def checkpoint(self) -> Any:
         """submitit's hook on SIGUSR2: stop the trial at a checkpoint, then requeue the same job."""
         import submitit
 
-        if getattr(self, "_proc", None) is not None and self._proc.poll() is None:
-            self._proc.send_signal(signal.SIGUSR1)
+        if getattr(self, "_proc", None) is not None and not self._exited.is_set():
+            self._signal(signal.SIGUSR1)
             while not self._exited.is_set():
                 time.sleep(0.2)
         return submitit.helpers.DelayedSubmission(TrialJob(self.command, self.cwd))
@@ -200,6 +210,23 @@ class TrialJob:
     def _reap(self) -> None:
         self._proc.wait()
         self._exited.set()
+
+
+def process_tree(root: int) -> List[int]:
+    """`root` and its descendants, read from /proc (a SLURM node runs Linux)."""
+    children: dict = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            parent = int(stat.read_text().rsplit(")", 1)[1].split()[1])  # the name in () may hold spaces
+        except (OSError, IndexError, ValueError):
+            continue  # ended while being read
+        children.setdefault(parent, []).append(int(stat.parent.name))
+    tree, todo = [], [root]
+    while todo:
+        pid = todo.pop()
+        tree.append(pid)
+        todo.extend(children.get(pid, []))
+    return tree
 
 
 def job_log(job: Any) -> Path:
