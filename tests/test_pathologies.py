@@ -36,13 +36,48 @@ def test_every_preset_is_tested():
 @pytest.mark.parametrize("preset,finding,cure", CASES, ids=[c[0] for c in CASES])
 def test_preset_is_diagnosed(preset, finding, cure, tmp_path):
     train([f"experiment=pathology/{preset}", "diagnose=false"], tmp_path / "run")
-    assert finding in [f.name for f in write_report(tmp_path / "run")]
+    found = {f.name: f for f in write_report(tmp_path / "run")}
+    assert finding in found
+    remedy = found[finding].remedy
+    assert (remedy is None) == (preset in NEEDS_A_PERSON)
+    if remedy is not None:  # the report names it, as overrides to paste
+        report = (tmp_path / "run" / "report.md").read_text()
+        assert f"**Remedy** (safe to apply without a person): {remedy.describe()}." in report
 
 
 @pytest.mark.parametrize("preset,finding,cure", CASES, ids=[c[0] for c in CASES])
 def test_removing_the_cause_removes_the_finding(preset, finding, cure, tmp_path):
     train([f"experiment=pathology/{preset}", "diagnose=false", cure], tmp_path / "run")
     assert finding not in [f.name for f in diagnose(load_run(tmp_path / "run"))]
+
+
+# Findings whose fix needs a person: the labels, the data, the model's capacity or mode handling.
+NEEDS_A_PERSON = {"shuffled_labels", "overfitting", "underfitting", "bn_eval_gap", "epoch_boundary_jumps"}
+
+
+@pytest.mark.parametrize("preset,finding,cure", CASES, ids=[c[0] for c in CASES])
+def test_a_declared_remedy_heals_its_preset_within_two_attempts(preset, finding, cure, tmp_path):
+    """The remedy the finding declares, applied by hand as diagnose.remedy=auto would: when the next
+    run shows another finding (a deep sigmoid MLP behind an fp16 underflow), its remedy comes on top."""
+    overrides = [f"experiment=pathology/{preset}", "diagnose=false"]
+    train(overrides, tmp_path / "0")
+    findings = {f.name: f for f in diagnose(load_run(tmp_path / "0"))}
+    if preset in NEEDS_A_PERSON:
+        assert findings[finding].remedy is None
+        return
+    applied = []
+    for attempt in (1, 2):
+        remedy = next((f.remedy for f in findings.values() if f.remedy and f.remedy not in applied), None)
+        if remedy is None:
+            break
+        applied.append(remedy)
+        overrides += remedy.overrides
+        train(overrides, tmp_path / str(attempt))
+        findings = {f.name: f for f in diagnose(load_run(tmp_path / str(attempt)))}
+        if not any(f.severity is Severity.CRITICAL for f in findings.values()) and finding not in findings:
+            break
+    assert applied and finding not in findings, (applied, list(findings))
+    assert not [f.name for f in findings.values() if f.severity is Severity.CRITICAL], (applied, list(findings))
 
 
 def test_healthy_baseline_has_no_finding_and_the_run_writes_its_report(tmp_path):

@@ -17,6 +17,30 @@ class Severity(str, Enum):
         return list(Severity).index(self)
 
 
+class Restart(str, Enum):
+    """Where a run with a remedy applied starts again."""
+
+    CHECKPOINT = "checkpoint"  # the last checkpoint before the symptom: LR, clip, precision, loss scaling, accumulation
+    SCRATCH = "scratch"  # step 0: init, activation, architecture, schedule shape
+
+
+@dataclass(frozen=True)
+class Remedy:
+    """A config-level fix that is safe to apply without a person: the overrides, where the run
+    starts again with them, and why they help. Findings that need a person (labels, data bugs,
+    unused parameters, overfitting) carry none."""
+
+    overrides: tuple[str, ...]  # Hydra overrides, e.g. ("optim.lr=0.001", "clip=1.0")
+    restart: Restart
+    why: str
+    before_step: int | None = None  # the symptom's first step: restart from the last checkpoint before it
+
+    def describe(self) -> str:
+        where = ("from scratch" if self.restart == Restart.SCRATCH else
+                 "from the last checkpoint" + (f" before step {self.before_step}" if self.before_step else ""))
+        return f"`{' '.join(self.overrides)}`, {where}: {self.why}"
+
+
 @dataclass(frozen=True)
 class Finding:
     name: str  # stable snake_case id, e.g. "diverging"; tests and tools match on it
@@ -24,6 +48,7 @@ class Finding:
     title: str  # one human line: what is wrong
     evidence: str  # the steps and values that show it
     fix: str  # what to change, naming config keys
+    remedy: Remedy | None = None  # what diagnose.remedy=auto may apply by itself
 
     def summary_line(self) -> str:
         return f"{self.name} [{self.severity.value}]: {self.title}. {self.evidence} Fix: {self.fix}"

@@ -44,6 +44,8 @@ def render(run: RunData, findings: list[Finding], plots: list[tuple[str, str]] |
     for i, f in enumerate(findings, 1):
         lines += [f"### {i}. `{f.name}` ({f.severity.value}): {f.title}", "",
                   f"**Evidence.** {f.evidence}", "", f"**Fix.** {f.fix}", ""]
+        if f.remedy is not None:
+            lines += [f"**Remedy** (safe to apply without a person): {f.remedy.describe()}.", ""]
     if plots is None:
         lines += ["", "## Plots", "", PLOTS_PENDING]
     elif plots:

@@ -9,6 +9,7 @@ import numpy as np
 from harness.diagnosis.advice import instability_fixes
 from harness.diagnosis.findings import Finding, Severity
 from harness.diagnosis.load import RunData, Series
+from harness.diagnosis.remedies import calmer_updates, faster_updates
 from harness.diagnosis.rules.common import peak_lr_update_ratio
 from harness.diagnosis.rules.data_order import boundary_steps
 from harness.diagnosis.signals import (EDGE_POINTS, end_level, excursions, fmt, level_at, noise_level, rolling_median,
@@ -129,16 +130,19 @@ def diverging(run: RunData) -> Finding | None:
     start, end = (float(finite.values[0]), end_level(loss)) if len(finite) else (math.nan, math.nan)
     if bad:
         step, value = min(bad)
+        symptom, exploded = step, True
         before = finite.values[finite.steps < step]
         detail = (f"loss {fmt(start)} at the start, {fmt(float(before.max()))} at its largest before "
                   f"going {value} at step {step}" if len(before) else f"loss {value} from step {step} on")
     elif run.summary.get("status") == "diverged" or (
             math.isfinite(start) and end > DIVERGE_RISE * start and not _val_fine(run, start)):
         peak = int(np.argmax(finite.values))
+        symptom, exploded = int(finite.steps[peak]), run.summary.get("status") == "diverged"
         detail = (f"train loss {fmt(start)} at the start, {fmt(end)} at the end (step {int(finite.steps[-1])}), "
                   f"peak {fmt(float(finite.values[peak]))} at step {int(finite.steps[peak])}")
     elif (blowup := _blowup(run)) is not None and not _recovered(run, blowup, end) and not _val_fine(run, blowup[2]):
         step, value, start_loss, what = blowup
+        symptom, exploded = step, True
         detail = (f"one update's loss reached {fmt(value)} in the window ending at step {step}, "
                   f"{fmt(value / start_loss)}x {what} = {fmt(start_loss)} (where the untrained model started); "
                   f"the train loss ended at {fmt(end)}")
@@ -146,7 +150,8 @@ def diverging(run: RunData) -> Finding | None:
         return None
     reason = run.summary.get("reason")
     status = f"; the run stopped: {reason}" if run.summary.get("status") == "diverged" and reason else ""
-    return Finding("diverging", Severity.CRITICAL, "the loss diverged", f"{detail}{status}.", instability_fixes(run))
+    return Finding("diverging", Severity.CRITICAL, "the loss diverged", f"{detail}{status}.", instability_fixes(run),
+                   calmer_updates(run, symptom, exploded))
 
 
 def _blowup(run: RunData) -> tuple[int, float, float, str] | None:
@@ -284,7 +289,7 @@ def oscillating(run: RunData) -> Finding | None:
     more = f" and {len(found) - 4} more" if len(found) > 4 else ""
     return Finding("oscillating", Severity.WARNING, "the training loss keeps jumping back up",
                    f"{len(found)} climbs of >{OSC_REL_RISE:.0%} above the best loss so far: {shown}{more}.",
-                   instability_fixes(run))
+                   instability_fixes(run), calmer_updates(run, found[0][0]))
 
 
 def _guard_event_steps(run: RunData) -> list[int]:
@@ -378,4 +383,4 @@ def slow_progress(run: RunData) -> Finding | None:
     return Finding("slow_progress", Severity.WARNING, "the run is learning, but far too slowly",
                    "; ".join(parts) + ".",
                    f"raise optim.lr{now} 3-10x (`mode=lr_find` suggests one); check that clip and the schedule's "
-                   "floor are not holding the updates down; or train longer (trainer.max_steps).")
+                   "floor are not holding the updates down; or train longer (trainer.max_steps).", faster_updates(run))

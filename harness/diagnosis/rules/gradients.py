@@ -9,6 +9,7 @@ import numpy as np
 
 from harness.diagnosis.findings import Finding, Severity
 from harness.diagnosis.load import RunData, Series
+from harness.diagnosis.remedies import bound_gradients, clear_gradient_path, revive_units, unpin_clip
 from harness.diagnosis.rules.common import LATE_FRACTION, MIN_ROWS, fp16_unscaled, name_some, zero_gradient_tensors
 from harness.diagnosis.signals import fmt
 from harness.metric_names import (ACT_DEAD, GRAD_CLIP_RATE, GRAD_DEAD, GRAD_NORM, GRAD_NORM_MAX, GRAD_NORM_PRECLIP,
@@ -87,7 +88,7 @@ def clip_pinned(run: RunData) -> Finding | None:
     return Finding("clip_pinned", Severity.WARNING, "the gradient norm is pinned at the clip threshold",
                    f"clipping acted on {mean_rate:.0%} of updates; median pre-clip norm {fmt(ratio * clip)} vs "
                    f"clip={fmt(clip)}: every gradient is shrunk ~{fmt(ratio)}x (for SGD a {fmt(ratio)}x smaller LR; "
-                   f"{adam}).", "; ".join(fixes) + ".")
+                   f"{adam}).", "; ".join(fixes) + ".", unpin_clip(run, clip, p90))
 
 
 def clip_never_reached(run: RunData) -> Finding | None:
@@ -122,7 +123,7 @@ def exploding_gradients(run: RunData) -> Finding | None:
     return Finding("exploding_gradients", Severity.WARNING, "the gradient norm explodes and nothing bounds the update",
                    f"largest pre-clip gradient norm {fmt(peak)} at step {step}, {fmt(peak / typical)}x the median "
                    f"window's {fmt(typical)}; {bursts} log window(s) at >= {EXPLODE_RATIO:g}x; clipping is off.",
-                   f"{clip_text}; guard=default skips the worst updates; lower optim.lr.")
+                   f"{clip_text}; guard=default skips the worst updates; lower optim.lr.", bound_gradients(recurrent))
 
 
 def vanishing_gradients(run: RunData) -> Finding | None:
@@ -145,7 +146,7 @@ def _vanished_everywhere(run: RunData) -> Finding | None:
                    f"the median weight tensor's gradient norm is {fmt(typical)} over the run's last third "
                    f"({len(medians)} tensors; at or below {VANISHED_NORM:g}, Adam's eps, an update is a vanishing "
                    "fraction of the LR): the forward signal fades through the layers, so every gradient does.",
-                   _vanishing_fix(run))
+                   _vanishing_fix(run), clear_gradient_path(run))
 
 
 def _early_blocks_starved(run: RunData) -> Finding | None:
@@ -163,7 +164,7 @@ def _early_blocks_starved(run: RunData) -> Finding | None:
                    f"gradient norm of the last / the first block = {fmt(ratio)} (median over weight kinds and the "
                    f"{len(rows)} logged steps of the run's last third); at step {row['step']}: "
                    f"{early.split('/', 1)[1]} {fmt(row[early])} vs {late.split('/', 1)[1]} {fmt(row[late])}.",
-                   _vanishing_fix(run))
+                   _vanishing_fix(run), clear_gradient_path(run))
 
 
 def block_ratios(run: RunData) -> list[tuple[dict, dict[tuple[str, str], float]]]:
@@ -218,13 +219,13 @@ def dead_relu(run: RunData) -> Finding | None:
         return Finding("dead_relu", severity, "ReLU units died: they output 0 and never recover", evidence,
                        "lower optim.lr (one huge update pushes pre-activations negative for good) and keep clip on; "
                        "model.activation=gelu or silu never go fully flat; model.norm=layer keeps pre-activations "
-                       "centred; init=kaiming.")
+                       "centred; init=kaiming.", revive_units(run))
     return Finding("dead_relu", severity, "units died: their activation is flat (0, or saturated) for every sample",
                    evidence + " The model has no ReLU module: a torch.relu/F.relu call in its forward, or a "
                    "tanh/sigmoid driven into saturation, does this.",
                    "lower optim.lr and keep clip on (one huge update pushes pre-activations where the activation "
                    "is flat); normalise the pre-activations (LayerNorm before the activation); a GELU/SiLU "
-                   "instead of relu in the forward; init=kaiming for ReLU, xavier for tanh.")
+                   "instead of relu in the forward; init=kaiming for ReLU, xavier for tanh.", revive_units(run))
 
 
 def _late_medians(run: RunData, prefix: str) -> dict[str, float]:

@@ -5,6 +5,7 @@ import math
 
 from harness.diagnosis.findings import Finding, Severity
 from harness.diagnosis.load import RunData
+from harness.diagnosis.remedies import wider_range
 from harness.diagnosis.rules.common import fp16_unscaled, name_some, zero_gradient_tensors
 from harness.diagnosis.signals import fmt
 from harness.metric_names import TRAIN_LOSS_SCALE
@@ -32,7 +33,7 @@ def fp16_overflow_skips(run: RunData) -> Finding | None:
                    f"{overflows} of {steps} updates skipped for Inf/NaN gradients (calibrating the scale from "
                    f"{fmt(init_scale)} accounts for about {int(budget)}){scale_text}.",
                    "activations or gradients exceed fp16's range (65504): use precision=bf16; or remove the spike "
-                   "(lower optim.lr, clip=1.0, loss.z_loss=1e-4 for growing logits).")
+                   "(lower optim.lr, clip=1.0, loss.z_loss=1e-4 for growing logits).", wider_range(run, scaling_is_on=True))
 
 
 def fp16_underflow(run: RunData) -> Finding | None:
@@ -45,4 +46,4 @@ def fp16_underflow(run: RunData) -> Finding | None:
                    f"precision=fp16 with precision.loss_scaling=false; {len(zeros)} weight tensor(s) got exactly "
                    f"zero gradient on every logged step of the last third of the run: {name_some(zeros)}.",
                    "precision.loss_scaling=true (GradScaler multiplies the loss so small gradients stay "
-                   "representable), or precision=bf16 (fp32's range).")
+                   "representable), or precision=bf16 (fp32's range).", wider_range(run, scaling_is_on=False))

@@ -1,0 +1,128 @@
+"""Remedies that depend on the run's own config: the overrides a rule's fix names, computed from
+the values this run used (a 3x lower LR is a number, not advice), with where to restart.
+
+The rules attach them to their findings (`Finding.remedy`); `diagnose.remedy=auto` applies them.
+Each one changes only what its finding blames, and the config's own cause comes first: a run that
+sums its micro-batch gradients is told to average them, not to lower its LR.
+"""
+from __future__ import annotations
+
+from harness.diagnosis.findings import Remedy, Restart
+from harness.diagnosis.load import RunData
+
+LR_FACTOR = 3.0  # the seeds' advice: "lower the LR 3-10x"; 3x for a loss that drifted up or a run too slow,
+BLOWUP_LR_FACTOR = 10.0  # 10x for a loss that went NaN or exploded, and for units that one huge update killed
+WARMUP_FRACTION = 0.05  # of trainer.max_steps, for a run that has none
+SAFE_CLIP = 1.0
+RECURRENT_CLIP = 0.5  # backpropagation through time multiplies the gradient once per step
+CLIP_RAISE = 10.0
+
+
+def calmer_updates(run: RunData, before_step: int | None = None, exploded: bool = False) -> Remedy | None:
+    """diverging, oscillating: average the accumulated gradients when the config sums them; else
+    a 3x lower LR (10x after an explosion), with a warmup and clipping when the run had none."""
+    if _sums_gradients(run):
+        return Remedy(("accum_reduction=mean",), Restart.CHECKPOINT, _SUM_WHY.format(accum=run.cfg("accum")),
+                      before_step)
+    lr = _lr_override(run, 1 / (BLOWUP_LR_FACTOR if exploded else LR_FACTOR))
+    if lr is None:
+        return None
+    overrides = [lr]
+    if run.warmup == 0:
+        overrides.append(f"schedule.warmup={WARMUP_FRACTION}")
+    if not run.cfg("clip"):
+        overrides.append(f"clip={SAFE_CLIP}")
+    return Remedy(tuple(overrides), Restart.CHECKPOINT, "smaller updates stay inside the region where the loss "
+                  "still falls; a warmup and a clip bound the first and the largest of them", before_step)
+
+
+def bound_gradients(recurrent: bool) -> Remedy:
+    """exploding_gradients: clip the global norm (tighter for recurrent models)."""
+    clip = RECURRENT_CLIP if recurrent else SAFE_CLIP
+    return Remedy((f"clip={clip}",), Restart.CHECKPOINT, "a clip bounds every update whatever the gradient does; "
+                  "the rest of the updates are unchanged")
+
+
+def unpin_clip(run: RunData, clip: float, typical_high: float) -> Remedy:
+    """clip_pinned: average the accumulated gradients when the config sums them; else raise the
+    clip to the 90th percentile of the pre-clip norm (`typical_high`), at least 10x."""
+    if _sums_gradients(run):
+        return Remedy(("accum_reduction=mean",), Restart.CHECKPOINT, _SUM_WHY.format(accum=run.cfg("accum")))
+    return Remedy((f"clip={max(typical_high, clip * CLIP_RAISE):.2g}",), Restart.CHECKPOINT, "at the 90th "
+                  "percentile of the gradient norm a clip catches only the spikes, so ordinary updates get their "
+                  "full size back")
+
+
+def wider_range(run: RunData, scaling_is_on: bool) -> Remedy | None:
+    """fp16 underflow: loss scaling, the config's own cause. fp16 overflow despite scaling: bf16
+    (fp32's exponent range) where the device computes in it."""
+    if not scaling_is_on:
+        return Remedy(("precision.loss_scaling=true",), Restart.CHECKPOINT, "GradScaler multiplies the loss so "
+                      "that small gradients stay representable in fp16")
+    if bf16_runs_here(run):
+        return Remedy(("precision=bf16",), Restart.CHECKPOINT, "bf16 has fp32's exponent range: nothing overflows "
+                      "to Inf, and no loss scale is needed")
+    return None
+
+
+def faster_updates(run: RunData) -> Remedy | None:
+    """slow_progress: a 3x higher LR."""
+    lr = _lr_override(run, LR_FACTOR)
+    return None if lr is None else Remedy((lr,), Restart.CHECKPOINT, "the weights barely move at this LR; 3x "
+                                          "larger updates are still far from where the loss diverges")
+
+
+def revive_units(run: RunData) -> Remedy | None:
+    """dead_relu: dead units do not come back, so start again with a 3x lower LR and a clip."""
+    lr = _lr_override(run, 1 / BLOWUP_LR_FACTOR)
+    if lr is None:
+        return None
+    overrides = (lr,) if run.cfg("clip") else (lr, f"clip={SAFE_CLIP}")
+    return Remedy(overrides, Restart.SCRATCH, "a dead unit gets no gradient and never recovers, so the run starts "
+                  "over; 10x smaller, clipped updates no longer push pre-activations negative for good")
+
+
+SATURATING = ("sigmoid", "tanh")
+
+
+def clear_gradient_path(run: RunData) -> Remedy | None:
+    """vanishing_gradients, from scratch, for the config keys of the built-in models, the likeliest
+    cause first: a post-LN transformer gets pre-LN (with a warmup), a saturating activation GELU, a
+    plain deep stack residual connections. A user model's architecture needs a person."""
+    why = "; the architecture changes, so the run starts over"
+    if run.cfg("model.ln_position") == "post":
+        warmup = (f"schedule.warmup={WARMUP_FRACTION}",) if run.warmup == 0 else ()
+        return Remedy(("model.ln_position=pre", *warmup), Restart.SCRATCH, "pre-LN keeps an identity path through "
+                      "every block, so early layers get the gradient the last ones get" + why)
+    if run.cfg("model.activation") in SATURATING:
+        return Remedy(("model.activation=gelu",), Restart.SCRATCH, f"{run.cfg('model.activation')} passes on at "
+                      "most a quarter (sigmoid) of the gradient per layer; GELU passes on about all of it where "
+                      "it is active" + why)
+    if run.cfg("model.residual") is False:
+        return Remedy(("model.residual=true",), Restart.SCRATCH, "residual connections give the gradient a path "
+                      "around every block" + why)
+    return None
+
+
+def bf16_runs_here(run: RunData) -> bool:
+    """Whether the run's device computes in bf16: every CPU does; CUDA from Ampere on; not MPS."""
+    import torch
+
+    device = str(run.cfg("device", "auto"))
+    if device.startswith("cuda") or (device == "auto" and torch.cuda.is_available()):
+        return torch.cuda.is_available() and torch.cuda.is_bf16_supported()
+    return not device.startswith("mps")
+
+
+_SUM_WHY = ("accum_reduction=sum adds up {accum} micro-batch gradients instead of averaging them, so every update "
+            "is {accum}x too large; the mean is the gradient the LR was chosen for")
+
+
+def _sums_gradients(run: RunData) -> bool:
+    accum = run.cfg("accum", 1)
+    return run.cfg("accum_reduction") == "sum" and isinstance(accum, int) and accum > 1
+
+
+def _lr_override(run: RunData, factor: float) -> str | None:
+    lr = run.cfg("optim.lr")
+    return f"optim.lr={lr * factor:.3g}" if isinstance(lr, (int, float)) and not isinstance(lr, bool) else None

@@ -1,0 +1,70 @@
+"""The remedies findings declare, computed from the run's own config: the config's own cause
+first, numbers instead of advice, and none where the fix needs a person or a key is unknown."""
+from __future__ import annotations
+
+from pathlib import Path
+
+from harness.diagnosis.findings import Remedy, Restart
+from harness.diagnosis.load import RunData
+from harness.diagnosis.remedies import (bound_gradients, calmer_updates, clear_gradient_path, faster_updates,
+                                        revive_units, unpin_clip, wider_range)
+
+
+def run_with(**config) -> RunData:
+    base = {"accum": 1, "accum_reduction": "mean", "clip": 1.0, "device": "cpu", "optim": {"lr": 0.03},
+            "schedule": {"name": "cosine", "warmup": 0.1}, "trainer": {"max_steps": 100}}
+    for key, value in config.items():
+        node, *path = key.split("__")
+        if path:
+            base.setdefault(node, {})[path[0]] = value
+        else:
+            base[node] = value
+    return RunData(Path("run"), base, {}, [], [])
+
+
+def test_a_diverging_run_gets_a_3x_lower_lr_or_10x_after_an_explosion_with_warmup_and_clip_when_missing():
+    assert calmer_updates(run_with(), 40).overrides == ("optim.lr=0.01",)
+    blown = calmer_updates(run_with(clip=None, schedule__warmup=0), 40, exploded=True)
+    assert blown == Remedy(("optim.lr=0.003", "schedule.warmup=0.05", "clip=1.0"), Restart.CHECKPOINT, blown.why, 40)
+
+
+def test_summed_micro_batch_gradients_are_averaged_before_the_lr_is_touched():
+    summed = run_with(accum=4, accum_reduction="sum")
+    assert calmer_updates(summed).overrides == ("accum_reduction=mean",) and "4x too large" in calmer_updates(summed).why
+    assert unpin_clip(summed, 1e-4, 0.3).overrides == ("accum_reduction=mean",)
+
+
+def test_a_pinned_clip_goes_to_the_norms_90th_percentile_and_at_least_10x():
+    assert unpin_clip(run_with(), 1e-4, 0.33).overrides == ("clip=0.33",)
+    assert unpin_clip(run_with(), 0.5, 0.6).overrides == ("clip=5",)
+
+
+def test_fp16_underflow_turns_loss_scaling_on_and_an_overflow_despite_it_moves_to_bf16_where_it_runs():
+    assert wider_range(run_with(), scaling_is_on=False).overrides == ("precision.loss_scaling=true",)
+    assert wider_range(run_with(), scaling_is_on=True).overrides == ("precision=bf16",)  # every CPU computes in bf16
+    assert wider_range(run_with(device="mps"), scaling_is_on=True) is None
+
+
+def test_model_remedies_start_over_and_only_name_keys_the_model_has():
+    assert bound_gradients(recurrent=True).overrides == ("clip=0.5",)
+    assert revive_units(run_with(clip=None, optim__lr=0.1)) == Remedy(("optim.lr=0.01", "clip=1.0"), Restart.SCRATCH,
+                                                                    revive_units(run_with(clip=None)).why)
+    post_ln = clear_gradient_path(run_with(model={"ln_position": "post"}, schedule={"name": "constant", "warmup": 0}))
+    assert post_ln.overrides == ("model.ln_position=pre", "schedule.warmup=0.05") and post_ln.restart is Restart.SCRATCH
+    assert clear_gradient_path(run_with(model={"activation": "sigmoid", "residual": False})).overrides == \
+        ("model.activation=gelu",)
+    assert clear_gradient_path(run_with(model={"activation": "relu", "residual": False})).overrides == \
+        ("model.residual=true",)
+    assert clear_gradient_path(run_with(model={"_target_": "mymodels.Net"})) is None  # a user model: a person decides
+
+
+def test_no_lr_in_the_config_means_no_lr_remedy():
+    assert faster_updates(run_with(optim={})) is None and calmer_updates(run_with(optim={})) is None
+    assert faster_updates(run_with()).overrides == ("optim.lr=0.09",)
+
+
+def test_a_remedy_reads_as_overrides_where_and_why():
+    line = Remedy(("clip=1.0",), Restart.CHECKPOINT, "it bounds updates", 40).describe()
+    assert line == "`clip=1.0`, from the last checkpoint before step 40: it bounds updates"
+    assert Remedy(("model.residual=true",), Restart.SCRATCH, "why").describe().startswith("`model.residual=true`, "
+                                                                                          "from scratch")
