@@ -153,8 +153,10 @@ class Trainer:
         }
 
     def load_state_dict(self, ckpt: dict[str, Any]) -> None:
+        configured = [dict(group) for group in self.built.optimizer.param_groups]  # what this run's config asks for
         for key, part in self.parts.items():
             part.load_state_dict(ckpt.get(key, {}) if key in OPTIONAL_PARTS else ckpt[key])
+        self._keep_configured_hyperparameters(configured)
         self.state = TrainState(**ckpt["trainer"])
         self.callbacks.load_state_dict(ckpt)
         self.window.load_state_dict(ckpt["window"])
@@ -162,6 +164,22 @@ class Trainer:
         # (same data order; weights and optimizer are replicated) but dropout draws differ.
         per_rank = ckpt["rng"]
         set_rng_state(per_rank[self.dist.rank] if len(per_rank) == self.dist.world_size else per_rank[0])
+
+    def _keep_configured_hyperparameters(self, configured: list[dict[str, Any]]) -> None:
+        """The config is the truth: a checkpoint's optimizer state carries the hyperparameters it
+        was trained with, so a run resumed with another optim.lr (the classic "restart from the last
+        good checkpoint with a lower LR"), weight decay or betas would silently keep the old ones.
+        The config's win; the rollbacks' LR factor and the schedule still apply on top."""
+        changed: dict[str, tuple[Any, Any]] = {}
+        for group, fresh in zip(self.built.optimizer.param_groups, configured):
+            for key, value in fresh.items():
+                if key not in ("params", "lr") and _differs(group.get(key), value):
+                    changed.setdefault("optim.lr" if key == "initial_lr" else f"optim.{key}", (group.get(key), value))
+                    group[key] = value
+        if changed:
+            self.apply_lr_scale()
+            log.info("resumed with the config's optimizer settings, not the checkpoint's: %s",
+                     ", ".join(f"{key} {old} -> {new}" for key, (old, new) in changed.items()))
 
     def save_checkpoint(self) -> None:
         """All ranks build the state (it gathers their RNG states); rank 0 writes it."""
@@ -203,3 +221,9 @@ class Trainer:
 
 
 OPTIONAL_PARTS = ("monitor",)  # absent in checkpoints written before it kept state
+
+
+def _differs(a: Any, b: Any) -> bool:
+    if isinstance(a, torch.Tensor) or isinstance(b, torch.Tensor):
+        return not (isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor) and torch.equal(a, b))
+    return a != b

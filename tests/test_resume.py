@@ -67,3 +67,16 @@ def test_corrupt_latest_checkpoint_falls_back_to_previous(tmp_path):
     newest.write_bytes(newest.read_bytes()[:100])  # a crash mid-copy by some other tool
     _, summary = train([*overrides, "resume=auto"], run)
     assert summary["status"] == "completed" and summary["steps"] == 12
+
+
+def test_a_resume_with_another_lr_or_weight_decay_trains_with_the_configs_values(tmp_path):
+    """The seeds' "restart from the last good checkpoint with a lower LR": the checkpoint's optimizer
+    state must not silently bring its old LR back."""
+    overrides = [*MODELS["mlp"], *COMMON, "schedule=constant", "schedule.warmup=0", "optim.lr=0.01"]
+    run = tmp_path / "run"
+    train([*overrides, "trainer.stop_after=6"], run)
+    train([*overrides, "optim.lr=0.001", "optim.weight_decay=0.05", "resume=auto"], run)
+    logged = {r["step"]: r["train/lr"] for r in read_metrics(run) if r["kind"] == "train"}
+    assert logged[6] == pytest.approx(0.01) and logged[7] == pytest.approx(0.001) and logged[12] == pytest.approx(0.001)
+    groups = final_state(run)["optimizer"]["param_groups"]
+    assert {g["weight_decay"] for g in groups} <= {0.0, 0.05} and 0.05 in {g["weight_decay"] for g in groups}
