@@ -12,6 +12,7 @@ import torch
 from omegaconf import DictConfig, OmegaConf
 
 from harness.assembly import build_trainer
+from harness.attempts import run_attempts
 from harness.checkpoint import atomic_json_dump, latest_valid_checkpoint, load_checkpoint
 from harness.config import validate_config
 from harness.diagnosis.live import diagnose_settings
@@ -82,6 +83,10 @@ def run(cfg: DictConfig, run_dir: Path | None = None) -> Any:
         from harness.doctor import run_doctor
 
         return run_doctor(cfg, run_dir, device)
+    if diagnose_settings(cfg.diagnose).remedy == "auto":
+        if dist.enabled:
+            raise ConfigError("diagnose.remedy", "auto", "off under torchrun: attempts run as one process for now")
+        return run_attempts(cfg, run_dir, lambda attempt_cfg, attempt_dir: _attempt(attempt_cfg, attempt_dir, dist))
     if cfg.resume == "auto" and resume_from is not None and resume_from[1]["step"] >= cfg.trainer.max_steps:
         return already_complete(cfg, run_dir, resume_from[1]["step"], dist)
     init_process_group(dist, device)
@@ -91,6 +96,16 @@ def run(cfg: DictConfig, run_dir: Path | None = None) -> Any:
         return objective
     finally:
         destroy_process_group()
+
+
+def _attempt(cfg: DictConfig, run_dir: Path, dist: DistInfo) -> Any:
+    """One attempt of diagnose.remedy=auto: an ordinary run in its own dir, checked like any run
+    (a remedy's overrides pass the same checks as the user's)."""
+    device = validate_config(cfg, dist.world_size, hydra_choices())
+    resume_from = find_resume_checkpoint(cfg.resume, run_dir)
+    if resume_from is not None and resume_from[1]["step"] >= cfg.trainer.max_steps:
+        return already_complete(cfg, run_dir, resume_from[1]["step"], dist)
+    return _train(cfg, run_dir, device, dist, resume_from)
 
 
 def already_complete(cfg: DictConfig, run_dir: Path, step: int, dist: DistInfo) -> Any:

@@ -8,7 +8,7 @@ from harness.errors import ConfigError
 
 CKPT_DIR = "checkpoints"
 # What a run leaves besides Hydra's own .hydra/ and train.log.
-RESULTS = (CKPT_DIR, "summary.json", "metrics.jsonl", "config.yaml", "tb", "report.md", "plots",
+RESULTS = (CKPT_DIR, "attempts", "summary.json", "metrics.jsonl", "config.yaml", "tb", "report.md", "plots",
            "doctor.md", "doctor.json", "lr_find.json", "lr_find.png")
 
 

@@ -1,6 +1,7 @@
 """The diagnosis rules at each eval, on the metrics so far (rank 0 keeps them in memory): a new
 critical finding is printed once and logged as an event; under diagnose.abort_on it stops the
-run, as `diverged` for a diverging loss and `sick` for any other finding (all ranks agree)."""
+run, as `diverged` for a diverging loss and `sick` for any other finding (all ranks agree).
+`abort_on=remedy` stops only for a finding that carries a remedy (diagnose.remedy=auto)."""
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
@@ -36,7 +37,7 @@ class LiveDiagnosisCallback(Callback):
             for finding in self.live.new_findings(trainer.summary("running")):
                 trainer.event("diagnosis", f"step {trainer.state.step}: {finding.summary_line()}",
                               finding=finding.name)
-                if self.live.abort_on and stop is None:
+                if self.live.abort_on and stop is None and (self.live.abort_on == "critical" or finding.remedy):
                     stop = "diverged" if finding.name == "diverging" else "sick"
         if self.live.abort_on and any_rank(stop is not None, trainer.dist, trainer.device):
             return Stop(stop or "sick")

@@ -17,8 +17,9 @@ from harness.diagnosis.load import RunData, read_config
 from harness.diagnosis.rules import RULE_NAMES, diagnose
 from harness.errors import ConfigError
 
-ABORT_ON = ("critical",)
-SETTINGS = ("report", "live", "abort_on")
+ABORT_ON = ("critical", "remedy")  # remedy: only a finding that carries one (diagnose.remedy=auto sets it)
+REMEDY = ("off", "auto")
+SETTINGS = ("report", "live", "abort_on", "remedy", "max_attempts")
 KEYS = (*SETTINGS, "ignore")  # `ignore` is read by `diagnose` itself, from the run's config.yaml
 
 
@@ -26,7 +27,9 @@ KEYS = (*SETTINGS, "ignore")  # `ignore` is read by `diagnose` itself, from the 
 class DiagnoseSettings:
     report: bool = True  # report.md (and plots) when training ends
     live: bool = True  # the rules at each eval: a new critical finding is printed once, as an event
-    abort_on: str | None = None  # "critical": such a finding stops the run
+    abort_on: str | None = None  # "critical": such a finding stops the run; "remedy": one that carries a remedy
+    remedy: str = "off"  # "auto": a run the diagnosis calls sick starts again with its finding's remedy
+    max_attempts: int = 2  # remedies applied at most, each in a new attempt
 
 
 def diagnose_settings(value: Any) -> DiagnoseSettings:
@@ -53,6 +56,11 @@ def validate_diagnose_config(value: Any) -> None:
         raise ConfigError("diagnose.ignore", bad, f"a list of rule names, from {sorted(RULE_NAMES)}")
     if value.get("abort_on") is not None and value.get("abort_on") not in ABORT_ON:
         raise ConfigError("diagnose.abort_on", value.get("abort_on"), f"null (never stop) or one of {list(ABORT_ON)}")
+    if value.get("remedy", "off") not in REMEDY:
+        raise ConfigError("diagnose.remedy", value.get("remedy"), f"one of {list(REMEDY)}")
+    attempts = value.get("max_attempts", 2)
+    if isinstance(attempts, bool) or not isinstance(attempts, int) or attempts < 1:
+        raise ConfigError("diagnose.max_attempts", attempts, "an integer >= 1 (remedies applied at most)")
     if value.get("abort_on") is not None and not value.get("live", True):
         raise ConfigError("diagnose.abort_on", value.get("abort_on"), "null while diagnose.live=false (nothing "
                                                                       "is judged during the run)")

@@ -48,7 +48,7 @@ def unpin_clip(run: RunData, clip: float, typical_high: float) -> Remedy:
     clip to the 90th percentile of the pre-clip norm (`typical_high`), at least 10x."""
     if _sums_gradients(run):
         return Remedy(("accum_reduction=mean",), Restart.CHECKPOINT, _SUM_WHY.format(accum=run.cfg("accum")))
-    return Remedy((f"clip={max(typical_high, clip * CLIP_RAISE):.2g}",), Restart.CHECKPOINT, "at the 90th "
+    return Remedy((f"clip={_number(max(typical_high, clip * CLIP_RAISE), 2)}",), Restart.CHECKPOINT, "at the 90th "
                   "percentile of the gradient norm a clip catches only the spikes, so ordinary updates get their "
                   "full size back")
 
@@ -125,4 +125,11 @@ def _sums_gradients(run: RunData) -> bool:
 
 def _lr_override(run: RunData, factor: float) -> str | None:
     lr = run.cfg("optim.lr")
-    return f"optim.lr={lr * factor:.3g}" if isinstance(lr, (int, float)) and not isinstance(lr, bool) else None
+    return f"optim.lr={_number(lr * factor)}" if isinstance(lr, (int, float)) and not isinstance(lr, bool) else None
+
+
+def _number(value: float, digits: int = 3) -> str:
+    """`value` rounded, written so that YAML and Hydra both read a float (2.0e+03, not 2e+03)."""
+    text = f"{value:.{digits}g}"
+    mantissa, e, exponent = text.partition("e")
+    return f"{mantissa}.0e{exponent}" if e and "." not in mantissa else text

@@ -151,7 +151,14 @@ def diverging(run: RunData) -> Finding | None:
     reason = run.summary.get("reason")
     status = f"; the run stopped: {reason}" if run.summary.get("status") == "diverged" and reason else ""
     return Finding("diverging", Severity.CRITICAL, "the loss diverged", f"{detail}{status}.", instability_fixes(run),
-                   calmer_updates(run, symptom, exploded))
+                   calmer_updates(run, _last_good_step(finite, symptom) + 1, exploded))
+
+
+def _last_good_step(loss: Series, symptom: int) -> int:
+    """Where the run was last well: its lowest logged train loss before the symptom (0 when it only
+    rose). A checkpoint between there and the symptom already holds the damage."""
+    before = loss.steps < symptom
+    return int(loss.steps[before][np.argmin(loss.values[before])]) if before.any() else 0
 
 
 def _blowup(run: RunData) -> tuple[int, float, float, str] | None:

@@ -1,0 +1,85 @@
+"""diagnose.remedy=auto: a sick run starts again with its finding's remedy, in RUN_DIR/attempts/N/,
+and tells the story; a healthy run is never restarted; remedies that do not help stop the run as
+sick; a killed attempt resumes exactly; bad values of the new keys are one line."""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+
+import torch
+
+from conftest import ROOT, one_line_error, run_cli, train
+
+AUTO = ["diagnose.remedy=auto", "diagnose.report=false"]
+
+
+def story(run_dir):
+    return json.loads((run_dir / "attempts.json").read_text())
+
+
+def test_a_diverging_run_restarts_with_a_lower_lr_and_heals(tmp_path):
+    objective, summary = train(["experiment=pathology/lr_too_high", *AUTO], tmp_path / "run")
+    attempts = story(tmp_path / "run")["attempts"]
+    assert [a["status"] for a in attempts] == ["diverged", "completed"]
+    assert attempts[0]["finding"] == "diverging" and attempts[1]["overrides"] == attempts[0]["remedy"]["overrides"]
+    assert attempts[1]["overrides"][0] == "optim.lr=0.2" and "clip=1.0" in attempts[1]["overrides"]
+    second = json.loads((tmp_path / "run" / "attempts" / "2" / "summary.json").read_text())
+    assert summary["remedy_verdict"] == "healed" and summary["best_val_loss"] == second["best_val_loss"] == objective
+    assert (tmp_path / "run" / "attempts" / "1" / "metrics.jsonl").is_file()  # nothing overwritten
+    report = (tmp_path / "run" / "report.md").read_text()
+    assert report.startswith("# Remedies: healed") and "`optim.lr=0.2 schedule.warmup=0.05 clip=1.0` (diverging)" in report
+
+
+def test_a_remedy_that_may_continue_restarts_from_the_last_good_checkpoint(tmp_path):
+    train(["experiment=pathology/accum_sum", "trainer.ckpt_every=10", "trainer.keep_last=10", *AUTO], tmp_path / "run")
+    first, second = story(tmp_path / "run")["attempts"]
+    assert first["remedy"]["overrides"] == ["accum_reduction=mean"] and second["restart_step"] == 10
+    assert second["restart"] == "from step 10 of attempt 1" and second["status"] == "completed"
+    rows = [json.loads(line) for line in (tmp_path / "run" / "attempts" / "2" / "metrics.jsonl").open()]
+    assert min(r["step"] for r in rows) > 10  # it continued the checkpoint, it did not start over
+
+
+def test_a_healthy_run_is_never_restarted(tmp_path):
+    _, summary = train(["experiment=pathology/healthy", *AUTO], tmp_path / "run")
+    assert summary["remedy_verdict"] == "healthy" and len(summary["attempts"]) == 1
+    assert not (tmp_path / "run" / "attempts" / "2").exists()
+
+
+def test_remedies_that_do_not_help_stop_the_run_as_sick_with_their_findings(tmp_path):
+    _, summary = train(["experiment=pathology/lr_too_high", "optim.lr=20000", *AUTO], tmp_path / "run")
+    attempts = summary["attempts"]
+    assert summary["remedy_verdict"] == "sick" and len(attempts) == 3  # the run as given, then 2 remedies
+    assert [a["finding"] for a in attempts] == ["diverging"] * 3
+    assert attempts[2]["overrides"] == [*attempts[1]["overrides"], *attempts[1]["remedy"]["overrides"]]
+
+
+def test_a_run_killed_during_an_attempt_resumes_it_exactly(tmp_path):
+    command = [sys.executable, str(ROOT / "train.py"), "experiment=pathology/lr_too_high", "trainer.max_steps=3000",
+               "trainer.ckpt_every=200", "trainer.log_every=50", "trainer.eval_every=500", "logger=none", *AUTO]
+    straight = subprocess.run([*command, f"hydra.run.dir={tmp_path / 'straight'}"], capture_output=True, text=True)
+    assert straight.returncode == 0, straight.stderr[-2000:]
+    killed = subprocess.Popen([*command, f"hydra.run.dir={tmp_path / 'killed'}"], stdout=subprocess.DEVNULL,
+                              stderr=subprocess.DEVNULL)
+    second = tmp_path / "killed" / "attempts" / "2" / "checkpoints"
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and not list(second.glob("step_*.pt")):
+        time.sleep(0.05)
+    killed.kill()  # SIGKILL, mid-attempt
+    killed.wait()
+    assert list(second.glob("step_*.pt")) and not (tmp_path / "killed" / "attempts" / "2" / "summary.json").exists()
+    resumed = subprocess.run([*command, f"hydra.run.dir={tmp_path / 'killed'}", "resume=auto"], capture_output=True,
+                             text=True)
+    assert resumed.returncode == 0, resumed.stderr[-2000:]
+    final = [torch.load(d / "attempts" / "2" / "checkpoints" / "step_00003000.pt", weights_only=False)["model"]
+             for d in (tmp_path / "straight", tmp_path / "killed")]
+    assert all(torch.equal(v, final[1][k]) for k, v in final[0].items())
+    assert json.loads((tmp_path / "killed" / "summary.json").read_text())["remedy_verdict"] == "healed"
+
+
+def test_bad_values_of_the_remedy_keys_are_one_line(tmp_path):
+    for override, key in (("diagnose.remedy=yes", "diagnose.remedy"), ("diagnose.max_attempts=0",
+                                                                       "diagnose.max_attempts")):
+        result = run_cli(["experiment=pathology/healthy", override, f"hydra.run.dir={tmp_path / key}"], cwd=tmp_path)
+        assert "is invalid" in one_line_error(result, key) and not (tmp_path / key).exists()
