@@ -31,6 +31,7 @@ from harness.diagnosis import diagnose, load_run
 from harness.diagnosis.findings import Finding, Remedy, Restart, Severity
 from harness.diagnosis.live import diagnose_settings
 from harness.errors import ConfigError
+from harness.rundir import stored_objective
 
 log = logging.getLogger("harness")
 CONF_DIR = Path(__file__).resolve().parent.parent / "conf"
@@ -48,7 +49,7 @@ def run_attempts(cfg: DictConfig, run_dir: Path, train_one: TrainOne) -> Any:
         story = {"max_attempts": settings.max_attempts, "attempts": [_attempt(1, [], "as given", None)], "verdict": None}
     elif story["verdict"] is not None:
         log.info("%s: the remedies are done (%s); nothing was changed", run_dir, story["verdict"])
-        return _objective(run_dir / ATTEMPTS / str(len(story["attempts"])))
+        return stored_objective(run_dir / ATTEMPTS / str(len(story["attempts"])))
     while True:
         attempt = story["attempts"][-1]
         attempt_dir = run_dir / ATTEMPTS / str(attempt["number"])
@@ -142,12 +143,6 @@ def _load_story(run_dir: Path) -> dict[str, Any] | None:
 def _save(run_dir: Path, story: dict[str, Any]) -> None:
     run_dir.mkdir(parents=True, exist_ok=True)
     atomic_json_dump(story, run_dir / STORY)
-
-
-def _objective(attempt_dir: Path) -> Any:
-    from harness.run import sweep_value
-
-    return sweep_value(json.loads((attempt_dir / "summary.json").read_text()).get("objective"))
 
 
 def _write_top(run_dir: Path, story: dict[str, Any]) -> None:

@@ -1,9 +1,7 @@
 """Run one job: validate, claim the run dir, pick the mode; for training, assemble, train, write summary.json."""
 from __future__ import annotations
 
-import json
 import logging
-import math
 import time
 from pathlib import Path
 from typing import Any
@@ -19,7 +17,7 @@ from harness.diagnosis.live import diagnose_settings
 from harness.distributed import DistInfo, barrier, destroy_process_group, dist_info_from_env, init_process_group
 from harness.errors import ConfigError
 from harness.lr_scaling import apply_lr_scaling
-from harness.rundir import claim_run_dir
+from harness.rundir import claim_run_dir, stored_objective, sweep_value
 from harness.trainer import Trainer
 
 log = logging.getLogger("harness")
@@ -114,15 +112,7 @@ def already_complete(cfg: DictConfig, run_dir: Path, step: int, dist: DistInfo) 
     if dist.is_main:
         print(f"{run_dir} is complete (step {step} of trainer.max_steps={cfg.trainer.max_steps}); nothing was "
               f"changed. To train it further: resume=auto trainer.max_steps=N with N > {step}", flush=True)
-    summary = run_dir / "summary.json"
-    return sweep_value(json.loads(summary.read_text()).get("objective") if summary.is_file() else None)
-
-
-def sweep_value(objective: Any) -> Any:
-    """summary.json's objective as a sweep takes it: a missing value (no eval finished) is NaN."""
-    if isinstance(objective, list):
-        return [math.nan if v is None else v for v in objective]
-    return math.nan if objective is None else objective
+    return stored_objective(run_dir)
 
 
 def write_diagnosis(run_dir: Path) -> None:

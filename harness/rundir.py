@@ -1,8 +1,11 @@
 """A run directory's results are never overwritten by accident, and nothing half-written survives in it."""
 from __future__ import annotations
 
+import json
+import math
 import shutil
 from pathlib import Path
+from typing import Any
 
 from harness.errors import ConfigError
 
@@ -42,3 +45,16 @@ def remove_stale_temp_files(run_dir: Path) -> list[Path]:
     for path in stale:
         path.unlink(missing_ok=True)
     return stale
+
+
+def sweep_value(objective: Any) -> Any:
+    """summary.json's objective as a sweep takes it: a missing value (no eval finished) is NaN."""
+    if isinstance(objective, list):
+        return [math.nan if v is None else v for v in objective]
+    return math.nan if objective is None else objective
+
+
+def stored_objective(run_dir: Path) -> Any:
+    """The objective a finished run's summary.json holds, as a sweep takes it (NaN without one)."""
+    summary = run_dir / "summary.json"
+    return sweep_value(json.loads(summary.read_text()).get("objective") if summary.is_file() else None)

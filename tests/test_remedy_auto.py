@@ -83,3 +83,20 @@ def test_bad_values_of_the_remedy_keys_are_one_line(tmp_path):
                                                                        "diagnose.max_attempts")):
         result = run_cli(["experiment=pathology/healthy", override, f"hydra.run.dir={tmp_path / key}"], cwd=tmp_path)
         assert "is invalid" in one_line_error(result, key) and not (tmp_path / key).exists()
+
+
+def test_a_sweep_trial_reports_its_repaired_objective_and_records_its_remedies(tmp_path):
+    import optuna
+
+    sweep = tmp_path / "sweep"
+    result = run_cli(["-m", "hydra/sweeper=optuna", "hydra.sweeper.n_trials=2", "optim.lr=choice(2.0,0.05)",
+                      "experiment=pathology/lr_too_high", "logger=none", *AUTO, f"hydra.sweep.dir={sweep}"],
+                     cwd=tmp_path, timeout=300)
+    assert result.returncode == 0, result.stderr[-2000:]
+    trials = {t.params["optim.lr"]: t for t in
+              optuna.load_study(study_name=None, storage=f"sqlite:///{sweep / 'optuna.db'}").trials}
+    sick, fine = trials[2.0], trials[0.05]
+    assert sick.user_attrs["remedy_verdict"] == "healed" and fine.user_attrs["remedy_verdict"] == "healthy"
+    assert sick.user_attrs["remedies"] == ["optim.lr=0.2 schedule.warmup=0.05 clip=1.0"] and fine.user_attrs["remedies"] == []
+    repaired = json.loads((sweep / str(sick.number) / "attempts" / "2" / "summary.json").read_text())
+    assert sick.value == repaired["best_val_loss"]  # the objective is the repaired attempt's

@@ -25,6 +25,8 @@ ATTR_PROCESS = "process"  # {"exit_code", "started_at", "ended_at", "slot"} of t
 ATTR_OVERRIDES = "overrides"  # the trial's sampled overrides: paste them to rerun it
 ATTR_RUN_DIR = "run_dir"
 ATTR_SUMMARY = "summary"  # the run's summary.json
+ATTR_REMEDIES = "remedies"  # diagnose.remedy=auto: the overrides applied, in order ([] when none was needed)
+ATTR_REMEDY_VERDICT = "remedy_verdict"  # healthy | healed | sick
 STUDY_SEARCH_SPACE = "search_space"  # study user attrs: {name: sweep text}
 STUDY_N_TRIALS = "n_trials"  # the target of the latest run
 INTERRUPTED = "interrupted"
@@ -107,6 +109,14 @@ def _is_orphan(trial: FrozenTrial, now: float) -> bool:
     # and claiming it: lost once nothing has refreshed the trial for STALE_S.
     started = trial.datetime_start.timestamp() if trial.datetime_start else 0.0
     return now - float(trial.user_attrs.get(ATTR_HEARTBEAT, started)) > STALE_S
+
+
+def remedy_attrs(summary: Mapping[str, Any]) -> dict[str, Any]:
+    """What a trial run with diagnose.remedy=auto did to itself, for optuna-dashboard's columns."""
+    if "remedy_verdict" not in summary:
+        return {}
+    applied = [" ".join(a["remedy"]["overrides"]) for a in summary.get("attempts", [])[:-1] if a.get("remedy")]
+    return {ATTR_REMEDIES: applied, ATTR_REMEDY_VERDICT: summary["remedy_verdict"]}
 
 
 def grid_key(space: SearchSpace, row: Mapping[str, Any]) -> str:

@@ -201,6 +201,7 @@ class TrialLoop:
                 "slot": item.spec.slot,
             },
             _ledger.ATTR_SUMMARY: outcome.summary,
+            **_ledger.remedy_attrs(outcome.summary),
         }
         if not _ledger.close(self.study, item.trial, outcome.state, outcome.values, attrs):
             log.warning("[trial %d] was already closed elsewhere", item.trial.number)
