@@ -89,7 +89,7 @@ def test_a_sweep_trial_reports_its_repaired_objective_and_records_its_remedies(t
     import optuna
 
     sweep = tmp_path / "sweep"
-    result = run_cli(["-m", "hydra/sweeper=optuna", "hydra.sweeper.n_trials=2", "optim.lr=choice(2.0,0.05)",
+    result = run_cli(["-m", "hydra/sweeper=optuna", "hydra/sweeper/sampler=grid", "optim.lr=choice(2.0,0.05)",
                       "experiment=pathology/lr_too_high", "logger=none", *AUTO, f"hydra.sweep.dir={sweep}"],
                      cwd=tmp_path, timeout=300)
     assert result.returncode == 0, result.stderr[-2000:]
