@@ -26,15 +26,15 @@ from typing import Any, Callable
 import yaml
 from omegaconf import DictConfig, OmegaConf
 
-from harness.checkpoint import atomic_json_dump, load_checkpoint, step_checkpoints
+from harness.checkpoint import atomic_json_dump, load_checkpoint, step_checkpoints, step_of
+from harness.config_keys import CONF_DIR
 from harness.diagnosis import diagnose, load_run
 from harness.diagnosis.findings import Finding, Remedy, Restart, Severity
 from harness.diagnosis.live import diagnose_settings
 from harness.errors import ConfigError
-from harness.rundir import stored_objective
+from harness.rundir import CKPT_DIR, stored_objective
 
 log = logging.getLogger("harness")
-CONF_DIR = Path(__file__).resolve().parent.parent / "conf"
 STORY = "attempts.json"
 ATTEMPTS = "attempts"
 
@@ -92,8 +92,8 @@ def attempt_config(cfg: DictConfig, attempt: dict[str, Any], attempt_dir: Path) 
         else:
             OmegaConf.update(new, key, yaml.safe_load(value), merge=False)
     if attempt["restart_checkpoint"] and not step_checkpoints(attempt_dir):  # copied once, also after a kill
-        (attempt_dir / "checkpoints").mkdir(parents=True, exist_ok=True)
-        shutil.copy2(attempt["restart_checkpoint"], attempt_dir / "checkpoints" / f"step_{attempt['restart_step']:08d}.pt")
+        (attempt_dir / CKPT_DIR).mkdir(parents=True, exist_ok=True)
+        shutil.copy2(attempt["restart_checkpoint"], attempt_dir / CKPT_DIR / f"step_{attempt['restart_step']:08d}.pt")
     new.resume = "auto" if attempt["number"] > 1 or cfg.resume == "auto" else cfg.resume
     new.diagnose.abort_on = new.diagnose.abort_on or ("remedy" if new.diagnose.live else None)
     return new
@@ -112,9 +112,10 @@ def _restart_point(attempt_dir: Path, remedy: Remedy) -> tuple[Path, int] | None
     checkpoint, or best.pt when the rotation (trainer.keep_last) already removed the older ones."""
     if remedy.restart is Restart.SCRATCH:
         return None
-    best = attempt_dir / "checkpoints" / "best.pt"
-    candidates = [*step_checkpoints(attempt_dir), *([best] if best.is_file() else [])]
-    steps = [(path, int(load_checkpoint(path)["step"])) for path in candidates]
+    steps = [(path, step_of(path)) for path in step_checkpoints(attempt_dir)]
+    best = attempt_dir / CKPT_DIR / "best.pt"
+    if best.is_file():  # its step is inside it
+        steps.append((best, int(load_checkpoint(best)["step"])))
     before = [(path, step) for path, step in steps if 0 < step and (remedy.before_step is None
                                                                     or step < remedy.before_step)]
     return max(before, key=lambda found: found[1]) if before else None

@@ -72,7 +72,12 @@ def set_rng_state(state: dict[str, Any]) -> None:
 def step_checkpoints(run_dir: Path) -> list[Path]:
     """Step checkpoints of a run, newest first."""
     found = [p for p in (run_dir / CKPT_DIR).glob("step_*.pt") if STEP_PATTERN.search(p.name)]
-    return sorted(found, key=lambda p: int(STEP_PATTERN.search(p.name).group(1)), reverse=True)
+    return sorted(found, key=step_of, reverse=True)
+
+
+def step_of(path: Path) -> int:
+    """The step a step checkpoint holds, from its name (step_00000400.pt: 400)."""
+    return int(STEP_PATTERN.search(path.name).group(1))
 
 
 def save_step_checkpoint(state: dict[str, Any], run_dir: Path, step: int, keep_last: int) -> Path:

@@ -12,12 +12,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import NoReturn
 
-from harness.config_keys import missing_key_hint
+from harness.config_keys import CONF_DIR, missing_key_hint
 from harness.errors import ConfigError, HarnessError
 from harness.rundir import claim_run_dir
 
 ROOT = Path(__file__).resolve().parent.parent
-CONF_DIR = ROOT / "conf"
 HYDRA_FILES = {".hydra", "train.log"}
 EXIT_CONFIG_ERROR = 2
 SHELL_COMPLETION = ("install", "uninstall", "query")  # -sc takes one of these as an override

@@ -8,8 +8,8 @@ from harness.diagnosis.load import RunData
 def instability_fixes(run: RunData) -> str:
     """For diverging and oscillating losses: the config's own suspects, then the standard remedies."""
     fixes = []
-    accum = int(run.cfg("accum", 1) or 1)
-    if run.cfg("accum_reduction") == "sum" and accum > 1:
+    accum = run.summed_micro_batches
+    if accum:
         fixes.append(f"accum_reduction=sum adds up {accum} micro-batch gradients instead of averaging them "
                      f"(a {accum}x gradient, a {accum}x LR for SGD): use accum_reduction=mean")
     if run.cfg("model.ln_position") == "post":

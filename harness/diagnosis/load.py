@@ -89,6 +89,14 @@ class RunData:
         return int(value) if value is not None else None
 
     @property
+    def summed_micro_batches(self) -> int | None:
+        """`accum` when accum_reduction=sum adds up more than one micro-batch gradient (each update
+        that many times too large), else None."""
+        accum = self.cfg("accum", 1)
+        summed = self.cfg("accum_reduction") == "sum" and isinstance(accum, int) and accum > 1
+        return accum if summed else None
+
+    @property
     def warmup(self) -> int | None:
         """Warmup length in steps (the schedule's own rule for a fractional `warmup`); None without a config."""
         schedule, max_steps = self.cfg("schedule"), self.max_steps

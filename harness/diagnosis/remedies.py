@@ -21,9 +21,8 @@ CLIP_RAISE = 10.0
 def calmer_updates(run: RunData, before_step: int | None = None, exploded: bool = False) -> Remedy | None:
     """diverging, oscillating: average the accumulated gradients when the config sums them; else
     a 3x lower LR (10x after an explosion), with a warmup and clipping when the run had none."""
-    if _sums_gradients(run):
-        return Remedy(("accum_reduction=mean",), Restart.CHECKPOINT, _SUM_WHY.format(accum=run.cfg("accum")),
-                      before_step)
+    if run.summed_micro_batches:
+        return averaged_gradients(run, before_step)
     lr = _lr_override(run, 1 / (BLOWUP_LR_FACTOR if exploded else LR_FACTOR))
     if lr is None:
         return None
@@ -46,8 +45,8 @@ def bound_gradients(recurrent: bool) -> Remedy:
 def unpin_clip(run: RunData, clip: float, typical_high: float) -> Remedy:
     """clip_pinned: average the accumulated gradients when the config sums them; else raise the
     clip to the 90th percentile of the pre-clip norm (`typical_high`), at least 10x."""
-    if _sums_gradients(run):
-        return Remedy(("accum_reduction=mean",), Restart.CHECKPOINT, _SUM_WHY.format(accum=run.cfg("accum")))
+    if run.summed_micro_batches:
+        return averaged_gradients(run)
     return Remedy((f"clip={_number(max(typical_high, clip * CLIP_RAISE), 2)}",), Restart.CHECKPOINT, "at the 90th "
                   "percentile of the gradient norm a clip catches only the spikes, so ordinary updates get their "
                   "full size back")
@@ -114,13 +113,12 @@ def bf16_runs_here(run: RunData) -> bool:
     return not device.startswith("mps")
 
 
-_SUM_WHY = ("accum_reduction=sum adds up {accum} micro-batch gradients instead of averaging them, so every update "
-            "is {accum}x too large; the mean is the gradient the LR was chosen for")
-
-
-def _sums_gradients(run: RunData) -> bool:
-    accum = run.cfg("accum", 1)
-    return run.cfg("accum_reduction") == "sum" and isinstance(accum, int) and accum > 1
+def averaged_gradients(run: RunData, before_step: int | None = None) -> Remedy:
+    """The config's own cause of oversized updates, first: average the micro-batch gradients."""
+    accum = run.summed_micro_batches
+    return Remedy(("accum_reduction=mean",), Restart.CHECKPOINT, f"accum_reduction=sum adds up {accum} micro-batch "
+                  f"gradients instead of averaging them, so every update is {accum}x too large; the mean is the "
+                  "gradient the LR was chosen for", before_step)
 
 
 def _lr_override(run: RunData, factor: float) -> str | None:

@@ -4,9 +4,10 @@ No `from __future__ import annotations`: Hydra's plugin scan runs this module be
 sys.modules, and dataclasses then cannot resolve string annotations.
 """
 from dataclasses import dataclass, field
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, List, Mapping, Optional
 
 from hydra.core.config_store import ConfigStore
+from omegaconf import OmegaConf
 
 
 @dataclass
@@ -32,3 +33,11 @@ class SlurmLauncherConf:
 
 
 ConfigStore.instance().store(group="hydra/launcher", name="slurm", node=SlurmLauncherConf, provider="harness")
+
+
+def launcher_params(given: Mapping[str, Any]) -> Dict[str, Any]:
+    """The launcher's keys, each with its default when not given, without Hydra's `_target_`."""
+    merged = OmegaConf.merge(OmegaConf.structured(SlurmLauncherConf), dict(given))
+    params = OmegaConf.to_container(merged, resolve=True)
+    params.pop("_target_", None)
+    return params

@@ -30,6 +30,7 @@ from omegaconf import OmegaConf
 
 from harness.trial import ENV_SWEEPER_PID
 from hydra_plugins.harness_optuna_sweeper.runner import AppCommand, ProcessResult, TrialRunner, TrialSpec
+from hydra_plugins.harness_slurm_launcher.config import launcher_params
 from hydra_plugins.harness_torchrun_launcher.command import torchrun_prefix
 
 log = logging.getLogger("harness")
@@ -43,13 +44,13 @@ ENDED_STATES = ("COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "PRE
 class SlurmTrialRunner(TrialRunner):
     def __init__(self, params: Mapping[str, Any], what: str = "trial {number}", **kwargs: Any) -> None:
         super().__init__(**kwargs)
-        self.params = dict(params)
+        self.params = launcher_params(params)
         self.what = what  # how log lines name the job's run
 
     def capacity(self, requested: int) -> int:
         """Jobs in flight at once: `max_parallel` when set, else what the sweep asked for."""
-        cap = self.params.get("max_parallel")
-        return min(requested, int(cap)) if cap else requested
+        cap = self.params["max_parallel"]
+        return min(requested, cap) if cap else requested
 
     def env(self, spec: TrialSpec) -> dict:
         return {}  # a job has its own CPUs: nothing of this machine's to share out
@@ -57,12 +58,12 @@ class SlurmTrialRunner(TrialRunner):
     def command(self, app: AppCommand, spec: TrialSpec) -> List[str]:
         """`python train.py ... resume=auto`, or torchrun when the job has more than one process.
         The trial does not watch the sweeper's pid: the job outlives it, on another machine."""
-        nodes, per_node = int(self.params.get("nodes", 1)), int(self.params.get("tasks_per_node", 1))
+        nodes, per_node = self.params["nodes"], self.params["tasks_per_node"]
         own = tuple(o for o in spec.overrides if o not in ("resume=null", "resume=auto"))
         resumes = any(o.startswith("resume=") for o in own)  # a checkpoint the user named stays theirs
         argv = self.app_argv(app, replace(spec, overrides=own if resumes else (*own, "resume=auto")))
         env = {k: v for k, v in spec.env.items() if k != ENV_SWEEPER_PID}
-        if self.params.get("cpus_per_task") and nodes == per_node == 1 and "OMP_NUM_THREADS" not in os.environ:
+        if self.params["cpus_per_task"] and nodes == per_node == 1 and "OMP_NUM_THREADS" not in os.environ:
             env["OMP_NUM_THREADS"] = str(self.params["cpus_per_task"])  # torch would take every core of the node
         variables = [f"{k}={v}" for k, v in {**env, "PYTHONUNBUFFERED": "1"}.items()]
         if nodes == 1 and per_node == 1:
@@ -83,15 +84,14 @@ class SlurmTrialRunner(TrialRunner):
         submitit = _submitit()
         p = self.params
         executor = submitit.AutoExecutor(folder=str(folder), cluster="slurm",
-                                         slurm_max_num_timeout=int(p.get("max_requeues", 5)))
-        extra = {k: v for k, v in {"account": p.get("account"), "qos": p.get("qos"),
-                                   "constraint": p.get("constraint")}.items() if v is not None}
+                                         slurm_max_num_timeout=p["max_requeues"])
+        extra = {k: p[k] for k in ("account", "qos", "constraint") if p[k] is not None}
         executor.update_parameters(
-            name=name, nodes=int(p.get("nodes", 1)), tasks_per_node=1, timeout_min=int(p.get("time", 60)),
-            gpus_per_node=int(p.get("gpus_per_node", 0)) or None, cpus_per_task=p.get("cpus_per_task"),
-            mem_gb=p.get("mem_gb"), slurm_partition=p.get("partition"),
-            slurm_signal_delay_s=int(p.get("signal_delay_s", 90)), slurm_setup=list(p.get("setup") or []),
-            slurm_additional_parameters=dict(p.get("additional_parameters") or {}),
+            name=name, nodes=p["nodes"], tasks_per_node=1, timeout_min=p["time"],
+            gpus_per_node=p["gpus_per_node"] or None, cpus_per_task=p["cpus_per_task"],
+            mem_gb=p["mem_gb"], slurm_partition=p["partition"],
+            slurm_signal_delay_s=p["signal_delay_s"], slurm_setup=p["setup"],
+            slurm_additional_parameters=p["additional_parameters"],
             **{f"slurm_{k}": v for k, v in extra.items()})
         return executor
 
@@ -130,12 +130,12 @@ class SlurmTrialRunner(TrialRunner):
             killed, ended_as = self._wait(job, spec, stop, started)
             if killed:
                 return ProcessResult(None, killed, started, time.time(), job_log(job))
-            if ended_as != "PREEMPTED" or resubmitted >= int(self.params.get("max_requeues", 5)):
+            if ended_as != "PREEMPTED" or resubmitted >= self.params["max_requeues"]:
                 return ProcessResult(_exit_code(job), None, started, time.time(), job_log(job))
             resubmitted += 1  # the cluster ended it after a preemption without requeueing it
             job = self.submit(app, spec, job_log(job).parent)
             log.info("%s: preempted and not requeued by SLURM; submitted again as job %s (%d of at most %s)",
-                     self._name(spec), job.job_id, resubmitted, self.params.get("max_requeues", 5))
+                     self._name(spec), job.job_id, resubmitted, self.params["max_requeues"])
 
     def _wait(self, job: Any, spec: TrialSpec, stop: threading.Event, started: float
               ) -> Tuple[Optional[str], Optional[str]]:
@@ -154,7 +154,7 @@ class SlurmTrialRunner(TrialRunner):
             if reason:
                 job.cancel(check=False)
                 return reason, None
-            stop.wait(float(self.params.get("poll_s", 2.0)))
+            stop.wait(self.params["poll_s"])
 
     def _name(self, spec: TrialSpec) -> str:
         return self.what.format(number=spec.number)

@@ -9,7 +9,6 @@ the end (Ctrl-C cancels it) and exits with its outcome.
 import signal
 import threading
 from pathlib import Path
-from typing import Any, Dict
 
 from omegaconf import DictConfig, OmegaConf
 
@@ -38,15 +37,15 @@ def submit_run(cfg: DictConfig) -> int:
     from harness.run import hydra_choices
 
     hydra_cfg = HydraConfig.get()
-    params = launcher_params(hydra_cfg.launcher)
+    runner = SlurmTrialRunner(hydra_cfg.launcher, what=str(hydra_cfg.job.name))
+    params = runner.params
     try:
-        validate_config(cfg, int(params["nodes"]) * int(params["tasks_per_node"]), hydra_choices())
+        validate_config(cfg, params["nodes"] * params["tasks_per_node"], hydra_choices())
     except ConfigError as err:
         if err.key.split(".")[0] not in DEVICE_KEYS or not params["gpus_per_node"]:
             raise
     run_dir = Path(hydra_cfg.runtime.output_dir)
     claim_run_dir(run_dir, cfg.resume, cfg.overwrite)  # here, so the job's resume=auto never meets an earlier run
-    runner = SlurmTrialRunner(params, what=str(hydra_cfg.job.name))
     spec = TrialSpec(number=0, run_dir=run_dir, overrides=tuple(hydra_cfg.overrides.task), env={}, slot=0, n_slots=1)
     app = app_command(OmegaConf.create({"hydra": OmegaConf.to_container(hydra_cfg)}))
     job = runner.submit(app, spec, folder=run_dir / ".submitit")
@@ -64,13 +63,3 @@ def submit_run(cfg: DictConfig) -> int:
     print(f"job {job.job_id} ended with exit code {result.exit_code}; "
           f"{summary if summary.is_file() else 'no summary.json: see its log'}", flush=True)
     return 0 if result.exit_code == 0 else 1
-
-
-def launcher_params(launcher: Any) -> Dict[str, Any]:
-    """The launcher's keys with their defaults, without Hydra's `_target_`."""
-    from hydra_plugins.harness_slurm_launcher.config import SlurmLauncherConf
-
-    merged = OmegaConf.merge(OmegaConf.structured(SlurmLauncherConf), launcher)
-    params = OmegaConf.to_container(merged, resolve=True)
-    params.pop("_target_", None)
-    return params

@@ -79,8 +79,8 @@ def clip_pinned(run: RunData) -> Finding | None:
     else:
         adam = "Adam-like optimizers rescale it away, but then the clip no longer singles out spikes"
     fixes = []
-    accum = run.cfg("accum", 1)
-    if run.cfg("accum_reduction") == "sum" and isinstance(accum, int) and accum > 1:
+    accum = run.summed_micro_batches
+    if accum:
         fixes.append(f"accum_reduction=sum with accum={accum} makes every gradient {accum}x too large: set "
                      "accum_reduction=mean first, then look again")
     fixes.append(f"raise clip to about the 90th percentile of the pre-clip norm (here {fmt(p90)}) or a few times "
