@@ -25,6 +25,7 @@ from harness.callbacks.live_diagnosis import LiveDiagnosisCallback
 from harness.callbacks.metrics import MetricsLog
 from harness.callbacks.sweep import SweepReport
 from harness.callbacks.user import build_user_callbacks
+from harness.checkpoint import FileCheckpoints
 from harness.data import BatchRecipe, DataMeta, LoaderSettings, build_data, loader_settings
 from harness.data.checks import spread_indices
 from harness.data.facts import input_stats, split_facts
@@ -48,9 +49,11 @@ from harness.models.probe import (behaves_differently_in_eval, check_batch_norm,
                                   probe_model)
 from harness.monitor import Monitor
 from harness.optim import build_optimizer
+from harness.parallel import class_name, is_sharded, parallel_config, parallelize
 from harness.precision import Precision, build_precision
 from harness.rundir import remove_stale_temp_files
 from harness.schedule import build_scheduler, check_schedule_continues
+from harness.sharded_checkpoint import ModelState, OptimizerState, ShardedCheckpoints
 from harness.step import ClipSettings, TrainStep
 from harness.sinks.base import RunInfo
 from harness.tracking import Tracker, logger_settings
@@ -109,13 +112,12 @@ def build_trainer(cfg: DictConfig, run_dir: Path, device: torch.device,
                  "input_stats": input_stats(train_set, recipe)}
     user_callbacks = build_user_callbacks(cfg.get("callbacks"))
     seed_everything(cfg.seed + dist.rank)  # identical weights on every rank, own dropout draws per rank
-    optimizer = build_optimizer(cfg.optim, raw_model)
+    parallel = parallel_config(cfg.get("parallel"))
+    sharded = is_sharded(parallel)
+    model = parallelize(raw_model, parallel, cfg.precision.name, device, dist)  # fsdp shards raw_model in place
+    optimizer = build_optimizer(cfg.optim, raw_model)  # over the sharded parameters, when they are
     scheduler = build_scheduler(cfg.schedule, optimizer, cfg.trainer.max_steps)
     precision = build_precision(cfg.precision, device)
-    model = raw_model
-    if dist.enabled:
-        model = torch.nn.parallel.DistributedDataParallel(
-            raw_model, device_ids=[device.index] if device.type == "cuda" else None)
     if cfg.compile:
         model = torch.compile(model)
     reporter = TrialReporter.from_env()
@@ -133,7 +135,7 @@ def build_trainer(cfg: DictConfig, run_dir: Path, device: torch.device,
                                 train_set=train_set, val_set=val_set, meta=meta, recipe=recipe, loader=loader,
                                 micro_batch=micro_batch, device=device, dist=dist)
     guard, faults = Guard(cfg.guard, dist, device), FaultInjector(cfg.fault, dist.rank)
-    monitor = Monitor(cfg.monitor, raw_model, cfg.trainer.max_steps)
+    monitor = Monitor(cfg.monitor, raw_model, cfg.trainer.max_steps, dist)
     clip = ClipSettings(float(cfg.clip) if cfg.clip else 0.0, cfg.clip_mode, cfg.accum_reduction == "mean")
     loss_fn = partial(compute_loss, task=meta.task, label_smoothing=float(cfg.loss.label_smoothing),
                       z_loss=float(cfg.loss.z_loss), ignore_index=meta.ignore_index)
@@ -171,10 +173,12 @@ def build_trainer(cfg: DictConfig, run_dir: Path, device: torch.device,
     trainer = Trainer(cfg=cfg, train_step=train_step, batches=batches, cadence=Cadence(trainer_config(cfg.trainer), dist, device),
                       callbacks=Callbacks([*callbacks, *user_callbacks.values()],
                                           user={id(cb): name for name, cb in user_callbacks.items()}),
-                      parts={"model": raw_model, "optimizer": optimizer, "scheduler": scheduler,
+                      parts={"model": ModelState(raw_model, sharded), "optimizer": OptimizerState(raw_model, optimizer, sharded),
+                             "scheduler": scheduler,
                              "scaler": precision.scaler, "data": batches, "faults": faults, "monitor": monitor},
                       built=Built(train_set, val_set, recipe, micro_batch, cfg.accum, pick_output, precision, optimizer,
                                   scheduler, evaluator.loss_fn),
+                      checkpoints=ShardedCheckpoints(dist) if sharded else FileCheckpoints(dist),
                       meta=meta, raw_model=raw_model, device=device, dist=dist, run_dir=run_dir,
                       tracker=tracker, facts=facts)
     if resume_from:
@@ -199,7 +203,7 @@ def build_trainer(cfg: DictConfig, run_dir: Path, device: torch.device,
         tracker.open(trainer.state.step)
     n_params = sum(p.numel() for p in raw_model.parameters())
     log.info("model %s: %.2fM parameters; data %s (%s); device %s; precision %s",
-             type(raw_model).__name__, n_params / 1e6, cfg.data.name, meta.task, device, cfg.precision.name)
+             class_name(raw_model), n_params / 1e6, cfg.data.name, meta.task, device, cfg.precision.name)
     where = [f"{dist.world_size} processes"] if dist.enabled else []
     if os.environ.get("SLURM_JOB_ID"):  # what a user looking for the job on the cluster needs
         where.append(f"SLURM job {os.environ['SLURM_JOB_ID']} on {socket.gethostname()}")

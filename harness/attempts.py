@@ -27,6 +27,7 @@ import yaml
 from omegaconf import DictConfig, OmegaConf
 
 from harness.checkpoint import atomic_json_dump, load_checkpoint, step_checkpoints, step_of
+from harness.config import validate_config
 from harness.config_keys import CONF_DIR
 from harness.diagnosis import diagnose, load_run
 from harness.diagnosis.findings import Finding, Remedy, Restart, Severity
@@ -71,7 +72,15 @@ def run_attempts(cfg: DictConfig, run_dir: Path, train_one: TrainOne) -> Any:
             story["verdict"] = "sick"
             log.warning("remedy: %s after %d remedies; the run stops as sick", sick.name, len(applied))
             break
-        story["attempts"].append(_next_attempt(attempt, sick, attempt_dir))
+        following = _next_attempt(attempt, sick, attempt_dir)
+        refused = _refused(cfg, following["overrides"])
+        if refused is not None:  # e.g. a key the user's own model does not take
+            attempt["remedy"]["refused"] = refused
+            story["verdict"] = "sick"
+            log.warning("remedy: %s names %s, which this run's config refuses (%s); the run stops as sick",
+                        sick.name, " ".join(sick.remedy.overrides), refused)
+            break
+        story["attempts"].append(following)
         log.warning("remedy: attempt %d found %s; attempt %d starts %s with %s", attempt["number"], sick.name,
                     attempt["number"] + 1, story["attempts"][-1]["restart"], " ".join(sick.remedy.overrides))
     _save(run_dir, story)
@@ -79,11 +88,10 @@ def run_attempts(cfg: DictConfig, run_dir: Path, train_one: TrainOne) -> Any:
     return objective
 
 
-def attempt_config(cfg: DictConfig, attempt: dict[str, Any], attempt_dir: Path) -> DictConfig:
-    """The run's config with this attempt's remedies applied; it resumes whatever its dir holds (a
-    checkpoint copied from the attempt before, or its own after a kill)."""
+def remedied_config(cfg: DictConfig, overrides: list[str]) -> DictConfig:
+    """The run's config with `overrides` applied, as Hydra would apply them."""
     new = OmegaConf.create(OmegaConf.to_container(cfg, resolve=True))
-    for override in attempt["overrides"]:
+    for override in overrides:
         key, value = override.split("=", 1)
         if (CONF_DIR / key).is_dir():  # a config group: precision=bf16 takes that option's whole node
             option = yaml.safe_load((CONF_DIR / key / f"{value}.yaml").read_text())
@@ -91,6 +99,22 @@ def attempt_config(cfg: DictConfig, attempt: dict[str, Any], attempt_dir: Path) 
             new[key] = option
         else:
             OmegaConf.update(new, key, yaml.safe_load(value), merge=False)
+    return new
+
+
+def _refused(cfg: DictConfig, overrides: list[str]) -> str | None:
+    """Why the config checks refuse these remedies, before anything of the next attempt is written."""
+    try:
+        validate_config(remedied_config(cfg, overrides))
+    except ConfigError as err:
+        return str(err)
+    return None
+
+
+def attempt_config(cfg: DictConfig, attempt: dict[str, Any], attempt_dir: Path) -> DictConfig:
+    """The run's config with this attempt's remedies applied; it resumes whatever its dir holds (a
+    checkpoint copied from the attempt before, or its own after a kill)."""
+    new = remedied_config(cfg, attempt["overrides"])
     if attempt["restart_checkpoint"] and not step_checkpoints(attempt_dir):  # copied once, also after a kill
         (attempt_dir / CKPT_DIR).mkdir(parents=True, exist_ok=True)
         shutil.copy2(attempt["restart_checkpoint"], attempt_dir / CKPT_DIR / f"step_{attempt['restart_step']:08d}.pt")
@@ -158,6 +182,8 @@ def _write_top(run_dir: Path, story: dict[str, Any]) -> None:
     for a in story["attempts"]:
         best = "—" if a.get("best_val_loss") is None else f"{a['best_val_loss']:.4g}"
         chosen = f"`{' '.join(a['remedy']['overrides'])}` ({a['finding']})" if a.get("remedy") else "—"
+        if a.get("remedy", {}).get("refused"):
+            chosen += f", refused: {a['remedy']['refused']}"
         lines.append(f"| [{a['number']}](attempts/{a['number']}/report.md) | {a['restart']} | "
                      f"`{' '.join(a['overrides']) or '(as given)'}` | {a.get('status', '?')} | {a.get('steps', '?')} "
                      f"| {best} | {', '.join(a.get('critical', [])) or 'none'} | {chosen} |")

@@ -5,6 +5,8 @@ Layout of RUN_DIR/checkpoints/:
   best.pt            the checkpoint with the lowest validation loss so far
 A file is written to a temporary name in the same directory, flushed and fsynced, then
 renamed over the target, so a crash at any instant leaves every existing checkpoint valid.
+A sharded model's checkpoints are directories instead (step_00000200.dcp/, best.dcp), written
+by every rank together: harness/sharded_checkpoint.py.
 """
 from __future__ import annotations
 
@@ -14,15 +16,21 @@ import random
 import re
 import tempfile
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, Protocol
 
 import numpy as np
 import torch
 
 from harness.rundir import CKPT_DIR
 
-STEP_PATTERN = re.compile(r"step_(\d{8})\.pt$")
+from harness.distributed import DistInfo
+
+STEP_PATTERN = re.compile(r"step_(\d{8})\.(pt|dcp)$")
+SHARDED_SUFFIX = ".dcp"
+SHARDED_STATE = "state.pt"  # in a .dcp directory, beside DCP's files: the state that is not sharded
+SHARDED_KEYS = ("model", "optimizer")
 
 
 def atomic_write(path: Path, write: Callable[[IO[bytes]], None]) -> None:
@@ -39,9 +47,13 @@ def atomic_write(path: Path, write: Callable[[IO[bytes]], None]) -> None:
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
-    dir_fd = os.open(path.parent, os.O_RDONLY)
+    fsync_dir(path.parent)  # make the rename itself durable
+
+
+def fsync_dir(folder: Path) -> None:
+    dir_fd = os.open(folder, os.O_RDONLY)
     try:
-        os.fsync(dir_fd)  # make the rename itself durable
+        os.fsync(dir_fd)
     finally:
         os.close(dir_fd)
 
@@ -70,8 +82,8 @@ def set_rng_state(state: dict[str, Any]) -> None:
 
 
 def step_checkpoints(run_dir: Path) -> list[Path]:
-    """Step checkpoints of a run, newest first."""
-    found = [p for p in (run_dir / CKPT_DIR).glob("step_*.pt") if STEP_PATTERN.search(p.name)]
+    """Step checkpoints of a run (.pt files, or .dcp directories of a sharded run), newest first."""
+    found = [p for p in (run_dir / CKPT_DIR).glob("step_*") if STEP_PATTERN.search(p.name)]
     return sorted(found, key=step_of, reverse=True)
 
 
@@ -94,7 +106,48 @@ def save_best_checkpoint(state: dict[str, Any], run_dir: Path) -> Path:
     return path
 
 
+class CheckpointWriter(Protocol):
+    """Writes the trainer's state as a step or best checkpoint; every rank calls it."""
+
+    def step(self, state: dict[str, Any], run_dir: Path, step: int, keep_last: int) -> None: ...
+
+    def best(self, state: dict[str, Any], run_dir: Path) -> None: ...
+
+
+class FileCheckpoints:
+    """One .pt file per checkpoint, written by rank 0 (every rank holds the whole state)."""
+
+    def __init__(self, dist_info: DistInfo) -> None:
+        self.dist = dist_info
+
+    def step(self, state: dict[str, Any], run_dir: Path, step: int, keep_last: int) -> None:
+        if self.dist.is_main:
+            save_step_checkpoint(state, run_dir, step, keep_last)
+
+    def best(self, state: dict[str, Any], run_dir: Path) -> None:
+        if self.dist.is_main:
+            save_best_checkpoint(state, run_dir)
+
+
+@dataclass(frozen=True)
+class Shards:
+    """A sharded checkpoint's model or optimizer entry: read into the live objects, by every rank
+    (harness/sharded_checkpoint.py)."""
+
+    path: Path
+    key: str
+
+
 def load_checkpoint(path: Path) -> dict[str, Any]:
+    """A .pt checkpoint, or a .dcp directory's unsharded state with `Shards` for its sharded entries."""
+    if path.is_dir():
+        if not (path / ".metadata").is_file():
+            raise FileNotFoundError(f"{path} is not a finished sharded checkpoint (no .metadata)")
+        return {**_load(path / SHARDED_STATE), **{key: Shards(path, key) for key in SHARDED_KEYS}}
+    return _load(path)
+
+
+def _load(path: Path) -> dict[str, Any]:
     # weights_only=False: the state holds RNG tuples and numpy arrays, and these files are our own.
     return torch.load(path, map_location="cpu", weights_only=False)
 

@@ -10,6 +10,7 @@ from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
 from harness.callbacks.user import validate_callbacks_config
+from harness.checkpoint import SHARDED_SUFFIX
 from harness.clipping import validate_clip
 from harness.config_keys import check_known_keys
 from harness.data import validate_data_config
@@ -26,6 +27,7 @@ from harness.models import validate_model_config
 from harness.models.init import validate_init_config
 from harness.monitor import monitor_config
 from harness.optim import validate_optim_config
+from harness.parallel import is_sharded, validate_parallel_config
 from harness.precision import validate_precision_config
 from harness.schedule import validate_schedule_config
 from harness.tracking import logger_settings
@@ -74,8 +76,9 @@ def validate_resume(resume: object) -> None:
     if resume in (None, "auto"):
         return
     path = Path(str(resume))
-    if not (path.is_file() or (path / "checkpoints").is_dir()):
-        raise ConfigError("resume", resume, "null, auto, a run directory holding checkpoints/, or a checkpoint .pt file")
+    if not (path.is_file() or (path / "checkpoints").is_dir() or path.suffix == SHARDED_SUFFIX and path.is_dir()):
+        raise ConfigError("resume", resume, "null, auto, a run directory holding checkpoints/, a checkpoint .pt file "
+                                            "or a sharded checkpoint's .dcp directory")
 
 
 def validate_config(cfg: DictConfig, world_size: int = 1, choices: Mapping[str, str] | None = None) -> torch.device:
@@ -107,6 +110,11 @@ def validate_config(cfg: DictConfig, world_size: int = 1, choices: Mapping[str, 
     validate_clip(cfg.clip, cfg.clip_mode)
     device = resolve_device(str(cfg.device))
     validate_precision_config(cfg.precision, device)
+    parallel = validate_parallel_config(cfg.get("parallel"), world_size, device)
+    if is_sharded(parallel) and cfg.mode != "train":
+        raise ConfigError("parallel", parallel.name, f"none or ddp with mode={cfg.mode} (it runs in one process)")
+    if is_sharded(parallel) and cfg.precision.name == "fp16":
+        raise ConfigError("precision", "fp16", "fp32 or bf16 with parallel=fsdp (bf16 needs no loss scaler)")
     validate_schedule_config(cfg.schedule, cfg.trainer.max_steps)
     validate_optim_config(cfg.optim)
     validate_data_config(cfg.data)

@@ -34,9 +34,16 @@ def dist_info_from_env() -> DistInfo:
     )
 
 
-def init_process_group(info: DistInfo, device: torch.device) -> None:
-    if info.enabled and not dist.is_initialized():
-        dist.init_process_group(backend="nccl" if device.type == "cuda" else "gloo")
+def init_process_group(info: DistInfo, device: torch.device, single: bool = False) -> None:
+    """torchrun's ranks join their group; `single`: a group of one for a lone process that needs
+    one all the same (parallel=fsdp in one process shards over a one-rank mesh)."""
+    if dist.is_initialized() or not (info.enabled or single):
+        return
+    backend = "nccl" if device.type == "cuda" else "gloo"
+    if info.enabled:
+        dist.init_process_group(backend=backend)
+    else:
+        dist.init_process_group(backend=backend, store=dist.HashStore(), rank=0, world_size=1)
 
 
 def barrier(info: DistInfo) -> None:
@@ -86,7 +93,12 @@ def any_rank(flag: bool, info: DistInfo, device: torch.device) -> bool:
 
 
 def gradient_sync(model: nn.Module, sync: bool) -> contextlib.AbstractContextManager:
-    """DDP all-reduces gradients in backward; skip that on all but the last micro-batch."""
+    """DDP all-reduces (FSDP reduce-scatters) gradients in backward; skip that on all but the
+    last micro-batch, whose backward reduces what the earlier ones accumulated."""
+    from torch.distributed.fsdp import FSDPModule
+
+    if isinstance(model, FSDPModule):
+        model.set_requires_gradient_sync(sync)
     if sync or not isinstance(model, nn.parallel.DistributedDataParallel):
         return contextlib.nullcontext()
     return model.no_sync()

@@ -19,13 +19,16 @@ import logging
 from collections import deque
 from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 from omegaconf import DictConfig
 from torch import nn
 
+from harness.distributed import DistInfo, all_gather_objects
 from harness.metric_names import (ACT_DEAD, ACT_MEAN, ACT_STD, ATTN_ENTROPY, GRAD_DEAD, GRAD_NORM, PARAM_NORM,
                                   PARAM_NORM_TOTAL, UPDATE_RATIO)
+from harness.shards import local, sharded, squared_norms, sum_over_ranks
 from harness.typed_config import at_least, one_of, read_typed, setting
 
 LEVELS = ("off", "basic", "full")
@@ -38,6 +41,7 @@ DEAD_CAPABLE = (nn.ReLU,)  # units that can output exactly 0 for every input
 # (data read in target order) silences many units that the next batch uses.
 UNIT_LAYERS = (nn.Linear, nn.Conv1d, nn.Conv2d, nn.Conv3d)
 DEAD_COLLECTIONS = 4
+RANKS = "ranks"  # a sharded run's saved masks: one entry per rank
 
 
 @dataclass(frozen=True)
@@ -55,7 +59,8 @@ log = logging.getLogger("harness")
 
 
 class Monitor:
-    def __init__(self, cfg: DictConfig, model: nn.Module, max_steps: int | None = None) -> None:
+    def __init__(self, cfg: DictConfig, model: nn.Module, max_steps: int | None = None,
+                 dist: DistInfo = DistInfo()) -> None:
         self.level = cfg.level
         self.every = int(cfg.get("every", 1))
         if max_steps is not None and self.level != "off" and self.every > max_steps // 4:
@@ -69,7 +74,10 @@ class Monitor:
         self.units = [(n, m.weight, m.bias) for n, m in model.named_modules()
                       if isinstance(m, UNIT_LAYERS) and m.weight.requires_grad]
         self.silent: dict[str, deque[torch.Tensor]] = {n: deque(maxlen=DEAD_COLLECTIONS) for n, _, _ in self.units}
-        self.model = model
+        self.model, self.dist = model, dist
+        self.sharded = sharded([p for _, p in self.named])
+        self.device = next((local(p).device for _, p in self.named), torch.device("cpu"))
+        self._sums: dict[str, tuple[list[str], torch.Tensor]] = {}  # kind -> names, this rank's sums
         self.metrics: dict[str, torch.Tensor] = {}
         self.hist_tensors: dict[str, torch.Tensor] = {}
         self._before: list[torch.Tensor] | None = None
@@ -115,48 +123,87 @@ class Monitor:
 
     @torch.no_grad()
     def after_backward(self) -> None:
-        """Per-parameter grad norms before clipping (what the model produced); snapshot params for the update ratio."""
+        """Per-parameter grad norms before clipping (what the model produced) and dead units;
+        snapshot params for the update ratio. Kept as this rank's sums until pop() adds them up."""
         with_grad = [(n, p) for n, p in self.named if p.grad is not None]
-        norms = torch._foreach_norm([p.grad for _, p in with_grad])
-        for (name, _), norm in zip(with_grad, norms):
-            self.metrics[GRAD_NORM + name] = norm
+        self._sums[GRAD_NORM] = ([n for n, _ in with_grad], squared_norms([p.grad for _, p in with_grad]))
+        dead_names, counts = [], []
         for name, weight, bias in self.units:
             if weight.grad is not None:
-                silent = weight.grad.flatten(1).abs().amax(1) == 0
+                silent = local(weight.grad).flatten(1).abs().amax(1) == 0  # this rank's rows (units)
                 if bias is not None and bias.grad is not None:
-                    silent &= bias.grad == 0  # a zero input zeroes the weight row, not the bias: not dead
+                    silent &= local(bias.grad) == 0  # a zero input zeroes the weight row, not the bias: not dead
                 self.silent[name].append(silent)
                 dead = torch.stack(list(self.silent[name])).all(0)
-                self.metrics[GRAD_DEAD + name] = dead.float().mean()
-        if self.histograms:
-            self.hist_tensors.update({f"grad/{n}": p.grad.detach().clone() for n, p in with_grad})
-        self._before = torch._foreach_mul([p.detach() for _, p in self.named], 1.0)  # one batched copy
+                dead_names.append(name)
+                counts += [dead.sum().float(), torch.tensor(float(dead.numel()), device=dead.device)]
+        if counts:
+            self._sums[GRAD_DEAD] = (dead_names, torch.stack(counts))
+        if self.histograms:  # a sharded tensor shows this rank's rows
+            self.hist_tensors.update({f"grad/{n}": local(p.grad).detach().clone() for n, p in with_grad})
+        self._before = torch._foreach_mul([local(p.detach()) for _, p in self.named], 1.0)  # one batched copy
 
     @torch.no_grad()
     def after_step(self) -> None:
-        params = [p.detach() for _, p in self.named]
-        param_norms = torch._foreach_norm(params)
+        params = [local(p.detach()) for _, p in self.named]
+        names = [n for n, _ in self.named]
+        self._sums[PARAM_NORM] = (names, squared_norms(params))
         if self._before is not None:
             torch._foreach_sub_(self._before, params)  # in place: the snapshot becomes -update
-            for (name, _), delta, norm in zip(self.named, torch._foreach_norm(self._before), param_norms):
-                self.metrics[UPDATE_RATIO + name] = delta / norm.clamp_min(1e-12)
+            self._sums[UPDATE_RATIO] = (names, squared_norms(self._before))
             self._before = None
-        for (name, _), norm in zip(self.named, param_norms):
-            self.metrics[PARAM_NORM + name] = norm
-        self.metrics[PARAM_NORM_TOTAL] = torch.linalg.vector_norm(torch.stack(param_norms))
         if self.histograms:
-            self.hist_tensors.update({f"param/{n}": p.detach().clone() for n, p in self.named})
+            self.hist_tensors.update({f"param/{n}": p.clone() for n, p in zip(names, params)})
 
-    def state_dict(self) -> dict[str, list[torch.Tensor]]:
-        """The recent zero-gradient masks, so a resumed run counts dead units as if never stopped."""
-        return {name: [m.cpu() for m in masks] for name, masks in self.silent.items()}
+    def _add_up(self) -> None:
+        """This collection's sums over every rank (one collective when the model is sharded), then
+        the metrics they give: norms, update/param ratios, dead-unit shares."""
+        if not self._sums:
+            return
+        parts = list(self._sums.items())
+        total = sum_over_ranks(torch.cat([values.to(self.device) for _, (_, values) in parts]),
+                               [p for _, p in self.named])
+        sums, start = {}, 0
+        for kind, (names, values) in parts:
+            sums[kind] = (names, total[start:start + len(values)])
+            start += len(values)
+        self._sums = {}
+        if GRAD_NORM in sums:
+            self.metrics.update({GRAD_NORM + n: v.sqrt() for n, v in zip(*sums[GRAD_NORM])})
+        if GRAD_DEAD in sums:
+            names, counts = sums[GRAD_DEAD]
+            self.metrics.update({GRAD_DEAD + n: dead / rows for n, dead, rows in zip(names, counts[0::2],
+                                                                                      counts[1::2])})
+        if PARAM_NORM in sums:
+            names, squares = sums[PARAM_NORM]
+            norms = squares.sqrt()
+            self.metrics.update({PARAM_NORM + n: v for n, v in zip(names, norms)})
+            self.metrics[PARAM_NORM_TOTAL] = squares.sum().sqrt()
+            if UPDATE_RATIO in sums:
+                ratios = sums[UPDATE_RATIO][1].sqrt() / norms.clamp_min(1e-12)
+                self.metrics.update({UPDATE_RATIO + n: v for n, v in zip(names, ratios)})
 
-    def load_state_dict(self, state: dict[str, list[torch.Tensor]]) -> None:
+    def state_dict(self) -> dict[str, Any]:
+        """The recent zero-gradient masks, so a resumed run counts dead units as if never stopped;
+        sharded, each rank's own rows (a collective)."""
+        mine = {name: [m.cpu() for m in masks] for name, masks in self.silent.items()}
+        if not self.sharded:
+            return mine
+        return {RANKS: all_gather_objects(mine, self.dist)}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        if RANKS in state:  # a sharded run's: each rank's rows are its own, on the same world size only
+            ranks = state[RANKS]
+            state = ranks[self.dist.rank] if self.sharded and len(ranks) == self.dist.world_size else {}
+        elif self.sharded:
+            state = {}  # whole masks do not split into this rank's rows: the dead-unit count starts over
         for name, weight, _ in self.units:
             self.silent[name].extend(m.to(weight.device) for m in state.get(name, []))
 
     def pop(self) -> tuple[dict[str, torch.Tensor], dict[str, torch.Tensor]]:
-        """This log step's scalars (device tensors) and histogram tensors; clears both."""
+        """This log step's scalars (device tensors) and histogram tensors; clears both. Every rank
+        calls it on the same steps (the sums of a sharded model are added up here)."""
+        self._add_up()
         metrics, hists = self.metrics, self.hist_tensors
         self.metrics, self.hist_tensors = {}, {}
         return metrics, hists

@@ -11,12 +11,13 @@ from omegaconf import DictConfig, OmegaConf
 
 from harness.assembly import build_trainer
 from harness.attempts import run_attempts
-from harness.checkpoint import atomic_json_dump, latest_valid_checkpoint, load_checkpoint
+from harness.checkpoint import SHARDED_SUFFIX, atomic_json_dump, latest_valid_checkpoint, load_checkpoint
 from harness.config import validate_config
 from harness.diagnosis.live import diagnose_settings
 from harness.distributed import DistInfo, barrier, destroy_process_group, dist_info_from_env, init_process_group
 from harness.errors import ConfigError
 from harness.lr_scaling import apply_lr_scaling
+from harness.parallel import is_sharded, parallel_config
 from harness.rundir import claim_run_dir, stored_objective, sweep_value
 from harness.trainer import Trainer
 
@@ -43,7 +44,7 @@ def find_resume_checkpoint(resume: str | None, run_dir: Path) -> tuple[Path, dic
     if resume == "auto":
         return latest_valid_checkpoint(run_dir)
     path = Path(resume)
-    if path.is_file():
+    if path.is_file() or path.suffix == SHARDED_SUFFIX and path.is_dir():
         try:
             return path, load_checkpoint(path)
         except Exception as err:  # noqa: BLE001 - any unreadable file is the same user error
@@ -81,14 +82,17 @@ def run(cfg: DictConfig, run_dir: Path | None = None) -> Any:
         from harness.doctor import run_doctor
 
         return run_doctor(cfg, run_dir, device)
-    if diagnose_settings(cfg.diagnose).remedy == "auto":
-        if dist.enabled:
-            raise ConfigError("diagnose.remedy", "auto", "off under torchrun: attempts run as one process for now")
-        return run_attempts(cfg, run_dir, lambda attempt_cfg, attempt_dir: _attempt(attempt_cfg, attempt_dir, dist))
-    if cfg.resume == "auto" and resume_from is not None and resume_from[1]["step"] >= cfg.trainer.max_steps:
+    remedies = diagnose_settings(cfg.diagnose).remedy == "auto"
+    if remedies and dist.enabled:
+        raise ConfigError("diagnose.remedy", "auto", "off under torchrun: attempts run as one process for now")
+    if not remedies and cfg.resume == "auto" and resume_from is not None and \
+            resume_from[1]["step"] >= cfg.trainer.max_steps:
         return already_complete(cfg, run_dir, resume_from[1]["step"], dist)
-    init_process_group(dist, device)
+    # a sharded model needs a process group even in one process (a mesh of one rank)
+    init_process_group(dist, device, single=is_sharded(parallel_config(cfg.get("parallel"))))
     try:
+        if remedies:
+            return run_attempts(cfg, run_dir, lambda attempt_cfg, attempt_dir: _attempt(attempt_cfg, attempt_dir, dist))
         objective = _train(cfg, run_dir, device, dist, resume_from)
         barrier(dist)  # rank 0 may still be writing summary.json and the report
         return objective

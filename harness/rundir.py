@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import shutil
 from pathlib import Path
 from typing import Any
@@ -10,6 +11,7 @@ from typing import Any
 from harness.errors import ConfigError
 
 CKPT_DIR = "checkpoints"
+BEST_LINK = "best.dcp"  # a sharded run's best checkpoint: a link to its best_NNNNNNNN.dcp directory
 # What a run leaves besides Hydra's own .hydra/ and train.log.
 RESULTS = (CKPT_DIR, "attempts", "summary.json", "metrics.jsonl", "config.yaml", "tb", "report.md", "plots",
            "doctor.md", "doctor.json", "lr_find.json", "lr_find.png")
@@ -40,10 +42,15 @@ def claim_run_dir(run_dir: Path, resume: object, overwrite: bool) -> None:
 
 
 def remove_stale_temp_files(run_dir: Path) -> list[Path]:
-    """Temporary files of a checkpoint write that a kill interrupted (checkpoint.atomic_write's names)."""
-    stale = sorted((run_dir / CKPT_DIR).glob(".*.tmp"))
+    """What a checkpoint write that a kill interrupted left: temporary files and directories
+    (checkpoint.atomic_write's and sharded_checkpoint's names), and a sharded best checkpoint
+    written but never linked as best.dcp."""
+    folder = run_dir / CKPT_DIR
+    link = folder / BEST_LINK
+    current = os.readlink(link) if link.is_symlink() else None
+    stale = sorted([*folder.glob(".*.tmp"), *(p for p in folder.glob("best_*.dcp") if p.name != current)])
     for path in stale:
-        path.unlink(missing_ok=True)
+        shutil.rmtree(path) if path.is_dir() and not path.is_symlink() else path.unlink(missing_ok=True)
     return stale
 
 

@@ -19,13 +19,14 @@ from omegaconf import DictConfig, OmegaConf
 from torch import nn
 from torch.utils.data import Dataset
 
-from harness.checkpoint import rng_state, save_step_checkpoint, set_rng_state
+from harness.checkpoint import CheckpointWriter, rng_state, set_rng_state
 from harness.data import BatchRecipe, DataMeta
 from harness.data.loader import TrainBatches
 from harness.distributed import DistInfo, all_gather_objects
 from harness.hooks import Cadence, Callbacks, Stop
 from harness.log_window import LogWindow
 from harness.models.output import OutputPicker
+from harness.parallel import class_name
 from harness.precision import Precision
 from harness.step import BatchSource, LossFn, StepResult, TrainStep
 from harness.tracking import Tracker, finite_or_none
@@ -68,11 +69,12 @@ class Built:
 
 class Trainer:
     def __init__(self, *, cfg: DictConfig, train_step: TrainStep, batches: TrainBatches, cadence: Cadence,
-                 callbacks: Callbacks, parts: dict[str, Any], built: Built, meta: DataMeta, raw_model: nn.Module,
+                 callbacks: Callbacks, parts: dict[str, Any], built: Built, checkpoints: CheckpointWriter,
+                 meta: DataMeta, raw_model: nn.Module,
                  device: torch.device, dist: DistInfo, run_dir: Path, tracker: Tracker | None,
                  facts: dict[str, Any] | None = None) -> None:
         self.cfg, self.train_step, self.batches, self.cadence, self.callbacks = cfg, train_step, batches, cadence, callbacks
-        self.built = built
+        self.built, self.checkpoints = built, checkpoints
         self.parts = parts  # checkpoint entry -> the component that saves and loads it (model, optimizer, ...)
         self.meta, self.raw_model, self.device, self.dist, self.run_dir = meta, raw_model, device, dist, run_dir
         self.tracker = tracker  # rank 0 of a training run; None elsewhere
@@ -182,10 +184,9 @@ class Trainer:
                      ", ".join(f"{key} {old} -> {new}" for key, (old, new) in changed.items()))
 
     def save_checkpoint(self) -> None:
-        """All ranks build the state (it gathers their RNG states); rank 0 writes it."""
-        state = self.state_dict()
-        if self.dist.is_main:
-            save_step_checkpoint(state, self.run_dir, self.state.step, self.cfg.trainer.keep_last)
+        """All ranks build the state (it gathers their RNG states); the writer decides who writes
+        (rank 0 a whole file, or every rank its shards)."""
+        self.checkpoints.step(self.state_dict(), self.run_dir, self.state.step, self.cfg.trainer.keep_last)
 
     def summary(self, status: str) -> dict[str, Any]:
         """What summary.json says of the run so far (run.py adds wall time and the objective)."""
@@ -207,7 +208,7 @@ class Trainer:
             "chance_loss": self.meta.chance_loss,
             "prior_loss": self.meta.prior_loss,
             "optimum_loss": self.meta.optimum_loss,
-            "modules": sorted({type(m).__name__ for m in self.raw_model.modules()}),  # what the rules may ask of
+            "modules": sorted({class_name(m) for m in self.raw_model.modules()}),  # what the rules may ask of
             **self.facts,
             **self.callbacks.collect("summary", self),
         }

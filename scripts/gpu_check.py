@@ -2,7 +2,8 @@
 
 The bare loop is nanoGPT's, on the same model, batch and precision, in the same process.
 
-For every model x precision x compile it prints one row of a markdown table (paste it into
+For every model x precision x compile x parallel (ddp: the model as it is in one process; fsdp:
+sharded with FSDP2 on a one-rank mesh, the step's sharded code paths) it prints one row of a markdown table (paste it into
 docs/benchmarks.md), then the closed-form FLOPs against torch's FLOP counter and where the host reads of
 non-logging steps come from. The data are random tokens made in-process: nothing is downloaded
 or read from disk.
@@ -41,6 +42,7 @@ from hydra import compose, initialize_config_dir  # noqa: E402
 from harness.assembly import build_trainer  # noqa: E402
 from harness.config import validate_config  # noqa: E402
 from harness.data.base import TokenWindows  # noqa: E402
+from harness.distributed import DistInfo, init_process_group  # noqa: E402
 from harness.errors import HarnessError  # noqa: E402
 from harness.flops import flops_per_update, measure_flops, mfu, peak_flops  # noqa: E402
 from harness.host_reads import count_host_reads  # noqa: E402
@@ -68,8 +70,8 @@ WORKLOADS = {
 # What a flag left out means, per device: a GPU gets the full check, the CPU a seconds-long one.
 DEFAULTS = {
     "cuda": {"models": ["default", "gpt2-124m"], "precisions": ["fp32", "bf16", "fp16"], "compile": "both",
-             "steps": 50, "block": 10, "warmup": 10, "sync_steps": 10},
-    "cpu": {"models": ["tiny"], "precisions": ["fp32", "bf16"], "compile": "off",
+             "parallel": ["ddp", "fsdp"], "steps": 50, "block": 10, "warmup": 10, "sync_steps": 10},
+    "cpu": {"models": ["tiny"], "precisions": ["fp32", "bf16"], "compile": "off", "parallel": ["ddp", "fsdp"],
             "steps": 6, "block": 3, "warmup": 2, "sync_steps": 3},
 }
 
@@ -89,12 +91,13 @@ def random_splits(vocab: int, block_size: int) -> tuple[RandomTokens, RandomToke
     return RandomTokens(vocab, block_size, n_tokens, 0), RandomTokens(vocab, block_size, n_tokens, 1)
 
 
-def make_trainer(work: Workload, precision: str, compiled: bool, device: str, run_dir: Path):
+def make_trainer(work: Workload, precision: str, compiled: bool, device: str, run_dir: Path, parallel: str = "ddp"):
     """The harness as train.py builds it (conf/ composed, validated, assembled), on random tokens."""
     overrides = [*work.overrides, f"model.block_size={work.block_size}", f"batch_size={work.batch_size}",
                  "data=custom", f"data._target_={FACTORY}", "data.task=lm", f"+data.vocab={work.vocab}",
                  f"+data.block_size={work.block_size}", f"precision={precision}", f"compile={str(compiled).lower()}",
-                 f"device={device}", "trainer.max_steps=1000000", "logger=none", "diagnose=false"]
+                 f"device={device}", f"parallel={parallel}", "trainer.max_steps=1000000", "logger=none",
+                 "diagnose=false"]
     with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
         cfg = compose(config_name="train", overrides=overrides)
     trainer = build_trainer(cfg, run_dir, validate_config(cfg), resume_from=None, console=False)  # the console stays out of the timing
@@ -142,6 +145,7 @@ class Result:
     model: str
     precision: str
     compiled: bool
+    parallel: str
     step_s: float  # median seconds per harness step
     bare_step_s: float
     tokens_per_update: int
@@ -200,13 +204,17 @@ def host_syncs(trainer, n_steps: int, device: torch.device) -> tuple[float | Non
     return (max(counts) if counts else None), sources
 
 
-def check(name: str, precision: str, compiled: bool, device: torch.device, args: argparse.Namespace,
+def check(name: str, precision: str, compiled: bool, parallel: str, device: torch.device, args: argparse.Namespace,
           flop_lines: list[str]) -> Result:
     """One row: build the harness and a bare loop on a copy of its model, warm both up, time them."""
     work = WORKLOADS[name]
     with tempfile.TemporaryDirectory() as run_dir:
-        trainer = make_trainer(work, precision, compiled, str(device), Path(run_dir))
-        bare_model = copy.deepcopy(trainer.raw_model).cpu()  # off the device while the harness's peak is taken
+        trainer = make_trainer(work, precision, compiled, str(device), Path(run_dir), parallel)
+        if parallel == "fsdp":  # a sharded module does not copy: the bare loop gets the same model unsharded
+            with tempfile.TemporaryDirectory() as other:
+                bare_model = make_trainer(work, precision, compiled, "cpu", Path(other)).raw_model
+        else:
+            bare_model = copy.deepcopy(trainer.raw_model).cpu()  # off the device while the harness's peak is taken
         if device.type == "cuda":
             torch.cuda.reset_peak_memory_stats(device)
         for _ in range(args.warmup):
@@ -228,7 +236,7 @@ def check(name: str, precision: str, compiled: bool, device: torch.device, args:
                               f"{counted / 1e9:.4g} (x{counted / flops:.3f}: {why})")
         trainer.close()
     peak = peak_flops(device, precision, args.peak_tflops)
-    return Result(name, precision, compiled, times["harness"], times["bare"], work.batch_size * work.block_size,
+    return Result(name, precision, compiled, parallel, times["harness"], times["bare"], work.batch_size * work.block_size,
                   None if peak is None else mfu(flops, times["harness"], peak), peak_memory, syncs, sources)
 
 
@@ -241,11 +249,11 @@ def release(device: torch.device) -> None:
 
 
 def markdown_table(results: list[Result]) -> str:
-    lines = ["| model | precision | compile | ms/step | tokens/s | MFU | peak memory | host syncs/step "
+    lines = ["| model | precision | compile | parallel | ms/step | tokens/s | MFU | peak memory | host syncs/step "
              "| bare ms/step | harness/bare |",
-             "|---|---|---|---:|---:|---:|---:|---:|---:|---:|"]
+             "|---|---|---|---|---:|---:|---:|---:|---:|---:|---:|"]
     for r in results:
-        cells = [r.model, r.precision, "on" if r.compiled else "off", f"{1000 * r.step_s:.2f}",
+        cells = [r.model, r.precision, "on" if r.compiled else "off", r.parallel, f"{1000 * r.step_s:.2f}",
                  f"{r.tokens_per_update / r.step_s:,.0f}", "n/a" if r.mfu is None else f"{100 * r.mfu:.1f}%",
                  "n/a" if r.peak_memory is None else f"{r.peak_memory / 2**30:.2f} GiB",
                  "n/a" if r.host_syncs is None else f"{r.host_syncs:g}", f"{1000 * r.bare_step_s:.2f}",
@@ -261,6 +269,8 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--models", nargs="+", choices=list(WORKLOADS))
     parser.add_argument("--precisions", nargs="+", choices=list(DTYPES))
     parser.add_argument("--compile", choices=["off", "on", "both"])
+    parser.add_argument("--parallel", nargs="+", choices=["ddp", "fsdp"],
+                        help="ddp: the model as it is (one process); fsdp: sharded on a one-rank mesh")
     parser.add_argument("--steps", type=int, help="timed steps per variant and row")
     parser.add_argument("--block", type=int, help="steps per timed block (variants alternate between blocks)")
     parser.add_argument("--warmup", type=int, help="untimed steps first (compilation happens here)")
@@ -288,16 +298,20 @@ def main() -> None:
                       for p, v in peaks.items())
     print(f"{name}; torch {torch.__version__}; TF32 {'on' if torch.backends.cuda.matmul.allow_tf32 else 'off'}; "
           f"peak TFLOPS {shown}")
+    if "fsdp" in args.parallel:
+        init_process_group(DistInfo(), device, single=True)  # fully_shard needs a process group, of one rank here
     results, flop_lines = [], []
     for model in args.models:
         for precision in args.precisions:
             for compiled in {"off": [False], "on": [True], "both": [False, True]}[args.compile]:
-                print(f"  {model} {precision} compile={'on' if compiled else 'off'} ...", flush=True)
-                try:
-                    results.append(check(model, precision, compiled, device, args, flop_lines))
-                except HarnessError as err:  # e.g. bf16 on a GPU without it: the harness refuses, the row is left out
-                    print(f"    left out: {err}")
-                release(device)
+                for parallel in args.parallel:
+                    print(f"  {model} {precision} compile={'on' if compiled else 'off'} parallel={parallel} ...",
+                          flush=True)
+                    try:
+                        results.append(check(model, precision, compiled, parallel, device, args, flop_lines))
+                    except HarnessError as err:  # e.g. bf16 on a GPU without it: refused, the row is left out
+                        print(f"    left out: {err}")
+                    release(device)
     print()
     print(markdown_table(results))
     print()
@@ -305,7 +319,8 @@ def main() -> None:
         print(line)
     for r in results:
         for (what, where), n in r.sync_sources.most_common():
-            print(f"host read on non-logging steps ({r.model} {r.precision} compile={'on' if r.compiled else 'off'}): "
+            print(f"host read on non-logging steps ({r.model} {r.precision} compile={'on' if r.compiled else 'off'} "
+                  f"{r.parallel}): "
                   f"{what} at {where} x{n}")
 
 

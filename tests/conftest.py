@@ -71,3 +71,31 @@ def _isolated_cache(tmp_path_factory, monkeypatch):
     """One shared stdlib corpus cache for the whole session, never the user's home."""
     cache = tmp_path_factory.getbasetemp() / "cache"
     monkeypatch.setenv("HARNESS_CACHE_DIR", str(cache))
+
+
+def torchrun(args: list[str], cwd: Path, timeout: float = 180, script: Path = ROOT / "train.py",
+             nproc: int = 2) -> subprocess.CompletedProcess:
+    """`torchrun --standalone` of train.py (or `script`) on CPU; fails the test unless it exits 0."""
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={nproc}", str(script),
+           *args]
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    proc = subprocess.Popen(cmd, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    try:
+        out, err = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        # SIGTERM lets torchrun stop its ranks (and their DataLoader workers) before it exits; a
+        # SIGKILL would leave them running beside the rest of the suite, holding the pipes open.
+        proc.terminate()
+        try:
+            out, err = proc.communicate(timeout=60)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            out, err = "", ""
+        pytest.fail(f"torchrun did not finish in {timeout:.0f} s:\n{out[-2000:]}{err[-2000:]}")
+    result = subprocess.CompletedProcess(cmd, proc.returncode, out, err)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    return result
+
+
+def run_dirs(cwd: Path) -> list[Path]:
+    return sorted((cwd / "outputs" / "torchrun").iterdir())

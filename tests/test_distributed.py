@@ -11,39 +11,13 @@ from pathlib import Path
 import pytest
 import torch
 
-from conftest import ROOT, train
+from conftest import ROOT, run_dirs, torchrun, train
 from harness.checkpoint import load_checkpoint, step_checkpoints
 from harness.tracking import read_metrics
 
 MLP = ["model=mlp", "data=synthetic", "model.width=32", "model.dropout=0.0", "batch_size=64",
        "trainer.max_steps=20", "trainer.log_every=1", "trainer.eval_every=10", "trainer.ckpt_every=10",
        "schedule.warmup=2", "logger=none", "diagnose=false"]
-
-
-def torchrun(args: list[str], cwd: Path, timeout: float = 180) -> subprocess.CompletedProcess:
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2",
-           str(ROOT / "train.py"), *args]
-    env = {**os.environ, "OMP_NUM_THREADS": "1"}
-    proc = subprocess.Popen(cmd, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
-    try:
-        out, err = proc.communicate(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        # SIGTERM lets torchrun stop its ranks (and their DataLoader workers) before it exits; a
-        # SIGKILL would leave them running beside the rest of the suite, holding the pipes open.
-        proc.terminate()
-        try:
-            out, err = proc.communicate(timeout=60)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            out, err = "", ""
-        pytest.fail(f"torchrun did not finish in {timeout:.0f} s:\n{out[-2000:]}{err[-2000:]}")
-    result = subprocess.CompletedProcess(cmd, proc.returncode, out, err)
-    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
-    return result
-
-
-def run_dirs(cwd: Path) -> list[Path]:
-    return sorted((cwd / "outputs" / "torchrun").iterdir())
 
 
 def final_params(run_dir: Path) -> dict[str, torch.Tensor]:

@@ -38,8 +38,9 @@ def test_tiny_cpu_run_prints_a_table_of_finite_numbers():
     result = run_script(["--device", "cpu", "--steps", "4", "--block", "2", "--peak-tflops", "0.5"], timeout=60)
     assert result.returncode == 0, result.stderr[-2000:]
     rows = table_rows(result.stdout)
-    assert [(r["model"], r["precision"], r["compile"]) for r in rows] == [("tiny", "fp32", "off"),
-                                                                          ("tiny", "bf16", "off")]
+    assert [(r["model"], r["precision"], r["compile"], r["parallel"]) for r in rows] == [
+        ("tiny", "fp32", "off", "ddp"), ("tiny", "fp32", "off", "fsdp"), ("tiny", "bf16", "off", "ddp"),
+        ("tiny", "bf16", "off", "fsdp")]
     for row in rows:
         for column in ("ms/step", "tokens/s", "bare ms/step", "harness/bare", "host syncs/step"):
             value = float(row[column].replace(",", ""))

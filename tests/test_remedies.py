@@ -32,11 +32,17 @@ def test_summed_micro_batch_gradients_are_averaged_before_the_lr_is_touched():
     summed = run_with(accum=4, accum_reduction="sum")
     assert calmer_updates(summed).overrides == ("accum_reduction=mean",) and "4x too large" in calmer_updates(summed).why
     assert unpin_clip(summed, 1e-4, 0.3).overrides == ("accum_reduction=mean",)
+    assert unpin_clip(summed, 1e-4, 0.3).restart is Restart.CHECKPOINT  # the weights so far were only slowed down
 
 
 def test_a_pinned_clip_goes_to_the_norms_90th_percentile_and_at_least_10x():
     assert unpin_clip(run_with(), 1e-4, 0.33).overrides == ("clip=0.33",)
     assert unpin_clip(run_with(), 0.5, 0.6).overrides == ("clip=5",)
+
+
+def test_remedies_for_a_slow_start_restart_from_scratch_so_the_faster_updates_get_every_step():
+    assert unpin_clip(run_with(), 1e-4, 0.33).restart is Restart.SCRATCH
+    assert faster_updates(run_with()).restart is Restart.SCRATCH
 
 
 def test_fp16_underflow_turns_loss_scaling_on_and_an_overflow_despite_it_moves_to_bf16_where_it_runs():
@@ -49,13 +55,22 @@ def test_model_remedies_start_over_and_only_name_keys_the_model_has():
     assert bound_gradients(recurrent=True).overrides == ("clip=0.5",)
     assert revive_units(run_with(clip=None, optim__lr=0.1)) == Remedy(("optim.lr=0.01", "clip=1.0"), Restart.SCRATCH,
                                                                     revive_units(run_with(clip=None)).why)
-    post_ln = clear_gradient_path(run_with(model={"ln_position": "post"}, schedule={"name": "constant", "warmup": 0}))
+    gpt, mlp = "harness.models.gpt.GPT", "harness.models.mlp.MLP"
+    post_ln = clear_gradient_path(run_with(model={"_target_": gpt, "ln_position": "post"},
+                                           schedule={"name": "constant", "warmup": 0}))
     assert post_ln.overrides == ("model.ln_position=pre", "schedule.warmup=0.05") and post_ln.restart is Restart.SCRATCH
-    assert clear_gradient_path(run_with(model={"activation": "sigmoid", "residual": False})).overrides == \
-        ("model.activation=gelu",)
-    assert clear_gradient_path(run_with(model={"activation": "relu", "residual": False})).overrides == \
+    assert clear_gradient_path(run_with(model={"_target_": mlp, "activation": "sigmoid", "residual": False})).overrides \
+        == ("model.activation=gelu",)
+    assert clear_gradient_path(run_with(model={"_target_": mlp, "activation": "relu", "residual": False})).overrides == \
         ("model.residual=true",)
     assert clear_gradient_path(run_with(model={"_target_": "mymodels.Net"})) is None  # a user model: a person decides
+
+
+def test_a_user_model_gets_no_architecture_remedy_even_when_the_mlp_option_left_its_keys_in_the_config():
+    """model=mlp model._target_=mypkg.Net keeps mlp.yaml's residual: false in the composed config;
+    model.residual=true would be refused by the user's class, so no remedy is offered."""
+    assert clear_gradient_path(run_with(model={"_target_": "suite_models.Net", "residual": False,
+                                               "activation": "sigmoid", "ln_position": "post"})) is None
 
 
 def test_no_lr_in_the_config_means_no_lr_remedy():

@@ -55,6 +55,21 @@ def test_remedies_that_do_not_help_stop_the_run_as_sick_with_their_findings(tmp_
     assert attempts[2]["overrides"] == [*attempts[1]["overrides"], *attempts[1]["remedy"]["overrides"]]
 
 
+def test_a_remedy_the_config_checks_refuse_stops_the_run_as_sick_before_anything_of_it_is_written(tmp_path,
+                                                                                                  monkeypatch):
+    import harness.diagnosis.rules.curves as curves
+    from harness.diagnosis.findings import Remedy, Restart
+
+    refused = Remedy(("model.no_such_key=1",), Restart.CHECKPOINT, "a remedy the config cannot take")
+    monkeypatch.setattr(curves, "calmer_updates", lambda *args, **kwargs: refused)
+    _, summary = train(["experiment=pathology/lr_too_high", *AUTO], tmp_path / "run")
+    (attempt,) = summary["attempts"]
+    assert summary["remedy_verdict"] == "sick" and attempt["finding"] == "diverging"
+    assert "model.no_such_key" in attempt["remedy"]["refused"]
+    assert not (tmp_path / "run" / "attempts" / "2").exists()
+    assert "refused: " in (tmp_path / "run" / "report.md").read_text()
+
+
 def test_a_run_killed_during_an_attempt_resumes_it_exactly(tmp_path):
     command = [sys.executable, str(ROOT / "train.py"), "experiment=pathology/lr_too_high", "trainer.max_steps=3000",
                "trainer.ckpt_every=200", "trainer.log_every=50", "trainer.eval_every=500", "logger=none", *AUTO]

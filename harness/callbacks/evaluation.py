@@ -5,7 +5,6 @@ import math
 from typing import TYPE_CHECKING, Any
 
 from harness.callbacks.base import Callback
-from harness.checkpoint import save_best_checkpoint
 from harness.early_stop import EarlyStopping
 from harness.evaluation import Evaluator
 from harness.hooks import Stop, Tick
@@ -41,7 +40,7 @@ class Evaluation(Callback):
 
 
 class BestCheckpoint(Callback):
-    """best.pt: the state at the lowest validation loss so far (rank 0 writes it)."""
+    """best.pt (best.dcp when sharded): the state at the lowest validation loss so far."""
 
     priority = 75
 
@@ -49,9 +48,7 @@ class BestCheckpoint(Callback):
         state = trainer.state
         if tick.eval and math.isfinite(state.last_val_loss) and state.last_val_loss < state.best_val_loss:
             state.best_val_loss = state.last_val_loss
-            saved = trainer.state_dict()
-            if trainer.dist.is_main:
-                save_best_checkpoint(saved, trainer.run_dir)
+            trainer.checkpoints.best(trainer.state_dict(), trainer.run_dir)
 
 
 class EarlyStop(Callback):

@@ -16,6 +16,8 @@ WARMUP_FRACTION = 0.05  # of trainer.max_steps, for a run that has none
 SAFE_CLIP = 1.0
 RECURRENT_CLIP = 0.5  # backpropagation through time multiplies the gradient once per step
 CLIP_RAISE = 10.0
+SLOW_START = ("; the run starts over: its slow steps bought little, and a restart from a checkpoint would leave "
+              "the faster updates only the steps that were left")
 
 
 def calmer_updates(run: RunData, before_step: int | None = None, exploded: bool = False) -> Remedy | None:
@@ -44,12 +46,13 @@ def bound_gradients(recurrent: bool) -> Remedy:
 
 def unpin_clip(run: RunData, clip: float, typical_high: float) -> Remedy:
     """clip_pinned: average the accumulated gradients when the config sums them; else raise the
-    clip to the 90th percentile of the pre-clip norm (`typical_high`), at least 10x."""
+    clip to the 90th percentile of the pre-clip norm (`typical_high`), at least 10x, from scratch
+    (a pinned clip slowed the run from its first step, like too low an LR)."""
     if run.summed_micro_batches:
         return averaged_gradients(run)
-    return Remedy((f"clip={_number(max(typical_high, clip * CLIP_RAISE), 2)}",), Restart.CHECKPOINT, "at the 90th "
+    return Remedy((f"clip={_number(max(typical_high, clip * CLIP_RAISE), 2)}",), Restart.SCRATCH, "at the 90th "
                   "percentile of the gradient norm a clip catches only the spikes, so ordinary updates get their "
-                  "full size back")
+                  "full size back" + SLOW_START)
 
 
 def wider_range(run: RunData, scaling_is_on: bool) -> Remedy | None:
@@ -65,10 +68,10 @@ def wider_range(run: RunData, scaling_is_on: bool) -> Remedy | None:
 
 
 def faster_updates(run: RunData) -> Remedy | None:
-    """slow_progress: a 3x higher LR."""
+    """slow_progress: a 3x higher LR, from scratch."""
     lr = _lr_override(run, LR_FACTOR)
-    return None if lr is None else Remedy((lr,), Restart.CHECKPOINT, "the weights barely move at this LR; 3x "
-                                          "larger updates are still far from where the loss diverges")
+    return None if lr is None else Remedy((lr,), Restart.SCRATCH, "the weights barely move at this LR; 3x "
+                                          "larger updates are still far from where the loss diverges" + SLOW_START)
 
 
 def revive_units(run: RunData) -> Remedy | None:
@@ -82,6 +85,7 @@ def revive_units(run: RunData) -> Remedy | None:
 
 
 SATURATING = ("sigmoid", "tanh")
+BUILT_IN_MODELS = "harness.models."  # the _target_ prefix of the models whose keys these remedies know
 
 
 def clear_gradient_path(run: RunData) -> Remedy | None:
@@ -89,6 +93,8 @@ def clear_gradient_path(run: RunData) -> Remedy | None:
     cause first: a post-LN transformer gets pre-LN (with a warmup), a saturating activation GELU, a
     plain deep stack residual connections. A user model's architecture needs a person."""
     why = "; the architecture changes, so the run starts over"
+    if not str(run.cfg("model._target_", "")).startswith(BUILT_IN_MODELS):
+        return None  # a user model's keys are its own: model.residual may mean nothing to it
     if run.cfg("model.ln_position") == "post":
         warmup = (f"schedule.warmup={WARMUP_FRACTION}",) if run.warmup == 0 else ()
         return Remedy(("model.ln_position=pre", *warmup), Restart.SCRATCH, "pre-LN keeps an identity path through "

@@ -117,6 +117,7 @@ class Block(nn.Module):
 
 
 class GPT(nn.Module):
+    fsdp_units = ("Block",)  # parallel=fsdp shards each of these as a unit: transformer blocks
     Config = GPTConfig
 
     def __init__(self, cfg: GPTConfig) -> None:

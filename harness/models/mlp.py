@@ -53,6 +53,7 @@ class HiddenLayer(nn.Module):
 
 
 class MLP(nn.Module):
+    fsdp_units = ("HiddenLayer",)  # parallel=fsdp shards each of these as a unit: hidden layers
     Config = MLPConfig
 
     def __init__(self, cfg: MLPConfig) -> None:

@@ -80,6 +80,7 @@ class PreActBlock(nn.Module):
 
 
 class ResNet(nn.Module):
+    fsdp_units = ("PreActBlock",)  # parallel=fsdp shards each of these as a unit: residual blocks
     Config = ResNetConfig
     needs_images = True  # build_model refuses data whose samples are not [C, H, W]
 

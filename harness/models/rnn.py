@@ -40,6 +40,7 @@ class RNNConfig:
 
 
 class RNNLM(nn.Module):
+    fsdp_units = ("LSTM", "GRU", "RNN")  # parallel=fsdp shards each of these as a unit: the recurrent stack
     Config = RNNConfig
 
     def __init__(self, cfg: RNNConfig) -> None:

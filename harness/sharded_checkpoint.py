@@ -1,0 +1,142 @@
+"""Checkpoints of a sharded model (parallel=fsdp), through torch.distributed.checkpoint (DCP).
+
+Layout of RUN_DIR/checkpoints/ (besides the .pt files of unsharded runs):
+  step_00000200.dcp/   one directory per step checkpoint: DCP's files, where every rank wrote
+                       its own shards of the model and optimizer, plus state.pt (rank 0: the rest
+                       of the training state, small and the same on every rank)
+  best.dcp             a link to best_00000150.dcp/, the state at the lowest validation loss
+Every rank writes into a temporary directory; once all have finished, rank 0 renames it into
+place (a step checkpoint) or swaps the `best.dcp` link over (best), so a crash at any instant
+leaves every earlier checkpoint whole. DCP reshards on load: a checkpoint written by 2 ranks
+loads on 1, or on 4, and into an unsharded model too (parallel=none or ddp).
+"""
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+from typing import Any
+
+import torch
+import torch.distributed as dist
+import torch.distributed.checkpoint as dcp
+from torch import nn
+from torch.distributed.checkpoint.state_dict import (get_model_state_dict, get_optimizer_state_dict,
+                                                     set_model_state_dict, set_optimizer_state_dict)
+
+from harness.checkpoint import (SHARDED_KEYS, SHARDED_STATE, SHARDED_SUFFIX, Shards, atomic_torch_save, fsync_dir,
+                                step_checkpoints)
+from harness.distributed import DistInfo
+from harness.rundir import BEST_LINK, CKPT_DIR
+
+class ModelState:
+    """The model's entry of a checkpoint: its own state dict (unsharded runs, today's files), or
+    DCP's sharded one (fsdp); loads either kind into any layout."""
+
+    def __init__(self, model: nn.Module, sharded: bool) -> None:
+        self.model, self.sharded = model, sharded
+
+    def state_dict(self) -> dict[str, Any]:
+        return get_model_state_dict(self.model) if self.sharded else self.model.state_dict()
+
+    def load_state_dict(self, value: Any) -> None:
+        from_shards = isinstance(value, Shards)
+        if from_shards:
+            value = _read(value, get_model_state_dict(self.model))
+        if self.sharded or from_shards:
+            set_model_state_dict(self.model, value)
+        else:
+            self.model.load_state_dict(value)
+
+
+class OptimizerState:
+    """The optimizer's entry, keyed by parameter name when sharded (DCP matches entries by name)."""
+
+    def __init__(self, model: nn.Module, optimizer: torch.optim.Optimizer, sharded: bool) -> None:
+        self.model, self.optimizer, self.sharded = model, optimizer, sharded
+
+    def state_dict(self) -> dict[str, Any]:
+        if not self.sharded:
+            return self.optimizer.state_dict()
+        if not self.optimizer.state:
+            # Before the first update there is nothing to shard, and get_optimizer_state_dict would
+            # create the state with a zero-LR step(): AdamW's step count would then be one ahead.
+            return {"state": {}, "param_groups": []}
+        return get_optimizer_state_dict(self.model, self.optimizer)
+
+    def load_state_dict(self, value: Any) -> None:
+        from_shards = isinstance(value, Shards)
+        if (not _holds_state(value.path)) if from_shards else not value["state"]:
+            self.optimizer.state.clear()  # a checkpoint from before the first update; the config's groups stand
+            return
+        if from_shards:  # the live layout to read into (a fresh optimizer's state is created first)
+            value = _read(value, get_optimizer_state_dict(self.model, self.optimizer))
+        if self.sharded or from_shards:
+            set_optimizer_state_dict(self.model, self.optimizer, value)
+        else:
+            self.optimizer.load_state_dict(value)
+
+
+def _holds_state(path: Path) -> bool:
+    """Whether a sharded checkpoint holds optimizer state (not one taken before the first update)."""
+    keys = dcp.FileSystemReader(str(path)).read_metadata().state_dict_metadata
+    return any(key.startswith("optimizer.state.") for key in keys)
+
+
+def _read(shards: Shards, target: dict[str, Any]) -> dict[str, Any]:
+    """Fill `target` (the live layout: sharded or whole tensors) from the checkpoint; DCP reshards."""
+    wrapped = {shards.key: target}
+    dcp.load(wrapped, checkpoint_id=str(shards.path))
+    return wrapped[shards.key]
+
+
+class ShardedCheckpoints:
+    """Step and best checkpoints written by every rank together (all ranks call both)."""
+
+    def __init__(self, dist_info: DistInfo) -> None:
+        self.dist = dist_info
+
+    def step(self, state: dict[str, Any], run_dir: Path, step: int, keep_last: int) -> None:
+        path = run_dir / CKPT_DIR / f"step_{step:08d}{SHARDED_SUFFIX}"
+        self._write(state, path)
+        if self.dist.is_main:
+            for old in step_checkpoints(run_dir)[max(keep_last, 1):]:
+                shutil.rmtree(old) if old.is_dir() else old.unlink(missing_ok=True)
+
+    def best(self, state: dict[str, Any], run_dir: Path) -> None:
+        folder = run_dir / CKPT_DIR
+        target = f"best_{state['step']:08d}{SHARDED_SUFFIX}"
+        self._write(state, folder / target)
+        if self.dist.is_main:
+            link = folder / BEST_LINK
+            before = os.readlink(link) if link.is_symlink() else None
+            tmp = folder / f".{BEST_LINK}.tmp"
+            tmp.unlink(missing_ok=True)
+            tmp.symlink_to(target)
+            os.replace(tmp, link)  # the link moves in one step: best.dcp is always a whole checkpoint
+            fsync_dir(folder)
+            if before and before != target:
+                shutil.rmtree(folder / before, ignore_errors=True)
+        _barrier(self.dist)
+
+    def _write(self, state: dict[str, Any], path: Path) -> None:
+        tmp = path.with_name(f".{path.name}.tmp")
+        if self.dist.is_main:
+            shutil.rmtree(tmp, ignore_errors=True)
+            tmp.mkdir(parents=True)
+        _barrier(self.dist)
+        dcp.save({key: state[key] for key in SHARDED_KEYS}, checkpoint_id=str(tmp))
+        if self.dist.is_main:
+            atomic_torch_save({k: v for k, v in state.items() if k not in SHARDED_KEYS}, tmp / SHARDED_STATE)
+        _barrier(self.dist)  # every rank's shards are on disk
+        if self.dist.is_main:
+            if path.exists():  # the same step again (a stop right after a periodic checkpoint): replace it
+                shutil.rmtree(path)
+            os.replace(tmp, path)
+            fsync_dir(path.parent)
+        _barrier(self.dist)
+
+
+def _barrier(info: DistInfo) -> None:
+    if info.enabled and dist.is_initialized():
+        dist.barrier()

@@ -1,0 +1,86 @@
+"""scripts/bench_remedy.py: which runs it trains, what their cures undo, how it scores, and one
+real invocation through train.py."""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from conftest import ROOT, compose_cfg
+from harness.config import validate_config
+
+sys.path.insert(0, str(ROOT / "scripts"))
+import bench_remedy as bench  # noqa: E402
+
+SICK = bench.sick_runs(3, bench.DEFAULT_DRAW)
+HEALTHY = bench.healthy_runs(12, bench.DEFAULT_DRAW)
+
+
+def _keys(overrides: tuple[str, ...]) -> dict[str, str]:
+    return dict(o.split("=", 1) for o in overrides)
+
+
+def test_enough_sick_and_healthy_runs_across_every_remedy_class_and_family():
+    assert len(SICK) >= 30 and len(HEALTHY) >= 10
+    assert {s.cause for s in SICK} == set(bench.CULPRITS)
+    assert len({s.name for s in [*SICK, *HEALTHY]}) == len(SICK) + len(HEALTHY)
+    models = {_keys(s.given).get("model") for s in SICK} | {_keys(s.given).get("model._target_") for s in SICK}
+    assert {"gpt", "mlp", "rnn", "resnet"} <= models
+    assert {"suite_models.Net", "suite_models.CharRNN"} <= models  # user models through model._target_
+
+
+def test_a_cured_run_undoes_only_the_bad_setting_of_its_class():
+    for s in SICK:
+        given, cured = _keys(s.given), _keys(s.cured)
+        changed = {k for k in given.keys() | cured.keys() if given.get(k) != cured.get(k)}
+        assert changed, s.name
+        if s.name.startswith("preset/"):
+            assert len(changed) == 1
+        else:
+            assert changed <= set(bench.CULPRITS[s.cause]) and not changed & cured.keys(), s.name
+    assert all(h.given == h.cured for h in HEALTHY)
+
+
+def test_checkpoints_fall_at_every_eval_so_a_remedy_can_continue_one():
+    for s in [*SICK, *HEALTHY]:
+        keys = _keys(s.given)
+        if "trainer.eval_every" in keys:
+            assert keys["trainer.ckpt_every"] == keys["trainer.eval_every"], s.name
+
+
+@pytest.mark.parametrize("run", SICK[::5], ids=lambda s: s.name)
+def test_runs_pass_the_harness_config_checks(run):
+    """A run the harness refused would score as a miss for the wrong reason."""
+    for overrides in (run.given, (*run.given, *bench.AUTO), run.cured):
+        validate_config(compose_cfg(list(overrides)))
+
+
+def test_healed_means_no_critical_finding_and_a_loss_within_ten_percent_of_the_cure():
+    cured = {"best_val_loss": 1.0}
+    assert bench.healed({"best_val_loss": 1.09, "critical": []}, cured)
+    assert not bench.healed({"best_val_loss": 1.11, "critical": []}, cured)
+    assert not bench.healed({"best_val_loss": 0.5, "critical": ["diverging"]}, cured)
+    assert not bench.healed({"best_val_loss": float("nan"), "critical": []}, cured)
+    assert not bench.healed({"best_val_loss": None, "critical": []}, cured)
+    assert not bench.healed({"best_val_loss": 1.0, "critical": [], "error": "exit 1: boom"}, cured)
+
+
+def test_a_real_invocation_heals_a_summed_accumulation_and_rescoring_reproduces_it(tmp_path):
+    out = tmp_path / "bench"
+    cmd = [sys.executable, str(ROOT / "scripts" / "bench_remedy.py"), "--only", "accum_sum/mlp", "--out", str(out)]
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    results = json.loads((out / "results.json").read_text())
+    (row,) = results["sick"]
+    assert row["name"] == "accum_sum/mlp-sgd-accum8" and row["remedies"][0] == ["accum_reduction=mean"]
+    assert row["verdict"] == "healed" and row["healed"] and not row["fine_without"]
+    assert 1.0 < row["compute"] <= 1.0 + len(row["remedies"])  # attempt 1 stopped early; later ones at most a run
+    summary = json.loads((out / row["name"] / "auto" / "summary.json").read_text())
+    trained = sum(a["steps"] - (a["restart_step"] or 0) for a in summary["attempts"])
+    assert trained == round(row["compute"] * summary["max_steps"])
+    assert "sick runs healed: 1/1" in (out / "results.md").read_text()
+    rescored = subprocess.run([*cmd, "--rescore"], capture_output=True, text=True, timeout=300)
+    assert rescored.returncode == 0, rescored.stderr[-3000:]
+    assert json.loads((out / "results.json").read_text()) == results
