@@ -49,8 +49,8 @@ from harness.models.probe import (behaves_differently_in_eval, check_batch_norm,
                                   probe_model)
 from harness.monitor import Monitor
 from harness.optim import build_optimizer
-from harness.parallel import class_name, is_sharded, parallel_config, parallelize
-from harness.precision import Precision, build_precision
+from harness.parallel import class_name, is_sharded, optimizer_config, parallel_config, parallelize
+from harness.precision import Precision, ScalerState, build_precision
 from harness.rundir import remove_stale_temp_files
 from harness.schedule import build_scheduler, check_schedule_continues
 from harness.sharded_checkpoint import ModelState, OptimizerState, ShardedCheckpoints
@@ -115,7 +115,7 @@ def build_trainer(cfg: DictConfig, run_dir: Path, device: torch.device,
     parallel = parallel_config(cfg.get("parallel"))
     sharded = is_sharded(parallel)
     model = parallelize(raw_model, parallel, cfg.precision.name, device, dist)  # fsdp shards raw_model in place
-    optimizer = build_optimizer(cfg.optim, raw_model)  # over the sharded parameters, when they are
+    optimizer = build_optimizer(optimizer_config(cfg.optim, parallel), raw_model)  # over the shards, when sharded
     scheduler = build_scheduler(cfg.schedule, optimizer, cfg.trainer.max_steps)
     precision = build_precision(cfg.precision, device)
     if cfg.compile:
@@ -175,7 +175,7 @@ def build_trainer(cfg: DictConfig, run_dir: Path, device: torch.device,
                                           user={id(cb): name for name, cb in user_callbacks.items()}),
                       parts={"model": ModelState(raw_model, sharded), "optimizer": OptimizerState(raw_model, optimizer, sharded),
                              "scheduler": scheduler,
-                             "scaler": precision.scaler, "data": batches, "faults": faults, "monitor": monitor},
+                             "scaler": ScalerState(precision.scaler), "data": batches, "faults": faults, "monitor": monitor},
                       built=Built(train_set, val_set, recipe, micro_batch, cfg.accum, pick_output, precision, optimizer,
                                   scheduler, evaluator.loss_fn),
                       checkpoints=ShardedCheckpoints(dist) if sharded else FileCheckpoints(dist),

@@ -33,7 +33,7 @@ from harness.diagnosis import diagnose, load_run
 from harness.diagnosis.findings import Finding, Remedy, Restart, Severity
 from harness.diagnosis.live import diagnose_settings
 from harness.errors import ConfigError
-from harness.rundir import CKPT_DIR, stored_objective
+from harness.rundir import BEST_LINK, CKPT_DIR, stored_objective
 
 log = logging.getLogger("harness")
 STORY = "attempts.json"
@@ -117,7 +117,9 @@ def attempt_config(cfg: DictConfig, attempt: dict[str, Any], attempt_dir: Path) 
     new = remedied_config(cfg, attempt["overrides"])
     if attempt["restart_checkpoint"] and not step_checkpoints(attempt_dir):  # copied once, also after a kill
         (attempt_dir / CKPT_DIR).mkdir(parents=True, exist_ok=True)
-        shutil.copy2(attempt["restart_checkpoint"], attempt_dir / CKPT_DIR / f"step_{attempt['restart_step']:08d}.pt")
+        source = Path(attempt["restart_checkpoint"]).resolve()  # best.dcp is a link to its directory
+        target = attempt_dir / CKPT_DIR / f"step_{attempt['restart_step']:08d}{source.suffix}"
+        shutil.copytree(source, target) if source.is_dir() else shutil.copy2(source, target)
     new.resume = "auto" if attempt["number"] > 1 or cfg.resume == "auto" else cfg.resume
     new.diagnose.abort_on = new.diagnose.abort_on or ("remedy" if new.diagnose.live else None)
     return new
@@ -133,13 +135,13 @@ def _next_attempt(attempt: dict[str, Any], sick: Finding, attempt_dir: Path) -> 
 
 def _restart_point(attempt_dir: Path, remedy: Remedy) -> tuple[Path, int] | None:
     """The last checkpoint before the symptom, for a remedy that may continue one: a step
-    checkpoint, or best.pt when the rotation (trainer.keep_last) already removed the older ones."""
+    checkpoint, or best.pt (best.dcp, sharded) when the rotation (trainer.keep_last) already removed the older ones."""
     if remedy.restart is Restart.SCRATCH:
         return None
     steps = [(path, step_of(path)) for path in step_checkpoints(attempt_dir)]
-    best = attempt_dir / CKPT_DIR / "best.pt"
-    if best.is_file():  # its step is inside it
-        steps.append((best, int(load_checkpoint(best)["step"])))
+    for best in (attempt_dir / CKPT_DIR / "best.pt", attempt_dir / CKPT_DIR / BEST_LINK):
+        if best.exists():  # its step is inside it
+            steps.append((best, int(load_checkpoint(best)["step"])))
     before = [(path, step) for path, step in steps if 0 < step and (remedy.before_step is None
                                                                     or step < remedy.before_step)]
     return max(before, key=lambda found: found[1]) if before else None

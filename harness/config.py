@@ -110,11 +110,9 @@ def validate_config(cfg: DictConfig, world_size: int = 1, choices: Mapping[str, 
     validate_clip(cfg.clip, cfg.clip_mode)
     device = resolve_device(str(cfg.device))
     validate_precision_config(cfg.precision, device)
-    parallel = validate_parallel_config(cfg.get("parallel"), world_size, device)
+    parallel = validate_parallel_config(cfg.get("parallel"), world_size, device, cfg.optim.get("_target_"))
     if is_sharded(parallel) and cfg.mode != "train":
         raise ConfigError("parallel", parallel.name, f"none or ddp with mode={cfg.mode} (it runs in one process)")
-    if is_sharded(parallel) and cfg.precision.name == "fp16":
-        raise ConfigError("precision", "fp16", "fp32 or bf16 with parallel=fsdp (bf16 needs no loss scaler)")
     validate_schedule_config(cfg.schedule, cfg.trainer.max_steps)
     validate_optim_config(cfg.optim)
     validate_data_config(cfg.data)

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 import torch
 import torch.distributed as dist
-from omegaconf import DictConfig
+from omegaconf import DictConfig, OmegaConf
 from torch import nn
 
 from harness.distributed import DistInfo
@@ -43,11 +43,15 @@ def parallel_config(cfg: DictConfig | None) -> ParallelConfig:
     return read_typed(cfg, ParallelConfig, "parallel")
 
 
-def validate_parallel_config(cfg: DictConfig | None, world_size: int, device: torch.device) -> ParallelConfig:
+def validate_parallel_config(cfg: DictConfig | None, world_size: int, device: torch.device,
+                             optim_target: str | None = None) -> ParallelConfig:
     settings = parallel_config(cfg)
     if settings.name == "none" and world_size > 1:
         raise ConfigError("parallel", "none", f"ddp or fsdp under torchrun ({world_size} processes would each "
                                               "train a model of their own)")
+    if is_sharded(settings) and optim_target in NOT_ON_SHARDS:
+        raise ConfigError("optim._target_", optim_target, "an optimizer that steps sharded parameters with "
+                                                         "parallel=fsdp: adamw, adam, sgd, lion, lamb or muon")
     if settings.cpu_offload and settings.name == "fsdp" and device.type != "cuda":
         raise ConfigError("parallel.cpu_offload", True, "false on a CPU run (the parameters are on the CPU already)")
     return settings
@@ -55,6 +59,24 @@ def validate_parallel_config(cfg: DictConfig | None, world_size: int, device: to
 
 def is_sharded(settings: ParallelConfig) -> bool:
     return settings.name == "fsdp"
+
+
+# Optimizers that cannot step DTensor parameters: Adafactor's in-place row/column statistics need
+# placement changes DTensor refuses; bitsandbytes' 8-bit kernels take plain CUDA tensors only.
+NOT_ON_SHARDS = ("torch.optim.Adafactor", "bitsandbytes.optim.AdamW8bit")
+FUSED_ON_SHARDS = ("torch.optim.Adam", "torch.optim.AdamW")  # fused kernels DTensor has a sharding strategy for
+
+
+def optimizer_config(optim: DictConfig, settings: ParallelConfig) -> DictConfig:
+    """The optimizer as configured, except that fused=true falls back to the foreach kernels on
+    sharded parameters when DTensor cannot run that fused kernel (SGD's): the guard then reads
+    its verdict on the host instead of skipping on the device."""
+    if not is_sharded(settings) or not optim.get("fused") or optim.get("_target_") in FUSED_ON_SHARDS:
+        return optim
+    log.info("parallel=fsdp: %s has no fused kernel for sharded parameters; optim.fused=false", optim._target_)
+    changed = OmegaConf.create(OmegaConf.to_container(optim, resolve=True))
+    changed.fused = False
+    return changed
 
 
 def class_name(module: nn.Module) -> str:

@@ -61,3 +61,20 @@ def build_precision(cfg: DictConfig, device: torch.device) -> Precision:
         growth_interval=int(cfg.get("growth_interval", 2000)),
     )
     return Precision(cfg.name, device.type, scaler)
+
+
+class ScalerState:
+    """The loss scaler's checkpoint entry. A run resumed with loss scaling switched on or off (the
+    fp16_underflow remedy turns it on mid-run) starts the new scaler fresh: a disabled scaler
+    saves nothing, and an enabled one has no scale to take from it."""
+
+    def __init__(self, scaler: torch.amp.GradScaler) -> None:
+        self.scaler = scaler
+
+    def state_dict(self) -> dict:
+        return self.scaler.state_dict()
+
+    def load_state_dict(self, state: dict) -> None:
+        if state and self.scaler.is_enabled():
+            self.scaler.load_state_dict(state)
+

@@ -21,8 +21,9 @@ import torch
 import torch.distributed as dist
 import torch.distributed.checkpoint as dcp
 from torch import nn
-from torch.distributed.checkpoint.state_dict import (get_model_state_dict, get_optimizer_state_dict,
+from torch.distributed.checkpoint.state_dict import (StateDictOptions, get_model_state_dict, get_optimizer_state_dict,
                                                      set_model_state_dict, set_optimizer_state_dict)
+from torch.distributed.tensor import DTensor
 
 from harness.checkpoint import (SHARDED_KEYS, SHARDED_STATE, SHARDED_SUFFIX, Shards, atomic_torch_save, fsync_dir,
                                 step_checkpoints)
@@ -43,7 +44,9 @@ class ModelState:
         from_shards = isinstance(value, Shards)
         if from_shards:
             value = _read(value, get_model_state_dict(self.model))
-        if self.sharded or from_shards:
+        if self.sharded and not from_shards and not _sharded_values(value):  # an unsharded run's .pt file
+            set_model_state_dict(self.model, value, options=StateDictOptions(full_state_dict=True))
+        elif self.sharded or from_shards:
             set_model_state_dict(self.model, value)
         else:
             self.model.load_state_dict(value)
@@ -71,10 +74,27 @@ class OptimizerState:
             return
         if from_shards:  # the live layout to read into (a fresh optimizer's state is created first)
             value = _read(value, get_optimizer_state_dict(self.model, self.optimizer))
-        if self.sharded or from_shards:
+        if self.sharded and not from_shards and not _sharded_values(value["state"]):  # an unsharded run's .pt
+            set_optimizer_state_dict(self.model, self.optimizer, _by_name(self.model, self.optimizer, value),
+                                     options=StateDictOptions(full_state_dict=True))
+        elif self.sharded or from_shards:
             set_optimizer_state_dict(self.model, self.optimizer, value)
         else:
             self.optimizer.load_state_dict(value)
+
+
+def _sharded_values(state: dict[str, Any]) -> bool:
+    """Whether a state dict holds DTensors (a sharded run's) rather than whole tensors."""
+    leaves = [v for value in state.values() for v in (value.values() if isinstance(value, dict) else [value])]
+    return any(isinstance(v, DTensor) for v in leaves)
+
+
+def _by_name(model: nn.Module, optimizer: torch.optim.Optimizer, state: dict[str, Any]) -> dict[str, Any]:
+    """torch's optimizer.state_dict() numbers parameters in param-group order; DCP's helpers name them."""
+    names = {id(p): name for name, p in model.named_parameters()}
+    order = [names[id(p)] for group in optimizer.param_groups for p in group["params"]]
+    return {"state": {order[i]: v for i, v in state["state"].items()},
+            "param_groups": [{**g, "params": [order[i] for i in g["params"]]} for g in state["param_groups"]]}
 
 
 def _holds_state(path: Path) -> bool:

@@ -25,7 +25,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 SMALL_GPT = {"vocab_size": 96, "block_size": 64, "n_layer": 4, "n_head": 4, "n_embd": 128}
-GPT2_124M = {"vocab_size": 50257, "block_size": 1024, "n_layer": 12, "n_head": 12, "n_embd": 768}
+GPT2_124M = {"vocab_size": 50257, "block_size": 1024, "n_layer": 12, "n_head": 12, "n_embd": 768,
+             "tie_embeddings": True}
 TRAIN_GPT = ["model=gpt", "data=stdlib", "model.n_layer=4", "model.n_head=4", "model.n_embd=128",
              "model.block_size=64", "batch_size=16", "logger=none", "diagnose=false", "trainer.log_every=10",
              "trainer.eval_every=1000", "trainer.ckpt_every=1000"]
@@ -49,7 +50,10 @@ def measure_bytes(parallel: str, sizes: dict, on_meta: bool) -> dict[str, int]:
     torch.manual_seed(0)
     with torch.device("meta" if on_meta else "cpu"):
         model = GPT(GPTConfig(**sizes))
-    wrapped = parallelize(model, parallel_config({"name": parallel}), "fp32", torch.device("cpu"), info)
+    if on_meta and parallel == "ddp":  # DDP keeps the whole model on every rank (and cannot broadcast meta tensors)
+        wrapped = model
+    else:
+        wrapped = parallelize(model, parallel_config({"name": parallel}), "fp32", torch.device("cpu"), info)
     params = [p for p in model.parameters() if p.requires_grad]
     param_bytes = local_bytes(params)
     if on_meta:  # AdamW allocates exp_avg and exp_avg_sq like each parameter (shard), and the grads match it
@@ -78,7 +82,7 @@ def worker() -> None:
     if dist.get_rank() == 0:
         print(json.dumps(rows), flush=True)
     dist.barrier()
-    dist.destroy_process_group()
+    os._exit(0)  # gloo's teardown after DDP and FSDP modules can abort the process; the results are out
 
 
 def torchrun(ranks: int, args: list[str], cwd: Path) -> str:

@@ -67,16 +67,17 @@ def test_healed_means_no_critical_finding_and_a_loss_within_ten_percent_of_the_c
     assert not bench.healed({"best_val_loss": 1.0, "critical": [], "error": "exit 1: boom"}, cured)
 
 
-def test_a_real_invocation_heals_a_summed_accumulation_and_rescoring_reproduces_it(tmp_path):
+def test_a_real_invocation_heals_a_preset_and_rescoring_reproduces_it(tmp_path):
     out = tmp_path / "bench"
-    cmd = [sys.executable, str(ROOT / "scripts" / "bench_remedy.py"), "--only", "accum_sum/mlp", "--out", str(out)]
+    cmd = [sys.executable, str(ROOT / "scripts" / "bench_remedy.py"), "--only", "preset/accum_sum", "--out", str(out)]
     done = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr[-3000:]
     results = json.loads((out / "results.json").read_text())
     (row,) = results["sick"]
-    assert row["name"] == "accum_sum/mlp-sgd-accum8" and row["remedies"][0] == ["accum_reduction=mean"]
+    assert row["name"] == "preset/accum_sum" and row["remedies"] == [["accum_reduction=mean"]]
     assert row["verdict"] == "healed" and row["healed"] and not row["fine_without"]
-    assert 1.0 < row["compute"] <= 1.0 + len(row["remedies"])  # attempt 1 stopped early; later ones at most a run
+    assert row["loss_auto"] <= 1.1 * row["loss_cured"] < row["loss_given"]
+    assert 1.0 < row["compute"] <= 2.0  # attempt 1 stopped at its first eval; attempt 2 continued a checkpoint
     summary = json.loads((out / row["name"] / "auto" / "summary.json").read_text())
     trained = sum(a["steps"] - (a["restart_step"] or 0) for a in summary["attempts"])
     assert trained == round(row["compute"] * summary["max_steps"])

@@ -36,7 +36,7 @@ def test_summed_micro_batch_gradients_are_averaged_before_the_lr_is_touched():
 
 
 def test_a_pinned_clip_goes_to_the_norms_90th_percentile_and_at_least_10x():
-    assert unpin_clip(run_with(), 1e-4, 0.33).overrides == ("clip=0.33",)
+    assert unpin_clip(run_with(), 1e-4, 3.3).overrides == ("clip=3.3",)
     assert unpin_clip(run_with(), 0.5, 0.6).overrides == ("clip=5",)
 
 
@@ -64,6 +64,21 @@ def test_model_remedies_start_over_and_only_name_keys_the_model_has():
     assert clear_gradient_path(run_with(model={"_target_": mlp, "activation": "relu", "residual": False})).overrides == \
         ("model.residual=true",)
     assert clear_gradient_path(run_with(model={"_target_": "mymodels.Net"})) is None  # a user model: a person decides
+
+
+def test_a_plain_cnn_without_norm_gets_its_residuals_and_batch_norm_back():
+    plain = run_with(model={"_target_": "harness.models.resnet.ResNet", "residual": False, "norm": "none"})
+    assert clear_gradient_path(plain).overrides == ("model.residual=true", "model.norm=batch")
+
+
+def test_a_slow_run_gets_the_lr_factor_its_update_ratio_falls_short_by_between_3x_and_10x():
+    assert faster_updates(run_with(), update_ratio=2e-4).overrides == ("optim.lr=0.15",)  # 5x
+    assert faster_updates(run_with(), update_ratio=1e-6).overrides == ("optim.lr=0.3",)  # capped at 10x
+    assert faster_updates(run_with(), update_ratio=8e-4).overrides == ("optim.lr=0.09",)  # at least 3x
+
+
+def test_a_pinned_clip_is_raised_to_at_least_the_usual_1():
+    assert unpin_clip(run_with(), 0.01, 0.2).overrides == ("clip=1",)
 
 
 def test_a_user_model_gets_no_architecture_remedy_even_when_the_mlp_option_left_its_keys_in_the_config():

@@ -96,10 +96,37 @@ def main() -> None:
     result["monitor_keys_equal"] = stats["plain"].keys() == stats["sharded"].keys()
     result["monitor"] = max(abs(stats["plain"][k] - stats["sharded"][k]) for k in stats["plain"])
     result["monitor_metrics"] = len(stats["plain"])
+    result["fp16_scales"] = fp16_scales(info, x[mine], y[mine])
     if info.rank == 0:
         print(json.dumps(result), flush=True)
     dist.barrier()
     dist.destroy_process_group()
+
+
+def fp16_scales(info, x: torch.Tensor, y: torch.Tensor) -> list[list[float]]:
+    """precision=fp16 on shards: bf16-style parameters in fp16, GradScaler on DTensor gradients. An
+    overflow on rank 1 only (step 2) must back the scale off on both ranks alike. Every rank's
+    scales, step by step."""
+    torch.manual_seed(1)
+    model = Net()
+    parallelize(model, parallel_config({"name": "fsdp"}), "fp16", torch.device("cpu"), info)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3, fused=True)
+    scaler = torch.amp.GradScaler("cpu")
+    scales = []
+    for step in range(4):
+        with torch.autocast("cpu", dtype=torch.float16):
+            loss = nn.functional.cross_entropy(model(x).float(), y)
+        if step == 2 and info.rank == 1:
+            loss = loss * float("inf")
+        scaler.scale(loss).backward()
+        scaler.unscale_(optimizer)
+        scaler.step(optimizer)
+        scaler.update()
+        optimizer.zero_grad(set_to_none=True)
+        scales.append(scaler.get_scale())
+    gathered: list = [None] * info.world_size
+    dist.all_gather_object(gathered, scales)
+    return gathered
 
 
 def _unclipped(x: torch.Tensor, y: torch.Tensor) -> list[torch.Tensor]:

@@ -390,4 +390,4 @@ def slow_progress(run: RunData) -> Finding | None:
     return Finding("slow_progress", Severity.WARNING, "the run is learning, but far too slowly",
                    "; ".join(parts) + ".",
                    f"raise optim.lr{now} 3-10x (`mode=lr_find` suggests one); check that clip and the schedule's "
-                   "floor are not holding the updates down; or train longer (trainer.max_steps).", faster_updates(run))
+                   "floor are not holding the updates down; or train longer (trainer.max_steps).", faster_updates(run, ratio))
