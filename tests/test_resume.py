@@ -80,3 +80,16 @@ def test_a_resume_with_another_lr_or_weight_decay_trains_with_the_configs_values
     assert logged[6] == pytest.approx(0.01) and logged[7] == pytest.approx(0.001) and logged[12] == pytest.approx(0.001)
     groups = final_state(run)["optimizer"]["param_groups"]
     assert {g["weight_decay"] for g in groups} <= {0.0, 0.05} and 0.05 in {g["weight_decay"] for g in groups}
+
+
+@pytest.mark.parametrize("before,after", [("false", "true"), ("true", "false")])
+def test_a_resume_that_turns_loss_scaling_on_or_off_starts_the_scaler_fresh(tmp_path, before, after):
+    """The fp16_underflow remedy continues a checkpoint with loss scaling on: a disabled scaler
+    saved nothing for the enabled one to load (and the other way round there is nothing to take)."""
+    overrides = [*MODELS["mlp"], *COMMON, "precision=fp16", "logger=none"]
+    run = tmp_path / "run"
+    train([*overrides, f"precision.loss_scaling={before}", "trainer.stop_after=6"], run)
+    _, summary = train([*overrides, f"precision.loss_scaling={after}", "resume=auto"], run)
+    assert summary["status"] == "completed" and summary["steps"] == 12
+    scaler = final_state(run)["scaler"]
+    assert bool(scaler) is (after == "true")  # the scaler the run finished with
