@@ -133,7 +133,7 @@ def build_trainer(cfg: DictConfig, run_dir: Path, device: torch.device,
     batches = TrainBatches(train_set, recipe, loader, stream, dist.rank, dist.world_size, cfg.accum, cfg.seed)
     evaluator = build_evaluator(cfg, raw_model=raw_model, model=model, pick_output=pick_output, precision=precision,
                                 train_set=train_set, val_set=val_set, meta=meta, recipe=recipe, loader=loader,
-                                micro_batch=micro_batch, device=device, dist=dist)
+                                micro_batch=micro_batch, device=device, dist=dist, sharded=sharded)
     guard, faults = Guard(cfg.guard, dist, device), FaultInjector(cfg.fault, dist.rank)
     monitor = Monitor(cfg.monitor, raw_model, cfg.trainer.max_steps, dist)
     clip = ClipSettings(float(cfg.clip) if cfg.clip else 0.0, cfg.clip_mode, cfg.accum_reduction == "mean")
@@ -214,19 +214,31 @@ def build_trainer(cfg: DictConfig, run_dir: Path, device: torch.device,
 
 def build_evaluator(cfg: DictConfig, *, raw_model: nn.Module, model: nn.Module, pick_output: OutputPicker,
                     precision: Precision, train_set: Dataset, val_set: Dataset, meta: DataMeta, recipe: BatchRecipe,
-                    loader: LoaderSettings, micro_batch: int, device: torch.device, dist: DistInfo) -> Evaluator:
+                    loader: LoaderSettings, micro_batch: int, device: torch.device, dist: DistInfo,
+                    sharded: bool = False) -> Evaluator:
     """The same validation samples at every eval, each rank its share; plus training samples in
     eval mode for models whose eval mode differs (batch norm, dropout)."""
     count = cfg.trainer.eval_batches * micro_batch * dist.world_size
-    eval_sample = eval_indices(len(val_set), count)
+    eval_sample = _equal_shares(eval_indices(len(val_set), count), dist, sharded)
     eval_share = eval_sample.tensor_split(dist.world_size)[dist.rank]
     prior = {"val_prior_loss": prior_loss(val_set, meta, eval_sample),
              "val_majority_share": majority_share(val_set, meta, eval_sample), "eval_samples": len(eval_sample)}
     val_batches = EvalBatches(val_set, recipe, loader, eval_share, micro_batch, cfg.seed)
     train_batches = None
     if behaves_differently_in_eval(raw_model):
-        train_share = eval_indices(len(train_set), count).tensor_split(dist.world_size)[dist.rank]
+        train_share = _equal_shares(eval_indices(len(train_set), count), dist, sharded).tensor_split(
+            dist.world_size)[dist.rank]
         train_batches = EvalBatches(train_set, recipe, loader, train_share, micro_batch, cfg.seed, "train")
     return Evaluator(model=model, pick_output=pick_output, precision=precision,
                      loss_fn=partial(compute_loss, task=meta.task, ignore_index=meta.ignore_index), meta=meta,
                      batches=val_batches, train_batches=train_batches, prior=prior, device=device, dist=dist)
+
+
+def _equal_shares(sample: torch.Tensor, dist: DistInfo, sharded: bool) -> torch.Tensor:
+    """A sharded model's forward is a collective, so every rank must evaluate as many batches: a
+    split smaller than the eval sample is trimmed to a multiple of the world size (a rank with one
+    batch more would wait for the others forever)."""
+    if not sharded:
+        return sample
+    return sample[:len(sample) - len(sample) % dist.world_size]
+

@@ -56,6 +56,7 @@ def test_cases_pass_the_harness_config_checks(case):
     validate_config(compose_cfg(list(case.overrides)))
 
 
+@pytest.mark.slow  # ~25 s; the catalogue's configs pass the harness's checks in the default suite (above)
 def test_scoring_and_a_real_invocation(tmp_path):
     """Four lion cases of the dev part train in their own processes; results.json scores them, and
     --rescore reproduces the score from the run directories alone."""

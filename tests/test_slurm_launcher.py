@@ -196,6 +196,7 @@ def test_stopping_the_sweeper_cancels_its_jobs(slurm, tmp_path):
     assert not (sweep / "2").exists()  # nothing new was queued after the stop
 
 
+@pytest.mark.slow  # ~30 s; a sweep's jobs and their cancellation run in the default suite
 def test_a_sweeper_killed_with_jobs_running_is_rerun_and_waits_for_them_without_duplicates(slurm, tmp_path):
     import optuna
 
@@ -245,6 +246,7 @@ def test_a_single_run_is_submitted_as_one_job_and_returns_or_waits(slurm, tmp_pa
     assert "batch_size=7" in one_line_error(refused, "batch_size") and not (tmp_path / "refused").exists()
 
 
+@pytest.mark.slow  # ~40 s; a one-process trial's requeue runs in the default suite
 def test_a_two_process_trial_runs_torchrun_inside_its_one_job_and_survives_a_requeue(slurm, tmp_path):
     sweep = tmp_path / "sweep"
     steps = ["model.width=256", "trainer.max_steps=1500", "trainer.ckpt_every=100", "trainer.log_every=50"]

@@ -128,6 +128,7 @@ def test_wandb_offline_keeps_the_history_in_the_run_dir(tmp_path):
     assert [(s, v) for s, v in history if v is not None] == expected
 
 
+@pytest.mark.slow  # ~16 s; MLflow's sweep test covers the parent/child filing in the default suite
 def test_wandb_files_a_sweeps_trials_in_one_group(tmp_path):
     pytest.importorskip("wandb", reason="the wandb extra is not installed")
     env = {k: v for k, v in os.environ.items() if not k.startswith("WANDB_")}
