@@ -30,6 +30,7 @@ from harness.checkpoint import (SHARDED_KEYS, SHARDED_STATE, SHARDED_SUFFIX, Sha
 from harness.distributed import DistInfo
 from harness.rundir import BEST_LINK, CKPT_DIR
 
+
 class ModelState:
     """The model's entry of a checkpoint: its own state dict (unsharded runs, today's files), or
     DCP's sharded one (fsdp); loads either kind into any layout."""
