@@ -32,6 +32,7 @@ from harness.config_keys import CONF_DIR
 from harness.diagnosis import diagnose, load_run
 from harness.diagnosis.findings import Finding, Remedy, Restart, Severity
 from harness.diagnosis.live import diagnose_settings
+from harness.distributed import DistInfo, barrier, broadcast_object
 from harness.errors import ConfigError
 from harness.rundir import BEST_LINK, CKPT_DIR, stored_objective
 
@@ -42,8 +43,10 @@ ATTEMPTS = "attempts"
 TrainOne = Callable[[DictConfig, Path], Any]  # trains one attempt's config in its run dir; returns the objective
 
 
-def run_attempts(cfg: DictConfig, run_dir: Path, train_one: TrainOne) -> Any:
-    """Train attempt after attempt until one ends without a critical finding to remedy."""
+def run_attempts(cfg: DictConfig, run_dir: Path, train_one: TrainOne, dist: DistInfo = DistInfo()) -> Any:
+    """Train attempt after attempt until one ends without a critical finding to remedy. Under
+    torchrun every rank trains each attempt; rank 0 judges it and writes the story, and every
+    rank follows its verdict."""
     settings = diagnose_settings(cfg.diagnose)
     story = _load_story(run_dir) if cfg.resume == "auto" else None
     if story is None:
@@ -51,41 +54,53 @@ def run_attempts(cfg: DictConfig, run_dir: Path, train_one: TrainOne) -> Any:
     elif story["verdict"] is not None:
         log.info("%s: the remedies are done (%s); nothing was changed", run_dir, story["verdict"])
         return stored_objective(run_dir / ATTEMPTS / str(len(story["attempts"])))
-    while True:
+    while story["verdict"] is None:
         attempt = story["attempts"][-1]
         attempt_dir = run_dir / ATTEMPTS / str(attempt["number"])
-        _save(run_dir, story)  # before it starts: a kill from here on resumes this attempt
-        objective = train_one(attempt_config(cfg, attempt, attempt_dir), attempt_dir)
-        findings = diagnose(load_run(attempt_dir))
-        summary = json.loads((attempt_dir / "summary.json").read_text())
-        attempt.update(status=summary["status"], steps=summary["steps"], best_val_loss=summary["best_val_loss"],
-                       final_train_loss=summary["final_train_loss"],
-                       critical=[f.name for f in findings if f.severity is Severity.CRITICAL])
-        applied = [a["remedy"]["overrides"] for a in story["attempts"] if a.get("remedy")]
-        sick = next((f for f in findings if f.severity is Severity.CRITICAL and f.remedy
-                     and list(f.remedy.overrides) not in applied), None)
-        if sick is None:
-            story["verdict"] = "sick" if attempt["critical"] else ("healed" if applied else "healthy")
-            break
-        attempt.update(finding=sick.name, remedy=_remedy_record(sick.remedy))
-        if len(applied) >= story["max_attempts"]:
-            story["verdict"] = "sick"
-            log.warning("remedy: %s after %d remedies; the run stops as sick", sick.name, len(applied))
-            break
-        following = _next_attempt(attempt, sick, attempt_dir)
-        refused = _refused(cfg, following["overrides"])
-        if refused is not None:  # e.g. a key the user's own model does not take
-            attempt["remedy"]["refused"] = refused
-            story["verdict"] = "sick"
-            log.warning("remedy: %s names %s, which this run's config refuses (%s); the run stops as sick",
-                        sick.name, " ".join(sick.remedy.overrides), refused)
-            break
-        story["attempts"].append(following)
-        log.warning("remedy: attempt %d found %s; attempt %d starts %s with %s", attempt["number"], sick.name,
-                    attempt["number"] + 1, story["attempts"][-1]["restart"], " ".join(sick.remedy.overrides))
-    _save(run_dir, story)
-    _write_top(run_dir, story)
+        if dist.is_main:
+            _save(run_dir, story)  # before it starts: a kill from here on resumes this attempt
+        objective = train_one(attempt_config(cfg, attempt, attempt_dir, dist), attempt_dir)
+        barrier(dist)  # rank 0's summary.json and metrics are complete
+        if dist.is_main:
+            _judge(cfg, story, attempt_dir, dist.world_size)
+        story = broadcast_object(story, dist)
+    if dist.is_main:
+        _save(run_dir, story)
+        _write_top(run_dir, story)
+    barrier(dist)
     return objective
+
+
+def _judge(cfg: DictConfig, story: dict[str, Any], attempt_dir: Path, world_size: int) -> None:
+    """The diagnosis of the attempt that just ended: the story gets its verdict, or the next attempt."""
+    attempt = story["attempts"][-1]
+    findings = diagnose(load_run(attempt_dir))
+    summary = json.loads((attempt_dir / "summary.json").read_text())
+    attempt.update(status=summary["status"], steps=summary["steps"], best_val_loss=summary["best_val_loss"],
+                   final_train_loss=summary["final_train_loss"],
+                   critical=[f.name for f in findings if f.severity is Severity.CRITICAL])
+    applied = [a["remedy"]["overrides"] for a in story["attempts"] if a.get("remedy")]
+    sick = next((f for f in findings if f.severity is Severity.CRITICAL and f.remedy
+                 and list(f.remedy.overrides) not in applied), None)
+    if sick is None:
+        story["verdict"] = "sick" if attempt["critical"] else ("healed" if applied else "healthy")
+        return
+    attempt.update(finding=sick.name, remedy=_remedy_record(sick.remedy))
+    if len(applied) >= story["max_attempts"]:
+        story["verdict"] = "sick"
+        log.warning("remedy: %s after %d remedies; the run stops as sick", sick.name, len(applied))
+        return
+    following = _next_attempt(attempt, sick, attempt_dir)
+    refused = _refused(cfg, following["overrides"], world_size)
+    if refused is not None:  # e.g. a key the user's own model does not take
+        attempt["remedy"]["refused"] = refused
+        story["verdict"] = "sick"
+        log.warning("remedy: %s names %s, which this run's config refuses (%s); the run stops as sick",
+                    sick.name, " ".join(sick.remedy.overrides), refused)
+        return
+    story["attempts"].append(following)
+    log.warning("remedy: attempt %d found %s; attempt %d starts %s with %s", attempt["number"], sick.name,
+                attempt["number"] + 1, following["restart"], " ".join(sick.remedy.overrides))
 
 
 def remedied_config(cfg: DictConfig, overrides: list[str]) -> DictConfig:
@@ -102,24 +117,26 @@ def remedied_config(cfg: DictConfig, overrides: list[str]) -> DictConfig:
     return new
 
 
-def _refused(cfg: DictConfig, overrides: list[str]) -> str | None:
+def _refused(cfg: DictConfig, overrides: list[str], world_size: int) -> str | None:
     """Why the config checks refuse these remedies, before anything of the next attempt is written."""
     try:
-        validate_config(remedied_config(cfg, overrides))
+        validate_config(remedied_config(cfg, overrides), world_size)
     except ConfigError as err:
         return str(err)
     return None
 
 
-def attempt_config(cfg: DictConfig, attempt: dict[str, Any], attempt_dir: Path) -> DictConfig:
+def attempt_config(cfg: DictConfig, attempt: dict[str, Any], attempt_dir: Path,
+                   dist: DistInfo = DistInfo()) -> DictConfig:
     """The run's config with this attempt's remedies applied; it resumes whatever its dir holds (a
-    checkpoint copied from the attempt before, or its own after a kill)."""
+    checkpoint copied from the attempt before by rank 0, or its own after a kill)."""
     new = remedied_config(cfg, attempt["overrides"])
-    if attempt["restart_checkpoint"] and not step_checkpoints(attempt_dir):  # copied once, also after a kill
+    if dist.is_main and attempt["restart_checkpoint"] and not step_checkpoints(attempt_dir):  # once, also after a kill
         (attempt_dir / CKPT_DIR).mkdir(parents=True, exist_ok=True)
         source = Path(attempt["restart_checkpoint"]).resolve()  # best.dcp is a link to its directory
         target = attempt_dir / CKPT_DIR / f"step_{attempt['restart_step']:08d}{source.suffix}"
         shutil.copytree(source, target) if source.is_dir() else shutil.copy2(source, target)
+    barrier(dist)  # the copy is in place before any rank looks for it
     new.resume = "auto" if attempt["number"] > 1 or cfg.resume == "auto" else cfg.resume
     new.diagnose.abort_on = new.diagnose.abort_on or ("remedy" if new.diagnose.live else None)
     return new

@@ -83,6 +83,15 @@ def all_gather_objects(obj: object, info: DistInfo) -> list:
     return gathered
 
 
+def broadcast_object(obj: object, info: DistInfo) -> object:
+    """Rank 0's `obj` on every rank (a collective: all ranks must call it)."""
+    if not info.enabled:
+        return obj
+    box = [obj]
+    dist.broadcast_object_list(box, src=0)
+    return box[0]
+
+
 def any_rank(flag: bool, info: DistInfo, device: torch.device) -> bool:
     """True on every rank when it is True on at least one (a collective)."""
     if not info.enabled:

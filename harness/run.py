@@ -72,8 +72,7 @@ def run(cfg: DictConfig, run_dir: Path | None = None) -> Any:
     if dist.is_main:
         claim_run_dir(run_dir, cfg.resume, cfg.overwrite)
     resume_from = find_resume_checkpoint(cfg.resume, run_dir)
-    if dist.enabled and device.type == "cuda":
-        device = torch.device("cuda", dist.local_rank)
+    device = rank_device(device, dist)
     if cfg.mode == "lr_find":
         from harness.lr_find import run_lr_find
 
@@ -83,8 +82,6 @@ def run(cfg: DictConfig, run_dir: Path | None = None) -> Any:
 
         return run_doctor(cfg, run_dir, device)
     remedies = diagnose_settings(cfg.diagnose).remedy == "auto"
-    if remedies and dist.enabled:
-        raise ConfigError("diagnose.remedy", "auto", "off under torchrun: attempts run as one process for now")
     if not remedies and cfg.resume == "auto" and resume_from is not None and \
             resume_from[1]["step"] >= cfg.trainer.max_steps:
         return already_complete(cfg, run_dir, resume_from[1]["step"], dist)
@@ -92,7 +89,8 @@ def run(cfg: DictConfig, run_dir: Path | None = None) -> Any:
     init_process_group(dist, device, single=is_sharded(parallel_config(cfg.get("parallel"))))
     try:
         if remedies:
-            return run_attempts(cfg, run_dir, lambda attempt_cfg, attempt_dir: _attempt(attempt_cfg, attempt_dir, dist))
+            return run_attempts(cfg, run_dir, lambda attempt_cfg, attempt_dir: _attempt(attempt_cfg, attempt_dir, dist),
+                                dist)
         objective = _train(cfg, run_dir, device, dist, resume_from)
         barrier(dist)  # rank 0 may still be writing summary.json and the report
         return objective
@@ -103,11 +101,16 @@ def run(cfg: DictConfig, run_dir: Path | None = None) -> Any:
 def _attempt(cfg: DictConfig, run_dir: Path, dist: DistInfo) -> Any:
     """One attempt of diagnose.remedy=auto: an ordinary run in its own dir, checked like any run
     (a remedy's overrides pass the same checks as the user's)."""
-    device = validate_config(cfg, dist.world_size, hydra_choices())
+    device = rank_device(validate_config(cfg, dist.world_size, hydra_choices()), dist)
     resume_from = find_resume_checkpoint(cfg.resume, run_dir)
     if resume_from is not None and resume_from[1]["step"] >= cfg.trainer.max_steps:
         return already_complete(cfg, run_dir, resume_from[1]["step"], dist)
     return _train(cfg, run_dir, device, dist, resume_from)
+
+
+def rank_device(device: torch.device, dist: DistInfo) -> torch.device:
+    """Under torchrun each rank takes the GPU of its local rank."""
+    return torch.device("cuda", dist.local_rank) if dist.enabled and device.type == "cuda" else device
 
 
 def already_complete(cfg: DictConfig, run_dir: Path, step: int, dist: DistInfo) -> Any:

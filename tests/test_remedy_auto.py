@@ -10,7 +10,7 @@ import time
 
 import torch
 
-from conftest import ROOT, one_line_error, run_cli, train
+from conftest import ROOT, one_line_error, run_cli, torchrun, train
 
 AUTO = ["diagnose.remedy=auto", "diagnose.report=false"]
 
@@ -68,6 +68,18 @@ def test_a_remedy_the_config_checks_refuse_stops_the_run_as_sick_before_anything
     assert "model.no_such_key" in attempt["remedy"]["refused"]
     assert not (tmp_path / "run" / "attempts" / "2").exists()
     assert "refused: " in (tmp_path / "run" / "report.md").read_text()
+
+
+def test_under_torchrun_every_rank_follows_rank_0s_verdict_and_a_sharded_checkpoint_is_continued(tmp_path):
+    """2 ranks, parallel=fsdp: rank 0 judges each attempt and writes the story; both ranks train the
+    next attempt from a copy of the step-10 .dcp checkpoint."""
+    torchrun(["experiment=pathology/accum_sum", "parallel=fsdp", "trainer.ckpt_every=10", "trainer.keep_last=10",
+              "logger=none", *AUTO, f"hydra.run.dir={tmp_path / 'run'}"], cwd=tmp_path)
+    first, second = story(tmp_path / "run")["attempts"]
+    assert first["remedy"]["overrides"] == ["accum_reduction=mean"] and second["restart_step"] == 10
+    assert second["status"] == "completed" and story(tmp_path / "run")["verdict"] == "healed"
+    assert (tmp_path / "run" / "attempts" / "2" / "checkpoints" / "step_00000010.dcp" / ".metadata").is_file()
+    assert json.loads((tmp_path / "run" / "summary.json").read_text())["remedy_verdict"] == "healed"
 
 
 def test_a_run_killed_during_an_attempt_resumes_it_exactly(tmp_path):
