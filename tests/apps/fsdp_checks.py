@@ -5,6 +5,7 @@ largest difference of its per-layer statistics."""
 from __future__ import annotations
 
 import json
+import os
 import sys
 from pathlib import Path
 
@@ -100,7 +101,7 @@ def main() -> None:
     if info.rank == 0:
         print(json.dumps(result), flush=True)
     dist.barrier()
-    dist.destroy_process_group()
+    os._exit(0)  # gloo's teardown after FSDP can abort the process ("terminate called"); train.py exits alike
 
 
 def fp16_scales(info, x: torch.Tensor, y: torch.Tensor) -> list[list[float]]:
