@@ -12,10 +12,9 @@ import math
 
 import torch
 from torch import nn
-from torch.distributed.tensor import DTensor
 
 from harness.errors import ConfigError
-from harness.shards import local, tensor_norms
+from harness.shards import is_dtensor, local, tensor_norms
 from harness.validation import is_number
 
 MODES = ("norm", "value", "layer", "adaptive")
@@ -40,7 +39,7 @@ def global_grad_norm(params: list[nn.Parameter]) -> torch.Tensor:
     if not grads:
         return torch.zeros(())
     norm = nn.utils.get_total_norm(grads, foreach=True)
-    return norm.full_tensor() if isinstance(norm, DTensor) else norm
+    return norm.full_tensor() if is_dtensor(norm) else norm
 
 
 def clip_gradients(params: list[nn.Parameter], mode: str, clip: float, total_norm: torch.Tensor) -> None:

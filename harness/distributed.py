@@ -9,6 +9,8 @@ import torch
 import torch.distributed as dist
 from torch import nn
 
+from harness.shards import is_fsdp_module
+
 
 @dataclass(frozen=True)
 class DistInfo:
@@ -104,9 +106,7 @@ def any_rank(flag: bool, info: DistInfo, device: torch.device) -> bool:
 def gradient_sync(model: nn.Module, sync: bool) -> contextlib.AbstractContextManager:
     """DDP all-reduces (FSDP reduce-scatters) gradients in backward; skip that on all but the
     last micro-batch, whose backward reduces what the earlier ones accumulated."""
-    from torch.distributed.fsdp import FSDPModule
-
-    if isinstance(model, FSDPModule):
+    if is_fsdp_module(model):
         model.set_requires_gradient_sync(sync)
     if sync or not isinstance(model, nn.parallel.DistributedDataParallel):
         return contextlib.nullcontext()

@@ -23,6 +23,7 @@ from torch import nn
 
 from harness.distributed import DistInfo
 from harness.errors import ConfigError
+from harness.shards import fsdp_module_class, is_fsdp_module
 from harness.typed_config import one_of, read_typed, setting
 
 log = logging.getLogger("harness")
@@ -52,7 +53,7 @@ def validate_parallel_config(cfg: DictConfig | None, world_size: int, device: to
     if is_sharded(settings) and optim_target in NOT_ON_SHARDS:
         raise ConfigError("optim._target_", optim_target, "an optimizer that steps sharded parameters with "
                                                          "parallel=fsdp: adamw, adam, sgd, lion, lamb or muon")
-    if settings.cpu_offload and settings.name == "fsdp" and device.type != "cuda":
+    if settings.cpu_offload and is_sharded(settings) and device.type != "cuda":
         raise ConfigError("parallel.cpu_offload", True, "false on a CPU run (the parameters are on the CPU already)")
     return settings
 
@@ -82,10 +83,8 @@ def optimizer_config(optim: DictConfig, settings: ParallelConfig) -> DictConfig:
 def class_name(module: nn.Module) -> str:
     """The module's own class name: fully_shard swaps a sharded module's class for a subclass
     named FSDP<Name>, which the diagnosis, the logs and parallel.wrap must not see."""
-    from torch.distributed.fsdp import FSDPModule
-
-    if isinstance(module, FSDPModule):
-        return next(base for base in type(module).__bases__ if base is not FSDPModule).__name__
+    if is_fsdp_module(module):
+        return next(base for base in type(module).__bases__ if base is not fsdp_module_class()).__name__
     return type(module).__name__
 
 
@@ -108,7 +107,7 @@ def check_wrap(model: nn.Module, settings: ParallelConfig) -> None:
 def parallelize(raw_model: nn.Module, settings: ParallelConfig, precision: str, device: torch.device,
                 dist_info: DistInfo) -> nn.Module:
     """The model the step runs: DDP around it, or the same module sharded in place (fsdp)."""
-    if settings.name == "fsdp":
+    if is_sharded(settings):
         return _fully_shard(raw_model, settings, precision)
     if dist_info.enabled:
         return nn.parallel.DistributedDataParallel(raw_model, device_ids=[device.index] if device.type == "cuda"

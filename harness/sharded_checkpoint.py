@@ -19,16 +19,28 @@ from typing import Any
 
 import torch
 import torch.distributed as dist
-import torch.distributed.checkpoint as dcp
 from torch import nn
-from torch.distributed.checkpoint.state_dict import (StateDictOptions, get_model_state_dict, get_optimizer_state_dict,
-                                                     set_model_state_dict, set_optimizer_state_dict)
-from torch.distributed.tensor import DTensor
 
 from harness.checkpoint import (SHARDED_KEYS, SHARDED_STATE, SHARDED_SUFFIX, Shards, atomic_torch_save, fsync_dir,
                                 step_checkpoints)
 from harness.distributed import DistInfo
 from harness.rundir import BEST_LINK, CKPT_DIR
+from harness.shards import sharded
+
+
+def _dcp() -> Any:
+    """torch.distributed.checkpoint, imported on first use: a run that shards nothing and resumes no
+    .dcp checkpoint never pays its import (nor torch.distributed.tensor's, ~0.7 s: see shards.py)."""
+    import torch.distributed.checkpoint as dcp
+
+    return dcp
+
+
+def _helpers() -> Any:
+    """DCP's state-dict helpers (fully qualified names, DTensor shards), imported on first use."""
+    from torch.distributed.checkpoint import state_dict
+
+    return state_dict
 
 
 class ModelState:
@@ -39,18 +51,17 @@ class ModelState:
         self.model, self.sharded = model, sharded
 
     def state_dict(self) -> dict[str, Any]:
-        return get_model_state_dict(self.model) if self.sharded else self.model.state_dict()
+        return _helpers().get_model_state_dict(self.model) if self.sharded else self.model.state_dict()
 
     def load_state_dict(self, value: Any) -> None:
-        from_shards = isinstance(value, Shards)
-        if from_shards:
-            value = _read(value, get_model_state_dict(self.model))
-        if self.sharded and not from_shards and not _sharded_values(value):  # an unsharded run's .pt file
-            set_model_state_dict(self.model, value, options=StateDictOptions(full_state_dict=True))
-        elif self.sharded or from_shards:
-            set_model_state_dict(self.model, value)
-        else:
-            self.model.load_state_dict(value)
+        if not (self.sharded or isinstance(value, Shards)):
+            self.model.load_state_dict(value)  # an unsharded run's own entry
+            return
+        api = _helpers()
+        if isinstance(value, Shards):
+            value = _read(value, api.get_model_state_dict(self.model))
+        whole = self.sharded and not _sharded_values(value)  # an unsharded run's .pt into shards
+        api.set_model_state_dict(self.model, value, options=api.StateDictOptions(full_state_dict=whole))
 
 
 class OptimizerState:
@@ -66,28 +77,30 @@ class OptimizerState:
             # Before the first update there is nothing to shard, and get_optimizer_state_dict would
             # create the state with a zero-LR step(): AdamW's step count would then be one ahead.
             return {"state": {}, "param_groups": []}
-        return get_optimizer_state_dict(self.model, self.optimizer)
+        return _helpers().get_optimizer_state_dict(self.model, self.optimizer)
 
     def load_state_dict(self, value: Any) -> None:
         from_shards = isinstance(value, Shards)
-        if (not _holds_state(value.path)) if from_shards else not value["state"]:
+        if not (self.sharded or from_shards):
+            self.optimizer.load_state_dict(value)  # an unsharded run's own entry
+            return
+        if not (_holds_state(value.path) if from_shards else value["state"]):
             self.optimizer.state.clear()  # a checkpoint from before the first update; the config's groups stand
             return
+        api = _helpers()
         if from_shards:  # the live layout to read into (a fresh optimizer's state is created first)
-            value = _read(value, get_optimizer_state_dict(self.model, self.optimizer))
-        if self.sharded and not from_shards and not _sharded_values(value["state"]):  # an unsharded run's .pt
-            set_optimizer_state_dict(self.model, self.optimizer, _by_name(self.model, self.optimizer, value),
-                                     options=StateDictOptions(full_state_dict=True))
-        elif self.sharded or from_shards:
-            set_optimizer_state_dict(self.model, self.optimizer, value)
-        else:
-            self.optimizer.load_state_dict(value)
+            value = _read(value, api.get_optimizer_state_dict(self.model, self.optimizer))
+        whole = self.sharded and not _sharded_values(value["state"])  # an unsharded run's .pt into shards
+        if whole:
+            value = _by_name(self.model, self.optimizer, value)
+        api.set_optimizer_state_dict(self.model, self.optimizer, value,
+                                     options=api.StateDictOptions(full_state_dict=whole))
 
 
 def _sharded_values(state: dict[str, Any]) -> bool:
     """Whether a state dict holds DTensors (a sharded run's) rather than whole tensors."""
     leaves = [v for value in state.values() for v in (value.values() if isinstance(value, dict) else [value])]
-    return any(isinstance(v, DTensor) for v in leaves)
+    return sharded(leaves)
 
 
 def _by_name(model: nn.Module, optimizer: torch.optim.Optimizer, state: dict[str, Any]) -> dict[str, Any]:
@@ -100,14 +113,14 @@ def _by_name(model: nn.Module, optimizer: torch.optim.Optimizer, state: dict[str
 
 def _holds_state(path: Path) -> bool:
     """Whether a sharded checkpoint holds optimizer state (not one taken before the first update)."""
-    keys = dcp.FileSystemReader(str(path)).read_metadata().state_dict_metadata
+    keys = _dcp().FileSystemReader(str(path)).read_metadata().state_dict_metadata
     return any(key.startswith("optimizer.state.") for key in keys)
 
 
 def _read(shards: Shards, target: dict[str, Any]) -> dict[str, Any]:
     """Fill `target` (the live layout: sharded or whole tensors) from the checkpoint; DCP reshards."""
     wrapped = {shards.key: target}
-    dcp.load(wrapped, checkpoint_id=str(shards.path))
+    _dcp().load(wrapped, checkpoint_id=str(shards.path))
     return wrapped[shards.key]
 
 
@@ -146,7 +159,7 @@ class ShardedCheckpoints:
             shutil.rmtree(tmp, ignore_errors=True)
             tmp.mkdir(parents=True)
         _barrier(self.dist)
-        dcp.save({key: state[key] for key in SHARDED_KEYS}, checkpoint_id=str(tmp))
+        _dcp().save({key: state[key] for key in SHARDED_KEYS}, checkpoint_id=str(tmp))
         if self.dist.is_main:
             atomic_torch_save({k: v for k, v in state.items() if k not in SHARDED_KEYS}, tmp / SHARDED_STATE)
         _barrier(self.dist)  # every rank's shards are on disk
