@@ -23,9 +23,8 @@ from typing import IO, Any, Protocol
 import numpy as np
 import torch
 
-from harness.rundir import CKPT_DIR
-
 from harness.distributed import DistInfo
+from harness.rundir import CKPT_DIR
 
 STEP_PATTERN = re.compile(r"step_(\d{8})\.(pt|dcp)$")
 SHARDED_SUFFIX = ".dcp"
@@ -136,6 +135,11 @@ class Shards:
 
     path: Path
     key: str
+
+
+def is_sharded_checkpoint(path: Path) -> bool:
+    """A sharded run's checkpoint: a .dcp directory (finished or not: load_checkpoint tells)."""
+    return path.suffix == SHARDED_SUFFIX and path.is_dir()
 
 
 def load_checkpoint(path: Path) -> dict[str, Any]:

@@ -10,7 +10,7 @@ from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
 from harness.callbacks.user import validate_callbacks_config
-from harness.checkpoint import SHARDED_SUFFIX
+from harness.checkpoint import is_sharded_checkpoint
 from harness.clipping import validate_clip
 from harness.config_keys import check_known_keys
 from harness.data import validate_data_config
@@ -76,7 +76,7 @@ def validate_resume(resume: object) -> None:
     if resume in (None, "auto"):
         return
     path = Path(str(resume))
-    if not (path.is_file() or (path / "checkpoints").is_dir() or path.suffix == SHARDED_SUFFIX and path.is_dir()):
+    if not (path.is_file() or (path / "checkpoints").is_dir() or is_sharded_checkpoint(path)):
         raise ConfigError("resume", resume, "null, auto, a run directory holding checkpoints/, a checkpoint .pt file "
                                             "or a sharded checkpoint's .dcp directory")
 

@@ -11,7 +11,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from harness.assembly import build_trainer
 from harness.attempts import run_attempts
-from harness.checkpoint import SHARDED_SUFFIX, atomic_json_dump, latest_valid_checkpoint, load_checkpoint
+from harness.checkpoint import atomic_json_dump, is_sharded_checkpoint, latest_valid_checkpoint, load_checkpoint
 from harness.config import validate_config
 from harness.diagnosis.live import diagnose_settings
 from harness.distributed import DistInfo, barrier, destroy_process_group, dist_info_from_env, init_process_group
@@ -44,7 +44,7 @@ def find_resume_checkpoint(resume: str | None, run_dir: Path) -> tuple[Path, dic
     if resume == "auto":
         return latest_valid_checkpoint(run_dir)
     path = Path(resume)
-    if path.is_file() or path.suffix == SHARDED_SUFFIX and path.is_dir():
+    if path.is_file() or is_sharded_checkpoint(path):
         try:
             return path, load_checkpoint(path)
         except Exception as err:  # noqa: BLE001 - any unreadable file is the same user error

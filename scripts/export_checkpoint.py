@@ -17,16 +17,16 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from harness.checkpoint import SHARDED_STATE, atomic_torch_save, load_checkpoint  # noqa: E402
+from harness.checkpoint import atomic_torch_save, is_sharded_checkpoint, load_checkpoint  # noqa: E402
 from harness.cli import fail  # noqa: E402
 from harness.errors import ConfigError  # noqa: E402
 
 
-def export(source: Path, target: Path, with_optimizer: bool) -> dict:
+def export(source: Path, rest: dict, target: Path, with_optimizer: bool) -> dict:
+    """`source`'s tensors, whole, with `rest` (its unsharded state: the step and the config)."""
     import torch
     from torch.distributed.checkpoint.format_utils import dcp_to_torch_save
 
-    rest = load_checkpoint(source)  # checks that it is a finished sharded checkpoint
     with tempfile.TemporaryDirectory() as tmp:
         whole = Path(tmp) / "whole.pt"
         dcp_to_torch_save(source, whole)
@@ -45,12 +45,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--with-optimizer", action="store_true", help="also the optimizer state")
     args = parser.parse_args(argv)
     source = args.checkpoint.resolve()
-    if not (source.is_dir() and (source / ".metadata").is_file() and (source / SHARDED_STATE).is_file()):
-        fail(ConfigError("checkpoint", str(args.checkpoint), "a finished .dcp checkpoint directory of a parallel=fsdp "
-                                                             "run (it holds .metadata and state.pt)"))
+    refused = ConfigError("checkpoint", str(args.checkpoint), "a finished .dcp checkpoint directory of a "
+                                                               "parallel=fsdp run (it holds .metadata and state.pt)")
     if args.out.exists():
         fail(ConfigError("out", str(args.out), "a path that does not exist yet (nothing is overwritten)"))
-    exported = export(source, args.out, args.with_optimizer)
+    if not is_sharded_checkpoint(source):
+        fail(refused)
+    try:
+        rest = load_checkpoint(source)
+    except OSError:  # no .metadata or no state.pt: a write that a kill interrupted
+        fail(refused)
+    exported = export(source, rest, args.out, args.with_optimizer)
     n = sum(t.numel() for t in exported["model"].values())
     print(f"{args.out}: {len(exported['model'])} tensors, {n / 1e6:.2f}M parameters, step {exported['step']}")
     return 0

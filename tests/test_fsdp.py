@@ -79,6 +79,25 @@ def test_fsdp_with_accumulation_and_clipping_equals_one_process(tmp_path):
     assert all(torch.equal(plain["model"][k], whole[k]) for k in whole)
 
 
+@pytest.mark.parametrize("what", ["missing", "unfinished", "a .pt file", "existing out"])
+def test_export_refuses_what_is_not_a_finished_sharded_checkpoint_in_one_line(tmp_path, what):
+    checkpoint, out = tmp_path / "step_00000010.dcp", tmp_path / "out.pt"
+    if what == "unfinished":
+        checkpoint.mkdir()  # a write that a kill interrupted: no .metadata, no state.pt
+    elif what == "a .pt file":
+        checkpoint = tmp_path / "step_00000010.pt"
+        torch.save({"model": {}}, checkpoint)
+    elif what == "existing out":
+        out.write_bytes(b"an earlier export")
+    done = subprocess.run([sys.executable, str(ROOT / "scripts" / "export_checkpoint.py"), str(checkpoint), str(out)],
+                          capture_output=True, text=True, timeout=120)
+    if what == "existing out":
+        assert "a path that does not exist yet" in one_line_error(done, "out")
+        assert out.read_bytes() == b"an earlier export"
+    else:
+        assert "a finished .dcp checkpoint directory" in one_line_error(done, "checkpoint") and not out.exists()
+
+
 def test_every_clip_mode_and_the_monitor_agree_with_the_unsharded_model(tmp_path):
     done = torchrun([], cwd=tmp_path, script=ROOT / "tests" / "apps" / "fsdp_checks.py")
     result = json.loads(done.stdout.strip().splitlines()[-1])
