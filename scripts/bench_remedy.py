@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import statistics
 import subprocess
@@ -182,10 +183,16 @@ def jobs(sick: list[Sick], healthy: list[Sick]) -> list[tuple[str, str, tuple[st
 
 # --- scoring ---------------------------------------------------------------------------------
 
+def ranked_loss(loss: float | None) -> float:
+    """A best val loss to compare: a run that diverged before its first eval (None) or whose loss
+    is NaN ranks below every run with a finite loss. Where an unstable run first blows up depends
+    on the CPU's kernels, so a sick run without a val loss is a result, not a gap."""
+    return loss if loss is not None and math.isfinite(loss) else math.inf
+
+
 def healed(run: dict, cured: dict) -> bool:
-    loss, reference = run.get("best_val_loss"), cured.get("best_val_loss")
-    return (not run.get("error") and not run.get("critical") and loss is not None and reference is not None
-            and loss == loss and loss <= HEALED_WITHIN * reference)
+    loss, reference = ranked_loss(run.get("best_val_loss")), ranked_loss(cured.get("best_val_loss"))
+    return not run.get("error") and not run.get("critical") and loss <= HEALED_WITHIN * reference < math.inf
 
 
 def score(sick: list[Sick], healthy: list[Sick], results: dict[str, dict[str, dict]]) -> dict:
@@ -265,6 +272,8 @@ def _miss(r: dict) -> str:
 
 
 def _num(value: float | None) -> str:
+    """A number for the tables; a missing one is a dash (a sick run without a val loss diverged
+    before its first eval)."""
     return "—" if value is None else f"{value:.3g}"
 
 

@@ -51,6 +51,21 @@ def wait_for_plots(run_dir: Path, timeout: float = 90.0) -> str:
     return report
 
 
+# How long a test waits for an event (a step logged, a file written, a job ended) before it fails:
+# generous, since a slow or busy machine is one users have; reaching it fails the test, it never
+# lets the test go on as if the event had happened.
+EVENT_TIMEOUT_S = 300.0
+
+
+def wait_until(condition, what: str, timeout: float = EVENT_TIMEOUT_S) -> None:
+    """Poll `condition` until it holds; fail naming `what` if it does not within `timeout` s."""
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            pytest.fail(f"timed out after {timeout:.0f} s waiting for {what}")
+        time.sleep(0.05)
+
+
 def run_cli(args: list[str], cwd: Path = ROOT, timeout: float = 300, env: dict | None = None):
     """`python train.py ARGS` as a user types it."""
     return subprocess.run([sys.executable, str(ROOT / "train.py"), *args], cwd=cwd, capture_output=True,

@@ -14,6 +14,8 @@ from harness.config import validate_config
 sys.path.insert(0, str(ROOT / "scripts"))
 import bench_remedy as bench  # noqa: E402
 
+pytestmark = pytest.mark.trajectory  # follows unstable runs: checked under other kernels too (docs/testing.md)
+
 SICK = bench.sick_runs(3, bench.DEFAULT_DRAW)
 HEALTHY = bench.healthy_runs(12, bench.DEFAULT_DRAW)
 
@@ -65,6 +67,15 @@ def test_healed_means_no_critical_finding_and_a_loss_within_ten_percent_of_the_c
     assert not bench.healed({"best_val_loss": float("nan"), "critical": []}, cured)
     assert not bench.healed({"best_val_loss": None, "critical": []}, cured)
     assert not bench.healed({"best_val_loss": 1.0, "critical": [], "error": "exit 1: boom"}, cured)
+    assert not bench.healed({"best_val_loss": 1.0, "critical": []}, {"best_val_loss": None})  # no reference
+
+
+def test_a_run_without_a_val_loss_ranks_below_every_finite_loss():
+    """Where an unstable run first blows up depends on the CPU's kernels: one that diverged before its
+    first eval has no val loss, and compares as worse than any run that has one."""
+    assert bench.ranked_loss(None) > bench.ranked_loss(1e30) > bench.ranked_loss(1.0)
+    assert bench.ranked_loss(float("nan")) == bench.ranked_loss(None) == float("inf")
+    assert bench._num(None) == "—"
 
 
 def test_a_real_invocation_heals_a_preset_and_rescoring_reproduces_it(tmp_path):
@@ -76,11 +87,16 @@ def test_a_real_invocation_heals_a_preset_and_rescoring_reproduces_it(tmp_path):
     (row,) = results["sick"]
     assert row["name"] == "preset/accum_sum" and row["remedies"] == [["accum_reduction=mean"]]
     assert row["verdict"] == "healed" and row["healed"] and not row["fine_without"]
-    assert row["loss_auto"] <= 1.1 * row["loss_cured"] < row["loss_given"]
-    assert 1.0 < row["compute"] <= 2.0  # attempt 1 stopped at its first eval; attempt 2 continued a checkpoint
+    # The run as given diverges on every CPU, before its first eval (no val loss) on some kernels
+    assert row["loss_auto"] <= 1.1 * row["loss_cured"] < bench.ranked_loss(row["loss_given"])
     summary = json.loads((out / row["name"] / "auto" / "summary.json").read_text())
-    trained = sum(a["steps"] - (a["restart_step"] or 0) for a in summary["attempts"])
-    assert trained == round(row["compute"] * summary["max_steps"])
+    first, second = summary["attempts"]
+    # attempt 1 stopped early (at its first eval, or where it diverged); attempt 2 continued the
+    # checkpoint before its symptom where one was written, else started over
+    assert first["steps"] < summary["max_steps"] and second["steps"] == summary["max_steps"]
+    assert second["restart_step"] in (None, *range(50, first["steps"] + 1, 50))  # checkpoints at every eval
+    trained = first["steps"] + second["steps"] - (second["restart_step"] or 0)
+    assert trained == round(row["compute"] * summary["max_steps"]) and 1.0 < row["compute"] < 2.0
     assert "sick runs healed: 1/1" in (out / "results.md").read_text()
     rescored = subprocess.run([*cmd, "--rescore"], capture_output=True, text=True, timeout=300)
     assert rescored.returncode == 0, rescored.stderr[-3000:]

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from conftest import ROOT, run_dirs, torchrun, train
+from conftest import ROOT, run_dirs, torchrun, train, wait_until
 from harness.checkpoint import load_checkpoint, step_checkpoints
 from harness.tracking import read_metrics
 
@@ -61,20 +61,22 @@ def test_sigterm_under_torchrun_checkpoints_and_resume_is_exact(tmp_path):
     """A preemption at an arbitrary moment: the ranks agree to stop at a step boundary, save,
     and the resumed run ends bit-for-bit where an uninterrupted one does."""
     import signal
-    import time
 
     args = [*MLP, "trainer.max_steps=400", "trainer.eval_every=100", "trainer.ckpt_every=100", "model.dropout=0.1"]
     torchrun([*args, "hydra.run.dir=straight"], cwd=tmp_path)
     cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2",
            str(ROOT / "train.py"), *args, "hydra.run.dir=pieces"]
     proc = subprocess.Popen(cmd, cwd=tmp_path, env={**os.environ, "OMP_NUM_THREADS": "1"},
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
     metrics = tmp_path / "pieces" / "metrics.jsonl"
-    deadline = time.time() + 120
-    while time.time() < deadline and (not metrics.exists() or len(metrics.read_text().splitlines()) < 30):
-        time.sleep(0.2)
-    proc.send_signal(signal.SIGTERM)  # what a scheduler sends before it takes the machine back
-    proc.wait(timeout=120)
+    try:
+        wait_until(lambda: metrics.exists() and len(metrics.read_text().splitlines()) >= 30, "30 metrics rows")
+        proc.send_signal(signal.SIGTERM)  # what a scheduler sends before it takes the machine back
+        proc.wait(timeout=120)
+    finally:
+        if proc.poll() is None:  # the test failed: torchrun and its ranks go with it
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
     import json
 
     first = json.loads((tmp_path / "pieces" / "summary.json").read_text())

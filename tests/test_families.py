@@ -82,6 +82,25 @@ def test_rnn_maps_tokens_to_next_token_logits(cell):
     assert torch.allclose(model(changed)[:, :6], out[:, :6])
 
 
+@pytest.mark.parametrize("cell", ["lstm", "gru", "rnn"])
+def test_recurrent_gain_sets_every_gates_recurrent_spectral_radius(cell):
+    """Orthogonal x gain: every singular value of each gate's hidden-to-hidden block is the gain."""
+    overrides = ["model=rnn", f"model.cell={cell}", "model.hidden=16", "model.n_embd=8", "model.n_layer=2"]
+    meta = DataMeta("lm", vocab_size=50, block_size=12)
+    model = build_model(compose_cfg([*overrides, "model.recurrent_gain=2.0"]).model, meta)
+    for layer in range(2):
+        for block in getattr(model.rnn, f"weight_hh_l{layer}").split(16):
+            assert torch.allclose(torch.linalg.svdvals(block), torch.full((16,), 2.0), atol=1e-5)
+    default = build_model(compose_cfg(overrides).model, meta)  # torch's own uniform init: no fixed radius
+    assert not torch.allclose(torch.linalg.svdvals(default.rnn.weight_hh_l0.split(16)[0]), torch.full((16,), 2.0))
+
+
+def test_a_recurrent_gain_that_is_not_positive_is_one_line(tmp_path):
+    line = one_line_error(run_cli(["model=rnn", "model.recurrent_gain=0", "debug=smoke",
+                                   f"hydra.run.dir={tmp_path / 'run'}"]), "model.recurrent_gain")
+    assert "null or a number > 0" in line and not (tmp_path / "run").exists()
+
+
 FAMILIES = {"resnet": TINY_RESNET, "rnn": ["model=rnn", "model.hidden=32", "model.n_embd=16", "model.block_size=16"]}
 OPTIMIZERS = sorted(p.stem for p in (CONF / "optim").glob("*.yaml") if p.stem != "adamw8bit")  # 8bit: CUDA extra
 

@@ -9,14 +9,13 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
 import torch
 from torch.distributed.checkpoint.format_utils import dcp_to_torch_save
 
-from conftest import ROOT, compose_cfg, one_line_error, run_cli, torchrun, train
+from conftest import ROOT, compose_cfg, one_line_error, run_cli, torchrun, train, wait_until
 from harness.checkpoint import load_checkpoint, step_checkpoints
 from harness.config import validate_config
 from harness.errors import ConfigError
@@ -142,11 +141,11 @@ def test_kill_9_then_resume_is_exact_and_one_process_resumes_a_two_rank_checkpoi
            str(ROOT / "train.py"), *args, "hydra.run.dir=pieces"]
     proc = subprocess.Popen(cmd, cwd=tmp_path, env={**os.environ, "OMP_NUM_THREADS": "1"},
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
-    deadline = time.time() + 120
-    while time.time() < deadline and not (tmp_path / "pieces" / "checkpoints" / "step_00000050.dcp").exists():
-        time.sleep(0.1)
-    os.killpg(proc.pid, signal.SIGKILL)  # torchrun and both ranks at once, mid-step
-    proc.wait(timeout=60)
+    try:
+        wait_until((tmp_path / "pieces" / "checkpoints" / "step_00000050.dcp").exists, "the step-50 checkpoint")
+    finally:
+        os.killpg(proc.pid, signal.SIGKILL)  # torchrun and both ranks at once, mid-step
+        proc.wait(timeout=60)
     assert not (tmp_path / "pieces" / "summary.json").exists()
     single = tmp_path / "single"  # one process takes over the 2-rank checkpoint of step 50
     train([*MLP, "trainer.max_steps=100", "trainer.log_every=10", "trainer.eval_every=50", "trainer.ckpt_every=25",

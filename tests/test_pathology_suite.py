@@ -15,6 +15,8 @@ from harness.config import validate_config
 sys.path.insert(0, str(ROOT / "scripts"))
 import pathology_suite as suite  # noqa: E402
 
+pytestmark = pytest.mark.trajectory  # follows unstable runs: checked under other kernels too (docs/testing.md)
+
 CASES = suite.catalogue()
 
 

@@ -7,18 +7,20 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shlex
 import shutil
 import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 import torch
 
-from conftest import ROOT, one_line_error, run_cli
+from conftest import EVENT_TIMEOUT_S, ROOT, one_line_error, run_cli, wait_until
 
 CLUSTER_SCRIPT = ROOT / "scripts" / "slurm_local_cluster.sh"
 TRIAL = ["model=mlp", "data=synthetic", "logger=none", "diagnose=false", "trainer.eval_every=500"]
@@ -48,10 +50,43 @@ def _jobs(trial_dir: Path) -> list[str]:
     return [line.split()[0] for line in (trial_dir / "slurm_jobs.txt").read_text().splitlines()]
 
 
+def _queued() -> set[str]:
+    return set(subprocess.run(["squeue", "-h", "-o", "%i"], capture_output=True, text=True).stdout.split())
+
+
+def _log_has(path: Path, text: str) -> Callable[[], bool]:
+    return lambda: path.is_file() and text in path.read_text()
+
+
+@pytest.fixture
+def cleanup(tmp_path) -> Iterator[list[subprocess.Popen]]:
+    """Processes a test starts go in this list; however the test ends, they and every SLURM job
+    submitted under tmp_path are stopped, so a failed test leaves no sweeper submitting trials and
+    no job holding the cluster's cores for the tests after it."""
+    started: list[subprocess.Popen] = []
+    yield started
+    for proc in started:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)  # each runs in a session of its own
+            proc.wait()
+    listed = {line.split()[0] for f in tmp_path.rglob("slurm_jobs.txt") for line in f.read_text().splitlines()}
+    listed |= {m.group(1) for f in tmp_path.rglob(".submitit/*") if (m := re.match(r"(\d+)_", f.name))}
+    if listed:
+        subprocess.run(["scancel", *sorted(listed)], capture_output=True)
+
+
+def _start(cleanup: list[subprocess.Popen], args: list[str], cwd: Path, **popen) -> subprocess.Popen:
+    """`python train.py ARGS` in a session of its own, stopped by `cleanup` if still running."""
+    proc = subprocess.Popen([sys.executable, str(ROOT / "train.py"), *args], cwd=cwd, start_new_session=True,
+                            **popen)
+    cleanup.append(proc)
+    return proc
+
+
 def _start_when_requeued(job: str) -> None:
     """SLURM holds a requeued job back for a while before it may start again; a test has no
     minutes to spare."""
-    deadline = time.monotonic() + 60
+    deadline = time.monotonic() + EVENT_TIMEOUT_S
     while time.monotonic() < deadline:
         state = subprocess.run(["squeue", "-h", "-j", job, "-o", "%T"], capture_output=True, text=True).stdout.strip()
         if state == "PENDING":
@@ -86,18 +121,16 @@ def test_each_trial_is_its_own_slurm_job_and_max_parallel_caps_the_jobs_in_fligh
     assert in_flight == 2
 
 
-def test_a_job_signalled_before_its_limit_is_requeued_as_the_same_trial_and_ends_with_the_same_weights(slurm, tmp_path):
+def test_a_job_signalled_before_its_limit_is_requeued_as_the_same_trial_and_ends_with_the_same_weights(slurm, tmp_path,
+                                                                                                      cleanup):
     steps = ["model.width=256", "trainer.max_steps=3000", "trainer.ckpt_every=200", "trainer.log_every=50",
              "trainer.eval_every=1000"]
     sweep = tmp_path / "sweep"
     command = ["-m", *SLURM, "hydra.sweeper.n_trials=1", "optim.lr=choice(0.003)", *TRIAL, *steps,
                f"hydra.sweep.dir={sweep}"]
-    sweeper = subprocess.Popen([sys.executable, str(ROOT / "train.py"), *command], cwd=tmp_path,
-                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    sweeper = _start(cleanup, command, tmp_path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     log = sweep / "0" / "train.log"
-    deadline = time.monotonic() + 120
-    while time.monotonic() < deadline and not (log.is_file() and "step 500/3000" in log.read_text()):
-        time.sleep(0.5)
+    wait_until(_log_has(log, "step 500/3000"), "the trial's step 500")
     (first,) = _jobs(sweep / "0")
     subprocess.run(["scancel", "-s", "USR2", first], check=True)  # what SLURM sends signal_delay_s before the limit
     _start_when_requeued(first)
@@ -176,45 +209,37 @@ def test_a_job_command_resumes_itself_leaves_the_sweeper_pid_out_and_runs_torchr
     assert "hydra.run.dir='/sweep/3'" in shlex.split(launch)  # quoted for the shell
 
 
-def test_stopping_the_sweeper_cancels_its_jobs(slurm, tmp_path):
+def test_stopping_the_sweeper_cancels_its_jobs(slurm, tmp_path, cleanup):
     sweep = tmp_path / "sweep"
     command = ["-m", *SLURM, "hydra.sweeper.n_trials=4", "hydra.sweeper.n_jobs=2", "optim.lr=interval(1e-3,1e-2)",
                *TRIAL, "model.width=256", "trainer.max_steps=100000", f"hydra.sweep.dir={sweep}"]
-    sweeper = subprocess.Popen([sys.executable, str(ROOT / "train.py"), *command], cwd=tmp_path,
-                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    deadline = time.monotonic() + 120
-    while time.monotonic() < deadline and not all((sweep / str(n) / "train.log").is_file() for n in range(2)):
-        time.sleep(0.5)
-    jobs = [job for n in range(2) for job in _jobs(sweep / str(n))]
+    sweeper = _start(cleanup, command, tmp_path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    for n in range(2):  # both trials are training inside their jobs
+        wait_until(_log_has(sweep / str(n) / "train.log", "step "), f"trial {n}'s first logged step")
+    jobs = {job for n in range(2) for job in _jobs(sweep / str(n))}
     sweeper.send_signal(signal.SIGINT)  # Ctrl-C
-    output, _ = sweeper.communicate(timeout=120)
-    deadline, listed = time.monotonic() + 60, set(jobs)
-    while time.monotonic() < deadline and set(jobs) & listed:  # cancelled jobs take a moment to leave squeue
-        time.sleep(1)
-        listed = set(subprocess.run(["squeue", "-h", "-o", "%i"], capture_output=True, text=True).stdout.split())
-    assert jobs and not set(jobs) & listed, output[-2000:]
+    output, _ = sweeper.communicate(timeout=EVENT_TIMEOUT_S)
+    wait_until(lambda: not jobs & _queued(), "the cancelled jobs to leave squeue")
+    assert len(jobs) == 2 and sweeper.returncode == 130, output[-2000:]
     assert not (sweep / "2").exists()  # nothing new was queued after the stop
 
 
 @pytest.mark.slow  # ~30 s; a sweep's jobs and their cancellation run in the default suite
-def test_a_sweeper_killed_with_jobs_running_is_rerun_and_waits_for_them_without_duplicates(slurm, tmp_path):
+def test_a_sweeper_killed_with_jobs_running_is_rerun_and_waits_for_them_without_duplicates(slurm, tmp_path, cleanup):
     import optuna
 
     sweep = tmp_path / "sweep"
-    command = [sys.executable, str(ROOT / "train.py"), "-m", *SLURM, "hydra.sweeper.n_trials=3",
-               "hydra.sweeper.n_jobs=2", "optim.lr=interval(1e-3,1e-2)", *TRIAL, "model.width=256",
-               "trainer.max_steps=3000", f"hydra.sweep.dir={sweep}"]
-    first = subprocess.Popen(command, cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    deadline = time.monotonic() + 120
-    while time.monotonic() < deadline and not all((sweep / str(n) / "train.log").is_file() for n in range(2)):
-        time.sleep(0.5)
+    command = ["-m", *SLURM, "hydra.sweeper.n_trials=3", "hydra.sweeper.n_jobs=2", "optim.lr=interval(1e-3,1e-2)",
+               *TRIAL, "model.width=256", "trainer.max_steps=3000", f"hydra.sweep.dir={sweep}"]
+    first = _start(cleanup, command, tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    for n in range(2):
+        wait_until(_log_has(sweep / str(n) / "train.log", "step "), f"trial {n}'s first logged step")
     first.kill()  # SIGKILL: no chance to cancel anything
     first.wait()
     running = [job for n in range(2) for job in _jobs(sweep / str(n))]
-    listed = subprocess.run(["squeue", "-h", "-o", "%i"], capture_output=True, text=True).stdout.split()
-    assert len(running) == 2 and set(running) <= set(listed)  # the jobs outlive their sweeper
-    rerun = subprocess.run(command, cwd=tmp_path, capture_output=True, text=True, timeout=600)
-    output = rerun.stdout + rerun.stderr
+    assert len(running) == 2 and set(running) <= _queued()  # the jobs outlive their sweeper
+    rerun = _start(cleanup, command, tmp_path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    output, _ = rerun.communicate(timeout=600)
     assert rerun.returncode == 0, output[-3000:]
     assert "still have their jobs: waiting for them" in output
     assert all(_jobs(sweep / str(n)) == [running[n]] for n in range(2))  # waited for, not submitted again
@@ -227,17 +252,14 @@ def test_a_sweeper_killed_with_jobs_running_is_rerun_and_waits_for_them_without_
     assert sum(len(_jobs(sweep / str(t.number))) for t in done) == 3  # one job per trial, none twice
 
 
-def test_a_single_run_is_submitted_as_one_job_and_returns_or_waits(slurm, tmp_path):
+def test_a_single_run_is_submitted_as_one_job_and_returns_or_waits(slurm, tmp_path, cleanup):
     run = ["hydra/launcher=slurm", "hydra.launcher.partition=debug", *TRIAL, "trainer.max_steps=50"]
     queued = run_cli([*run, f"hydra.run.dir={tmp_path / 'queued'}"], cwd=tmp_path)
     assert queued.returncode == 0, queued.stderr[-2000:]
     job = queued.stdout.split("submitted SLURM job ", 1)[1].split(";")[0]
     assert f"log {tmp_path / 'queued' / '.submitit' / f'{job}_0_log.out'}" in queued.stdout
-    summary = tmp_path / "queued" / "summary.json"
-    deadline = time.monotonic() + 120
-    while time.monotonic() < deadline and not summary.is_file():
-        time.sleep(0.5)
-    assert json.loads(summary.read_text())["status"] == "completed"
+    wait_until(lambda: job not in _queued(), f"job {job} to end")
+    assert json.loads((tmp_path / "queued" / "summary.json").read_text())["status"] == "completed"
     assert f"running as SLURM job {job} on " in (tmp_path / "queued" / "train.log").read_text()
     waited = run_cli([*run, "hydra.launcher.wait=true", f"hydra.run.dir={tmp_path / 'waited'}"], cwd=tmp_path)
     assert waited.returncode == 0 and "ended with exit code 0" in waited.stdout, waited.stderr[-2000:]
@@ -247,17 +269,15 @@ def test_a_single_run_is_submitted_as_one_job_and_returns_or_waits(slurm, tmp_pa
 
 
 @pytest.mark.slow  # ~40 s; a one-process trial's requeue runs in the default suite
-def test_a_two_process_trial_runs_torchrun_inside_its_one_job_and_survives_a_requeue(slurm, tmp_path):
+def test_a_two_process_trial_runs_torchrun_inside_its_one_job_and_survives_a_requeue(slurm, tmp_path, cleanup):
     sweep = tmp_path / "sweep"
     steps = ["model.width=256", "trainer.max_steps=1500", "trainer.ckpt_every=100", "trainer.log_every=50"]
-    sweeper = subprocess.Popen(
-        [sys.executable, str(ROOT / "train.py"), "-m", *SLURM, "hydra.launcher.tasks_per_node=2",
-         "hydra.launcher.cpus_per_task=2", "hydra.sweeper.n_trials=1", "optim.lr=choice(0.003)", *TRIAL, *steps,
-         f"hydra.sweep.dir={sweep}"], cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    sweeper = _start(cleanup, ["-m", *SLURM, "hydra.launcher.tasks_per_node=2", "hydra.launcher.cpus_per_task=2",
+                               "hydra.sweeper.n_trials=1", "optim.lr=choice(0.003)", *TRIAL, *steps,
+                               f"hydra.sweep.dir={sweep}"], tmp_path, stdout=subprocess.PIPE,
+                     stderr=subprocess.STDOUT, text=True)
     log = sweep / "0" / "train.log"
-    deadline = time.monotonic() + 120
-    while time.monotonic() < deadline and not (log.is_file() and "step 200/1500" in log.read_text()):
-        time.sleep(0.5)
+    wait_until(_log_has(log, "step 200/1500"), "the trial's step 200")
     (job,) = _jobs(sweep / "0")
     subprocess.run(["scancel", "-s", "USR2", job], check=True)
     _start_when_requeued(job)

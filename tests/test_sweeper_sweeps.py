@@ -5,14 +5,13 @@ from __future__ import annotations
 import itertools
 import json
 import signal
-import time
 from pathlib import Path
 
-import pytest
 from optuna.distributions import FloatDistribution
 from optuna.trial import TrialState
 
-from apps.sweep_helpers import load_study, mid_sweep, run_sweep, start_sweep
+from apps.sweep_helpers import held, load_study, run_sweep, start_sweep
+from conftest import wait_until
 
 DONE = (TrialState.COMPLETE, TrialState.PRUNED, TrialState.FAIL)
 
@@ -78,33 +77,40 @@ def test_pruner_stops_bad_learning_rates_early(tmp_path: Path) -> None:
 
 
 def test_ctrl_c_stops_cleanly_and_the_same_command_resumes(tmp_path: Path) -> None:
+    """Ctrl-C while trial 0 has finished and trials 1 and 2 are held at the gate: mid-sweep for
+    as long as the test needs, however fast or slow the machine."""
+    gate = tmp_path / "gate"
     args = ("hydra/sweeper/sampler=random", "hydra.sweeper.seed=0", "hydra.sweeper.n_trials=4",
-            "hydra.sweeper.n_jobs=2", "sleep_s=0.5", "x=interval(0,1)")
+            "hydra.sweeper.n_jobs=2", "x=interval(0,1)", f"gate={gate}", "gated_from=1")
     sweep = start_sweep(tmp_path, *args)
-    _wait_for(lambda: mid_sweep(tmp_path))
+    wait_until(lambda: held(tmp_path, 2), "trial 0 done and two trials held at the gate")
     sweep.send_signal(signal.SIGINT)
     out, _ = sweep.communicate(timeout=60)
     assert sweep.returncode == 130, out
     first = load_study(tmp_path).trials
     assert not [t for t in first if t.state == TrialState.RUNNING]
+    assert [t.state for t in first if t.number == 0] == [TrialState.COMPLETE]
     interrupted = [t for t in first if t.user_attrs.get("reason") == "interrupted"]
-    assert interrupted and all(t.state == TrialState.FAIL for t in interrupted)
+    assert {1, 2} <= {t.number for t in interrupted} and all(t.state == TrialState.FAIL for t in interrupted)
 
+    gate.touch()
     run_sweep(tmp_path, *args)
     trials = load_study(tmp_path).trials
     done = [t for t in trials if t.state in DONE and t.user_attrs.get("reason") != "interrupted"]
-    assert len(done) == 4
+    assert len(done) == 4 and 0 in {t.number for t in done}  # trial 0 counted, not run again
     assert [t.number for t in trials] == list(range(len(trials)))  # numbering continued
 
 
 def test_killed_grid_sweep_resumes_without_losing_or_repeating_a_combination(tmp_path: Path) -> None:
     """The search space comes from a preset (hparams_search/fake_grid.yaml: 2 x 2, n_jobs=2)."""
-    args = ("+hparams_search=fake_grid", "sleep_s=0.5")
+    gate = tmp_path / "gate"
+    args = ("+hparams_search=fake_grid", f"gate={gate}", "gated_from=1")
     sweep = start_sweep(tmp_path, *args)
-    _wait_for(lambda: mid_sweep(tmp_path))
+    wait_until(lambda: held(tmp_path, 2), "trial 0 done and two trials held at the gate")
     sweep.kill()  # SIGKILL: no chance to clean up, trials are left RUNNING
     sweep.wait(timeout=30)
 
+    gate.touch()
     rerun = run_sweep(tmp_path, *args)
     assert "left running by a killed sweep" in rerun.stdout + rerun.stderr
     trials = load_study(tmp_path).trials
@@ -132,10 +138,3 @@ def test_multi_objective_sweep_saves_the_pareto_front(tmp_path: Path) -> None:
     front = result["pareto_front"]
     assert front and all(len(t["values"]) == 2 for t in front)
 
-
-def _wait_for(condition, timeout: float = 60.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            pytest.fail("timed out waiting for the sweep")
-        time.sleep(0.05)

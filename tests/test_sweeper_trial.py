@@ -13,6 +13,7 @@ import optuna
 import pytest
 
 from apps.sweep_helpers import run_sweep, start_sweep
+from conftest import wait_until
 from harness import trial as trial_env
 from harness.trial import TrialReporter, build_pruner, open_storage
 
@@ -140,13 +141,17 @@ def _processes_with(text: str) -> list[int]:
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
 def test_trials_die_with_a_sweeper_killed_by_sigkill(tmp_path):
     sweeper = start_sweep(tmp_path / "sweep", "x=interval(0,1)", "mode=hang", "hydra.sweeper.n_trials=1")
-    deadline, trials = time.time() + 60, []
-    while not trials and time.time() < deadline:  # trial.log is opened just before the trial starts
-        time.sleep(0.2)
-        trials = [pid for pid in _processes_with(str(tmp_path / "sweep")) if pid != sweeper.pid]
-    assert trials, "the trial never started"
-    sweeper.kill()
-    sweeper.wait()
+    trials: list[int] = []
+
+    def started() -> bool:
+        trials[:] = [pid for pid in _processes_with(str(tmp_path / "sweep")) if pid != sweeper.pid]
+        return bool(trials)
+
+    try:
+        wait_until(started, "the trial process")
+    finally:
+        sweeper.kill()
+        sweeper.wait()
     deadline = time.time() + 10
     while any(Path(f"/proc/{pid}").exists() and not _zombie(pid) for pid in trials) and time.time() < deadline:
         time.sleep(0.2)

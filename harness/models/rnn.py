@@ -31,11 +31,18 @@ class RNNConfig:
     """Token embedding size."""
     dropout: float = 0.0
     """Between recurrent layers and before the output head (Zaremba et al. use 0.2-0.5 on small corpora)."""
+    recurrent_gain: float | None = None
+    """null keeps torch's uniform init of the recurrent weights; a number makes each layer's
+    hidden-to-hidden matrix orthogonal times this gain, so its spectral radius is the gain: 1.0
+    keeps the signal's size through time (Saxe et al.), above 1 gradients grow with every step
+    they flow back through (the exploding regime), below 1 they shrink."""
 
     def problems(self) -> list[Problem]:
         problems = size_and_dropout_problems(self, ("block_size", "n_layer", "hidden", "n_embd"))
         if self.cell not in CELLS:
             problems.append(("cell", self.cell, f"one of {sorted(CELLS)}"))
+        if self.recurrent_gain is not None and not self.recurrent_gain > 0:
+            problems.append(("recurrent_gain", self.recurrent_gain, "null or a number > 0"))
         return problems
 
 
@@ -52,6 +59,16 @@ class RNNLM(nn.Module):
                                    dropout=cfg.dropout if cfg.n_layer > 1 else 0.0)
         self.drop = nn.Dropout(cfg.dropout)
         self.head = nn.Linear(cfg.hidden, cfg.vocab_size)
+        if cfg.recurrent_gain is not None:
+            self._orthogonal_recurrence(cfg.recurrent_gain)
+
+    @torch.no_grad()
+    def _orthogonal_recurrence(self, gain: float) -> None:
+        """LSTM and GRU stack one square block per gate in weight_hh: each gate gets its own."""
+        for layer in range(self.n_layer):
+            weight = getattr(self.rnn, f"weight_hh_l{layer}")
+            for block in weight.split(self.cfg.hidden):
+                nn.init.orthogonal_(block, gain=gain)
 
     def forward(self, idx: torch.Tensor) -> torch.Tensor:
         """[batch, time] token ids -> [batch, time, vocab] logits; every window starts from a zero state."""

@@ -2,7 +2,8 @@
 
 It writes summary.json into its Hydra run dir like the real app, reports intermediate values
 through harness.trial.TrialReporter when `evals` > 0, and can be told to misbehave (`mode`).
-It also records when it ran, so tests can check that trials overlapped.
+It also records when it ran, so tests can check that trials overlapped, and can hold trials until
+a test opens a gate (a file), so a test stops a sweep mid-run by an event, not by a sleep.
 """
 from __future__ import annotations
 
@@ -55,6 +56,10 @@ def main(cfg: DictConfig) -> float:
                 break
     if cfg.evals == 0:
         time.sleep(cfg.sleep_s)
+    job_num = OmegaConf.select(HydraConfig.get(), "job.num", throw_on_missing=False)
+    if cfg.gate is not None and (job_num or 0) >= cfg.gated_from:
+        while not Path(cfg.gate).exists():
+            time.sleep(0.05)
     if cfg.mode == "diverge":
         status, reason, loss = "diverged", "loss became NaN at step 3", float("nan")
     if cfg.mode == "nan_loss":
@@ -75,7 +80,7 @@ def main(cfg: DictConfig) -> float:
         "started_at": started,
         "ended_at": ended,
         "env": {k: os.environ.get(k) for k in ("FAKE_SLOT", "FAKE_WRAPPED", "OMP_NUM_THREADS")},
-        "job_num": OmegaConf.select(HydraConfig.get(), "job.num", throw_on_missing=False),
+        "job_num": job_num,
     })
     return loss
 

@@ -49,8 +49,9 @@ def load_study(sweep_dir: Path) -> optuna.Study:
     return optuna.load_study(study_name=name, storage=storage)
 
 
-def mid_sweep(sweep_dir: Path) -> bool:
-    """A trial has finished and another one is running (its log exists, its summary not yet)."""
-    logs = {p.parent for p in sweep_dir.glob("*/trial.log")}
-    done = {p.parent for p in sweep_dir.glob("*/summary.json")}
-    return bool(done) and bool(logs - done)
+def held(sweep_dir: Path, n: int) -> bool:
+    """Trial 0 has finished and `n` others are running (their log exists, their summary not yet):
+    with the fake app's gate closed for trials >= 1, they stay so until the gate opens."""
+    logs = {p.parent.name for p in sweep_dir.glob("*/trial.log")}
+    done = {p.parent.name for p in sweep_dir.glob("*/summary.json")}
+    return "0" in done and len(logs - done) >= n
