@@ -1,0 +1,106 @@
+"""scripts/bench_external.py: its cases compose, its split, its sources, its scoring, and one real
+invocation through train.py."""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from conftest import ROOT, compose_cfg
+from harness.config import validate_config
+from harness.diagnosis.rules import RULES
+
+pytest.importorskip("sklearn")  # the ports' data (iris, digits, splits) come from scikit-learn
+sys.path.insert(0, str(ROOT / "scripts"))
+import bench_external as bench  # noqa: E402
+
+RULE_NAMES = {rule.__name__ for rule in RULES}
+
+
+@pytest.mark.parametrize("case", bench.CASES, ids=lambda c: c.id)
+def test_every_case_composes_and_passes_the_harness_config_checks(case):
+    """A program the harness refused would score as a miss for the wrong reason."""
+    for variant in ("buggy", "fixed"):
+        validate_config(compose_cfg(list(case.overrides(variant))))
+
+
+def test_the_split_is_deterministic_and_covers_every_case_once():
+    parts = [bench.part(c) for c in bench.CASES]
+    assert parts == [bench.part(c) for c in bench.CASES]
+    assert set(parts) == set(bench.PARTS)
+    assert abs(parts.count("dev") - parts.count("held-out")) <= 1
+    chosen = [c.id for p in bench.PARTS for c in bench.CASES if bench.part(c) == p]
+    assert sorted(chosen) == sorted(c.id for c in bench.CASES) and len(set(chosen)) == len(chosen)
+
+
+def test_every_case_and_skip_names_a_recorded_source_and_every_source_is_accounted_for():
+    assert len(bench.CASES) >= 20 and len({c.id for c in bench.CASES}) == len(bench.CASES)
+    ported = {c.source for c in bench.CASES}
+    assert ported <= set(bench.SOURCES)
+    skipped = {bench.skipped_source(key) for key in bench.SKIPPED}
+    assert not ported & skipped and ported | skipped == set(bench.SOURCES)
+
+
+def test_every_case_expects_findings_the_diagnosis_has():
+    for case in bench.CASES:
+        assert set(case.expected) <= RULE_NAMES, case.id
+    assert sum(bool(c.expected) for c in bench.CASES) >= len(bench.CASES) - 3  # most sources show a pathology
+
+
+def _run(acc=None, loss=1.0, task="classification", nan=None, prior=None, found=None) -> dict:
+    run = {"error": None, "steps": 100, "task": task, "best_val_accuracy": acc, "best_val_loss": loss,
+           "first_nonfinite_step": nan, "val_prior_loss": prior}
+    if found is not None:
+        run["findings"] = [{"name": n, "severity": s} for n, s in found]
+    return run
+
+
+def test_reproduced_means_nan_or_a_clearly_worse_twin_comparison():
+    fixed = _run(acc=0.9, loss=0.3)
+    assert bench.reproduced(_run(acc=0.5, loss=0.7), fixed)
+    assert bench.reproduced(_run(acc=0.89, loss=0.34), fixed)  # loss > 10% above
+    assert not bench.reproduced(_run(acc=0.89, loss=0.32), fixed)  # within 2 points and 10%
+    assert bench.reproduced(_run(loss=None, nan=40), fixed)
+    assert not bench.reproduced(_run(loss=None, nan=40), _run(loss=None, nan=10))  # both went NaN
+    # regression: the loss over the val targets' variance, so a twin that rescales its targets compares
+    assert not bench.reproduced(_run(loss=100.0, task="regression", prior=1000.0),
+                                _run(loss=0.1, task="regression", prior=1.0))
+    assert bench.reproduced(_run(loss=500.0, task="regression", prior=1000.0),
+                            _run(loss=0.1, task="regression", prior=1.0))
+
+
+def test_verdicts_named_partial_missed_clean_alarmed_and_not_reproduced():
+    case = next(c for c in bench.CASES if c.id == "so_31880720")
+    expected = case.expected[0]
+    fixed_clean = _run(acc=1.0, loss=0.01, found=[("clip_never_reached", "info")])
+    assert bench.verdict(case, _run(acc=0.5, loss=8.0, found=[(expected, "critical")]), fixed_clean) == "named"
+    assert bench.verdict(case, _run(acc=0.5, loss=8.0, found=[(expected, "warning")]), fixed_clean) == "named"
+    assert bench.verdict(case, _run(acc=0.5, loss=8.0, found=[("oscillating", "warning")]), fixed_clean) == "partial"
+    assert bench.verdict(case, _run(acc=0.5, loss=8.0, found=[(expected, "info")]), fixed_clean) == "missed"
+    assert bench.verdict(case, _run(acc=1.0, loss=0.01, found=[(expected, "critical")]), fixed_clean) == \
+        "not reproduced"
+    assert bench.verdict(case, _run(acc=0.5, loss=8.0), _run(acc=1.0, loss=0.01)) == "reproduced"  # no diagnosis
+    assert bench.verdict(case, {**_run(acc=0.5), "error": "exit 2: boom"}, fixed_clean) == "error"
+    assert bench.twin_verdict(fixed_clean) == "clean"
+    assert bench.twin_verdict(_run(found=[("overfitting", "warning")])) == "alarmed"
+    assert bench.twin_verdict(_run()) == "trained"
+    rows = bench.score([case], {case.id: {"buggy": _run(acc=0.5, loss=8.0, found=[]), "fixed": fixed_clean}})
+    assert bench.totals(rows)["missed"] == 1 and bench.totals(rows)["clean"] == 1
+
+
+def test_a_real_invocation_writes_results(tmp_path):
+    out = tmp_path / "bench"
+    cmd = [sys.executable, str(ROOT / "scripts" / "bench_external.py"), "--only", "so_50306988", "--out", str(out),
+           "--no-diagnosis"]
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    results = json.loads((out / "results.json").read_text())
+    (row,) = results["cases"]
+    assert row["id"] == "so_50306988" and row["part"] == bench.part(bench.CASES[[c.id for c in bench.CASES].index(
+        "so_50306988")])
+    assert row["buggy_run"]["steps"] == 35 and row["fixed_run"]["steps"] == 650
+    assert row["verdict"] in ("reproduced", "not reproduced") and row["twin"] == "trained"
+    assert "findings" not in row["buggy_run"]
+    assert (out / "results.md").is_file()
