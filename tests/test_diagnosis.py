@@ -654,6 +654,22 @@ def test_schedule_ended_early(tmp_path):
     assert "at step 200" in evidence and "last 50%" in evidence
 
 
+def test_a_schedule_still_decaying_is_not_judged_on_the_steps_it_has_yet_to_take(tmp_path):
+    """Live, halfway through a decay that ends at the last step: the lowest LR so far is the
+    current one, not the floor. The same rows with the LR at its floor since step 100 are."""
+    def halfway(lr) -> Run:
+        run = Run().set("train/lr", lr)
+        run.train = [r for r in run.train if r["step"] <= 200]
+        run.evals = [r for r in run.evals if r["step"] <= 200]
+        run.summary.update(status="running", steps=200)
+        return run
+
+    assert "schedule_ended_early" not in halfway(lambda s, v: 1e-3 * (1 - s / 400) + 1e-5).findings(tmp_path / "a")
+    evidence = halfway(lambda s, v: 1e-3 * max(0.0, 1 - s / 100) + 1e-5).findings(tmp_path / "b")[
+        "schedule_ended_early"].evidence
+    assert "at step 100" in evidence and "last 25%" in evidence
+
+
 def test_unused_parameters(tmp_path):
     run = Run().set("grad/tensors_without_grad", lambda s, v: 2.0)
     assert run.findings(tmp_path)["unused_parameters"].evidence.startswith("2 trainable tensor(s)")

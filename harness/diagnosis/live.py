@@ -2,10 +2,12 @@
 
 A run that blew up in its first hundred steps should say so then, not after its last step; and
 a sweep should not spend a trial's whole budget on a run already known to be sick. A new
-critical finding is reported once; with `diagnose.abort_on=critical` it also stops the run.
+critical finding is reported once, when it holds at two evals in a row (at once for a non-finite
+loss); with `diagnose.abort_on=critical` it also stops the run.
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
@@ -16,6 +18,7 @@ from harness.diagnosis.findings import Finding, Severity
 from harness.diagnosis.load import RunData, read_config
 from harness.diagnosis.rules import RULE_NAMES, diagnose
 from harness.errors import ConfigError
+from harness.metric_names import TRAIN_LOSS, VAL_LOSS
 
 ABORT_ON = ("critical", "remedy")  # remedy: only a finding that carries one (diagnose.remedy=auto sets it)
 REMEDY = ("off", "auto")
@@ -81,9 +84,36 @@ class LiveDiagnosis:
         self.reported = set(reported)  # findings already reported (events survive a resume)
 
     def new_findings(self, summary: dict[str, Any]) -> list[Finding]:
-        """Critical findings on the metrics logged so far that were not reported before."""
-        run = RunData(self.run_dir, self.config, summary, self.history.train, self.history.evals,
-                      self.history.key_order)
-        new = [f for f in diagnose(run) if f.severity is Severity.CRITICAL and f.name not in self.reported]
+        """Critical findings on the metrics logged so far that were not reported before, each one
+        critical at the eval before as well: one eval's view of a noisy run (a batch-1 run's
+        single-update swings, a schedule halfway through its decay) is not yet a verdict, and a
+        finding that comes and goes is not the final report's. A non-finite loss needs no second
+        look: it does not come back."""
+        new = [f for f in self._critical(summary, self.history.train, self.history.evals)
+               if f.name not in self.reported]
+        if new and not self._nonfinite_loss():
+            confirmed = self._critical_at_previous_eval(summary)
+            new = [f for f in new if f.name in confirmed]
         self.reported.update(f.name for f in new)
         return new
+
+    def _critical(self, summary: dict[str, Any], train: list[dict[str, Any]],
+                  evals: list[dict[str, Any]]) -> list[Finding]:
+        run = RunData(self.run_dir, self.config, summary, train, evals, self.history.key_order)
+        return [f for f in diagnose(run) if f.severity is Severity.CRITICAL]
+
+    def _critical_at_previous_eval(self, summary: dict[str, Any]) -> set[str]:
+        """The critical findings' names on the rows logged up to the eval before this one (none at
+        the first eval). Recomputed rather than remembered, so a resumed run judges as it would have."""
+        steps = sorted({row["step"] for row in self.history.evals})
+        if len(steps) < 2:
+            return set()
+        previous = steps[-2]
+        train = [row for row in self.history.train if row["step"] <= previous]
+        evals = [row for row in self.history.evals if row["step"] <= previous]
+        return {f.name for f in self._critical({**summary, "steps": previous}, train, evals)}
+
+    def _nonfinite_loss(self) -> bool:
+        return any(not math.isfinite(row[key]) for rows, key in ((self.history.train, TRAIN_LOSS),
+                                                                 (self.history.evals, VAL_LOSS))
+                   for row in rows if isinstance(row.get(key), (int, float)))

@@ -13,7 +13,9 @@ from harness.metric_names import TRAIN_LOSS, TRAIN_LR
 # spends its last ~6% there, linear its last ~1%, poly(power 2) its last 10%.
 FLOOR_TOLERANCE = 0.01
 # Flagged when the LR sat at its floor for the last quarter of the run or more: those updates
-# barely move the weights, and the schedule was meant to span the whole run.
+# barely move the weights, and the schedule was meant to span the whole run. The stretch counted
+# is the one logged at the floor: while the run trains, the lowest LR so far is the one of the last
+# step of a schedule still decaying, which says nothing about the steps it has yet to take.
 FLAT_TAIL = 0.25
 
 
@@ -26,8 +28,8 @@ def schedule_ended_early(run: RunData) -> Finding | None:
         return None
     above = np.nonzero(lr.values > floor + FLOOR_TOLERANCE * (peak - floor))[0]
     reached = int(lr.steps[above[-1] + 1]) if len(above) else int(lr.steps[0])
-    total = run.max_steps or int(lr.steps[-1])
-    tail = (total - reached) / total
+    last, total = int(lr.steps[-1]), run.max_steps or int(lr.steps[-1])
+    tail = (last - reached) / total
     if tail < FLAT_TAIL:
         return None
     return Finding("schedule_ended_early", Severity.WARNING, "the LR schedule ended long before the run",
