@@ -91,12 +91,13 @@ def test_a_real_invocation_heals_a_preset_and_rescoring_reproduces_it(tmp_path):
     assert row["loss_auto"] <= 1.1 * row["loss_cured"] < bench.ranked_loss(row["loss_given"])
     summary = json.loads((out / row["name"] / "auto" / "summary.json").read_text())
     first, second = summary["attempts"]
-    # attempt 1 stopped early (at its first eval, or where it diverged); attempt 2 continued the
+    # attempt 1 stopped where its finding was confirmed: at once on a non-finite loss, else at the
+    # second eval that had it (here the last, so it may run to the end); attempt 2 continued the
     # checkpoint before its symptom where one was written, else started over
-    assert first["steps"] < summary["max_steps"] and second["steps"] == summary["max_steps"]
+    assert first["steps"] <= summary["max_steps"] and second["steps"] == summary["max_steps"]
     assert second["restart_step"] in (None, *range(50, first["steps"] + 1, 50))  # checkpoints at every eval
     trained = first["steps"] + second["steps"] - (second["restart_step"] or 0)
-    assert trained == round(row["compute"] * summary["max_steps"]) and 1.0 < row["compute"] < 2.0
+    assert trained == round(row["compute"] * summary["max_steps"]) and 1.0 < row["compute"] <= 2.0
     assert "sick runs healed: 1/1" in (out / "results.md").read_text()
     rescored = subprocess.run([*cmd, "--rescore"], capture_output=True, text=True, timeout=300)
     assert rescored.returncode == 0, rescored.stderr[-3000:]

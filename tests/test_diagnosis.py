@@ -169,6 +169,28 @@ def test_a_mid_run_blowup_is_a_divergence_only_when_the_run_is_worse_off(tmp_pat
         assert found["diverging"].severity is Severity.CRITICAL and "step 150" in found["diverging"].evidence
 
 
+def test_single_update_noise_raises_the_blowup_bar(tmp_path):
+    """Windows whose worst update sits 1.8x their mean (a batch of one): a first window peaking at
+    1.7x chance is that noise; the same peak in a run whose windows hold their mean (1.02x, a
+    steady batch) is a blow-up."""
+    def peaked(spread: float) -> Run:
+        run = Run().set("train/loss_max", lambda s, v: 1.7 * CHANCE if s == 10 else spread * Run.loss_at(s))
+        return run.set("train/loss", lambda s, v: CHANCE * 1.03 if s == 10 else Run.loss_at(s))
+
+    assert "diverging" not in peaked(1.8).findings(tmp_path / "noisy")
+    assert "1.7x chance" in peaked(1.02).findings(tmp_path / "steady")["diverging"].evidence
+
+
+def test_a_run_whose_val_loss_keeps_falling_through_a_spike_is_not_diverging(tmp_path):
+    """One update at 2x chance at step 200, after which the train loss sits at 1.5, far above its
+    best so far (0.87): while the val loss keeps falling to its best, that is a spike in a noisy
+    run, not a divergence; with the val loss following the train loss up, it is one."""
+    run = Run().set("train/loss_max", lambda s, v: 2 * CHANCE if s == 200 else 1.05 * Run.loss_at(s))
+    run.set("train/loss", lambda s, v: Run.loss_at(s) if s < 200 else 1.5)
+    assert "diverging" not in run.findings(tmp_path / "falling")
+    assert "diverging" in run.val_follows_train().findings(tmp_path / "following")
+
+
 def test_diverging_fix_names_the_accumulation_bug(tmp_path):
     run = Run().set("train/loss", lambda s, v: 2.3 * (1 + s / 100)).val_follows_train()
     run.config.update(accum=8, accum_reduction="sum")

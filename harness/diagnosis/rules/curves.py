@@ -30,6 +30,13 @@ DIVERGE_RISE = 1.5
 # then its units die; a 2-layer GPT under AdamW at 0.1 (100x) at 1.17x, then trains on to a
 # worse loss; a 2-unit MLP starts at up to 1.2x ln K.
 BLOWUP_OVER_CHANCE = 1.15
+# The bar is raised by the run's own single-update noise beyond a steady batch's: the median over
+# log windows of the window's largest update over its mean, over 1.2. Batches of 32 and more
+# measure 1.0-1.2 on healthy runs (the default GPT 1.10, the char-RNN preset 1.08, an MLP at a tiny
+# LR 1.006), and the bar stays; at batch 1 each update is one sample, and a healthy window's worst
+# one sits 1.5x and more above its mean (an SGD MLP: 1.48), so one update far above the first one
+# (itself a single sample) is noise, not a blow-up.
+STEADY_SPREAD = 1.2
 # ... unless the run came back from it: the train loss ended within 10% of its best before the
 # blow-up and clearly (10%) below where the untrained model started, and the val loss within 5%
 # of its best. A healthy AdamW run without clip or guard had one window at 1.76x its first loss
@@ -39,6 +46,13 @@ BLOWUP_OVER_CHANCE = 1.15
 RECOVERED_TRAIN = 1.10
 RECOVERED_PROGRESS = 0.9
 RECOVERED_VAL = 1.05
+# ... or, judged on the model as a whole, it kept learning through it: its val loss (fixed samples,
+# free of batch noise, though not of the wobble of the weights) ended near its best, within 5% or
+# 4 robust standard deviations of its eval-to-eval noise, and that best lies clearly below where
+# the untrained model started (10%, and those 4 standard deviations). A noisy run (batch 1) whose
+# single updates swing far is still learning, not diverging; a run whose blow-up left it at
+# chance has a val loss that fell only from the blow-up's height, to where it started.
+KEPT_LEARNING_SIGMAS = 4.0
 # "At chance": within 5% of ln(K). A model that learned even the label frequencies of an
 # unbalanced task, or anything about the inputs, leaves this band within a few hundred updates.
 CHANCE_BAND = 0.05
@@ -173,7 +187,19 @@ def _blowup(run: RunData) -> tuple[int, float, float, str] | None:
         else (float(chance), "chance ln K")
     i = int(np.argmax(peaks.values))
     value = float(peaks.values[i])
-    return (int(peaks.steps[i]), value, start, what) if value > BLOWUP_OVER_CHANCE * start else None
+    step = int(peaks.steps[i])
+    return (step, value, start, what) if value > BLOWUP_OVER_CHANCE * start * _spread(run, step) else None
+
+
+def _spread(run: RunData, blowup_step: int) -> float:
+    """How far the run's single-update noise exceeds a steady batch's: median over log windows of
+    largest update / window mean, over STEADY_SPREAD (at least 1); the window of the candidate
+    blow-up is left out: it cannot vouch for itself."""
+    peaks, means = run.series(TRAIN_LOSS_MAX).finite(), run.series(TRAIN_LOSS).finite()
+    mean_at = dict(zip(means.steps.tolist(), means.values.tolist()))
+    ratios = [peak / mean_at[step] for step, peak in zip(peaks.steps.tolist(), peaks.values.tolist())
+              if step != blowup_step and mean_at.get(step, 0.0) > 0]
+    return max(1.0, float(np.median(ratios)) / STEADY_SPREAD) if ratios else 1.0
 
 
 def _recovered(run: RunData, blowup: tuple[int, float, float, str], end: float) -> bool:
@@ -182,9 +208,23 @@ def _recovered(run: RunData, blowup: tuple[int, float, float, str], end: float) 
     loss = run.series(TRAIN_LOSS).finite()
     before = loss.values[loss.steps < step]
     val = run.series(VAL_LOSS, kind="eval").finite()
-    if not len(before) or end > RECOVERED_TRAIN * float(before.min()) or end > RECOVERED_PROGRESS * start_loss:
+    if not len(before):
+        return False
+    if _kept_learning(val, start_loss):
+        return True
+    if end > RECOVERED_TRAIN * float(before.min()) or end > RECOVERED_PROGRESS * start_loss:
         return False
     return not len(val) or float(val.values[-1]) <= RECOVERED_VAL * float(val.values.min())
+
+
+def _kept_learning(val: Series, start_loss: float) -> bool:
+    """The val loss ended near its best, clearly below where the untrained model started."""
+    if len(val) < MIN_EVALS:
+        return False
+    best, last = float(val.values.min()), float(val.values[-1])
+    noise = KEPT_LEARNING_SIGMAS * noise_level(val)
+    return last <= max(RECOVERED_VAL * best, best + noise) and best <= min(RECOVERED_PROGRESS * start_loss,
+                                                                            start_loss - noise)
 
 
 def _val_fine(run: RunData, start: float) -> bool:
