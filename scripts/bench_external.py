@@ -23,8 +23,6 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import os
-import subprocess
 import sys
 import time
 from concurrent.futures import ThreadPoolExecutor, as_completed
@@ -32,9 +30,10 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path[:0] = [str(ROOT)]
+sys.path[:0] = [str(ROOT), str(ROOT / "scripts")]
 
 from harness.metric_names import TRAIN_LOSS, TRAIN_LOSS_FIRST, VAL_ACCURACY, VAL_LOSS  # noqa: E402
+from train_process import run_train  # noqa: E402
 
 RUN_TIMEOUT = 600.0  # seconds per train.py process
 SO, GH = "Benchmark/StackOverflow", "Benchmark/GitHub"
@@ -319,21 +318,6 @@ def part(case: Case) -> str:
 
 # --- running ---------------------------------------------------------------------------------
 
-def train(overrides: tuple[str, ...], run_dir: Path) -> dict:
-    """`python train.py OVERRIDES` in its own process, one thread; the error if it failed."""
-    cmd = [sys.executable, str(ROOT / "train.py"), *overrides, f"hydra.run.dir={run_dir}", "overwrite=true"]
-    paths = [str(ROOT / "scripts"), os.environ.get("PYTHONPATH")]
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": os.pathsep.join(p for p in paths if p)}
-    started = time.monotonic()
-    try:
-        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=RUN_TIMEOUT, env=env, cwd=ROOT)
-    except subprocess.TimeoutExpired:
-        return {"error": f"timed out after {RUN_TIMEOUT:g} s", "seconds": RUN_TIMEOUT}
-    last_line = (proc.stderr.strip().splitlines() or [""])[-1][:300]
-    return {"error": f"exit {proc.returncode}: {last_line}" if proc.returncode else None,
-            "seconds": round(time.monotonic() - started, 1)}
-
-
 def evidence(run_dir: Path) -> dict:
     """What the run's own metrics say: best val loss and accuracy, the first non-finite loss, the
     train loss at the start and end, and the losses it is judged against."""
@@ -480,7 +464,7 @@ def main(argv: list[str] | None = None) -> int:
     trained: dict[tuple[str, str], dict] = {key: {"error": None} for key in runs}
     if not args.rescore:
         with ThreadPoolExecutor(args.workers) as pool:
-            futures = {pool.submit(train, overrides, args.out / cid / variant): (cid, variant)
+            futures = {pool.submit(run_train, overrides, args.out / cid / variant, RUN_TIMEOUT): (cid, variant)
                        for (cid, variant), overrides in runs.items()}
             for done, future in enumerate(as_completed(futures), 1):
                 trained[futures[future]] = r = future.result()

@@ -26,11 +26,8 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import os
 import statistics
-import subprocess
 import sys
-import time
 from collections import defaultdict
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass
@@ -40,6 +37,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT), str(ROOT / "scripts")]
 
 from pathology_suite import HEALTHY, Case, catalogue, redrawn  # noqa: E402
+from train_process import run_train  # noqa: E402
 
 HEALED_WITHIN = 1.10  # best val loss at most 10% above the cured run's
 RUN_TIMEOUT = 900.0  # seconds per train.py process
@@ -131,18 +129,7 @@ def healthy_runs(n: int, draw: int) -> list[Sick]:
 
 def train(overrides: tuple[str, ...], run_dir: Path) -> dict:
     """`python train.py OVERRIDES` in its own process, one thread; its summary, or the failure."""
-    env = {**os.environ, "OMP_NUM_THREADS": "1",
-           "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT / "scripts"), os.environ.get("PYTHONPATH")]))}
-    started = time.monotonic()
-    try:
-        proc = subprocess.run([sys.executable, str(ROOT / "train.py"), *overrides, f"hydra.run.dir={run_dir}",
-                               "overwrite=true"], capture_output=True, text=True, timeout=RUN_TIMEOUT, env=env,
-                              cwd=ROOT)
-        error = None if proc.returncode == 0 else f"exit {proc.returncode}: " + \
-            (proc.stderr.strip().splitlines() or [""])[-1][:300]
-    except subprocess.TimeoutExpired:
-        error = f"timed out after {RUN_TIMEOUT:g} s"
-    return {"error": error, "seconds": round(time.monotonic() - started, 1), **outcome(run_dir)}
+    return {**run_train(overrides, run_dir, RUN_TIMEOUT), **outcome(run_dir)}
 
 
 def outcome(run_dir: Path) -> dict:

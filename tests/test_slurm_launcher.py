@@ -69,7 +69,7 @@ def cleanup(tmp_path) -> Iterator[list[subprocess.Popen]]:
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)  # each runs in a session of its own
             proc.wait()
-    listed = {line.split()[0] for f in tmp_path.rglob("slurm_jobs.txt") for line in f.read_text().splitlines()}
+    listed = {job for f in tmp_path.rglob("slurm_jobs.txt") for job in _jobs(f.parent)}
     listed |= {m.group(1) for f in tmp_path.rglob(".submitit/*") if (m := re.match(r"(\d+)_", f.name))}
     if listed:
         subprocess.run(["scancel", *sorted(listed)], capture_output=True)

@@ -188,14 +188,14 @@ def _blowup(run: RunData) -> tuple[int, float, float, str] | None:
     i = int(np.argmax(peaks.values))
     value = float(peaks.values[i])
     step = int(peaks.steps[i])
-    return (step, value, start, what) if value > BLOWUP_OVER_CHANCE * start * _spread(run, step) else None
+    return (step, value, start, what) if value > BLOWUP_OVER_CHANCE * start * _spread(run, peaks, step) else None
 
 
-def _spread(run: RunData, blowup_step: int) -> float:
+def _spread(run: RunData, peaks: Series, blowup_step: int) -> float:
     """How far the run's single-update noise exceeds a steady batch's: median over log windows of
-    largest update / window mean, over STEADY_SPREAD (at least 1); the window of the candidate
-    blow-up is left out: it cannot vouch for itself."""
-    peaks, means = run.series(TRAIN_LOSS_MAX).finite(), run.series(TRAIN_LOSS).finite()
+    largest update (`peaks`) / window mean, over STEADY_SPREAD (at least 1); the window of the
+    candidate blow-up is left out: it cannot vouch for itself."""
+    means = run.series(TRAIN_LOSS).finite()
     mean_at = dict(zip(means.steps.tolist(), means.values.tolist()))
     ratios = [peak / mean_at[step] for step, peak in zip(peaks.steps.tolist(), peaks.values.tolist())
               if step != blowup_step and mean_at.get(step, 0.0) > 0]
