@@ -41,6 +41,10 @@ DEAD_CAPABLE = (nn.ReLU,)  # units that can output exactly 0 for every input
 # (data read in target order) silences many units that the next batch uses.
 UNIT_LAYERS = (nn.Linear, nn.Conv1d, nn.Conv2d, nn.Conv3d)
 DEAD_COLLECTIONS = 4
+# The forward hooks' dead fraction counts the same way: a ReLU unit is dead when it output 0 for
+# every sample of each of the last 4 collections' batches. One batch is too few samples: at batch 1
+# a healthy layer has about half its units at 0 for that one sample.
+ACT_PREFIX = "act:"  # saved activation masks, beside the weight-row masks
 RANKS = "ranks"  # a sharded run's saved masks: one entry per rank
 
 
@@ -74,6 +78,8 @@ class Monitor:
         self.units = [(n, m.weight, m.bias) for n, m in model.named_modules()
                       if isinstance(m, UNIT_LAYERS) and m.weight.requires_grad]
         self.silent: dict[str, deque[torch.Tensor]] = {n: deque(maxlen=DEAD_COLLECTIONS) for n, _, _ in self.units}
+        self.inactive: dict[str, deque[torch.Tensor]] = {}  # ReLU module name -> its recent all-zero masks
+        self._calls: dict[str, int] = {}  # this forward's calls of each hooked module so far
         self.model, self.dist = model, dist
         self.sharded = sharded([p for _, p in self.named])
         self.device = next((local(p).device for _, p in self.named), torch.device("cpu"))
@@ -96,6 +102,7 @@ class Monitor:
         if not enabled or self.level != "full":
             yield
             return
+        self._calls: dict[str, int] = {}
         handles = [m.register_forward_hook(self._activation_hook(name, isinstance(m, DEAD_CAPABLE)))
                    for name, m in self.model.named_modules() if isinstance(m, ACTIVATIONS)]
         attention = [m for m in self.model.modules() if hasattr(m, "record_entropy")]
@@ -117,8 +124,15 @@ class Monitor:
         def hook(_module: nn.Module, _inputs: tuple, output: torch.Tensor) -> None:
             out = output.detach().float()
             self.metrics[ACT_STD + name], self.metrics[ACT_MEAN + name] = torch.std_mean(out)
-            if dead_capable:  # a unit is dead when it is 0 for every sample of the batch
-                self.metrics[ACT_DEAD + name] = (out.reshape(-1, out.shape[-1]).amax(0) <= 0).float().mean()
+            if dead_capable:  # one ReLU module applied at several places counts each place apart
+                call = self._calls[name] = self._calls.get(name, -1) + 1
+                place = name if call == 0 else f"{name}#{call}"
+                masks = self.inactive.setdefault(place, deque(maxlen=DEAD_COLLECTIONS))
+                mask = _units_at_zero(out)
+                if masks and masks[-1].shape != mask.shape:  # another width at this place: start over
+                    masks.clear()
+                masks.append(mask)
+                self.metrics[ACT_DEAD + place] = torch.stack(list(masks)).all(0).float().mean()
         return hook
 
     @torch.no_grad()
@@ -187,6 +201,7 @@ class Monitor:
         """The recent zero-gradient masks, so a resumed run counts dead units as if never stopped;
         sharded, each rank's own rows (a collective)."""
         mine = {name: [m.cpu() for m in masks] for name, masks in self.silent.items()}
+        mine.update({ACT_PREFIX + name: [m.cpu() for m in masks] for name, masks in self.inactive.items()})
         if not self.sharded:
             return mine
         return {RANKS: all_gather_objects(mine, self.dist)}
@@ -199,6 +214,10 @@ class Monitor:
             state = {}  # whole masks do not split into this rank's rows: the dead-unit count starts over
         for name, weight, _ in self.units:
             self.silent[name].extend(m.to(weight.device) for m in state.get(name, []))
+        for key, masks in state.items():
+            if key.startswith(ACT_PREFIX):
+                self.inactive[key[len(ACT_PREFIX):]] = deque((m.to(self.device) for m in masks),
+                                                             maxlen=DEAD_COLLECTIONS)
 
     def pop(self) -> tuple[dict[str, torch.Tensor], dict[str, torch.Tensor]]:
         """This log step's scalars (device tensors) and histogram tensors; clears both. Every rank
@@ -207,3 +226,10 @@ class Monitor:
         metrics, hists = self.metrics, self.hist_tensors
         self.metrics, self.hist_tensors = {}, {}
         return metrics, hists
+
+
+def _units_at_zero(out: torch.Tensor) -> torch.Tensor:
+    """Per unit of a ReLU's output: whether it was <= 0 for every sample and position. Units are
+    channels: dim 1 of a feature map (N, C, H, W[, D]), the last dim otherwise (N, F) or (N, T, F)."""
+    channels = out.movedim(1, -1) if out.dim() >= 4 else out
+    return channels.reshape(-1, channels.shape[-1]).amax(0) <= 0

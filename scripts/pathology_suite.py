@@ -411,7 +411,51 @@ def catalogue() -> list[Case]:
             "resnet-sgd-lr1e-4-constant": (*RESNET, "optim=sgd", "optim.lr=1e-4", "schedule=constant", *steps(200)),
             "functional-net-adamw-lr1e-5": (*FUNCTIONAL_NET, "optim.lr=1e-5", "schedule=constant", *steps(300)),
         }, suffix="catalogue"),
+        *missed_forms(),
         *healthy_cases(),
+    ]
+
+
+def missed_forms() -> list[Case]:
+    """Forms of four classes that an independent suite missed: a warmup over most of the run; an LR
+    10x too low where batch norm keeps the loss moving; outliers whose spikes the clip absorbs, in
+    inputs or in regression targets; weight decay collapse under Adam's and RMSprop's coupled L2."""
+    bright = ("data=custom", "data._target_=suite_models.digits_with_bright_images", "data.num_classes=10")
+    bad_targets = ("model=mlp", "data=custom", "data._target_=suite_models.regression_with_bad_targets",
+                   "data.task=regression")
+    digits_mlp = ("model=mlp", "data=digits")
+    forms = "missed-forms"
+    return [
+        *sick("warmup_too_long", ("warmup_too_long",), {
+            "mlp-digits-adam-linear-warmup0.9": (*digits_mlp, *FULL, "optim=adam", "schedule=linear",
+                                                 "schedule.warmup=0.9", *steps(400)),
+            "mlp-lion-warmup0.8": (*MLP, *FULL, "optim=lion", "optim.lr=1e-4", "schedule.warmup=0.8", *steps(300)),
+        }, suffix=forms),
+        *sick("slow_progress", ("slow_progress", "underfitting"), {
+            "resnet-w16-sgd-lr5e-3-constant": (*RESNET, *FULL, "model.width=16", "optim=sgd", "optim.lr=0.005",
+                                               "schedule=constant", *steps(400)),
+            "resnet-w16-adamw-lr1e-4-constant": (*RESNET, *FULL, "model.width=16", "optim.lr=1e-4",
+                                                 "schedule=constant", *steps(400)),
+            "resnet-sgd-lr2e-3-constant-seed7": (*RESNET, *FULL, "optim=sgd", "optim.lr=0.002", "schedule=constant",
+                                                 "seed=7", *steps(300)),
+            "resnet-w16-adam-lr3e-5-constant-seed3": (*RESNET, *FULL, "model.width=16", "optim=adam",
+                                                      "optim.lr=3e-5", "schedule=constant", "seed=3", *steps(300)),
+        }, suffix=forms),
+        *sick("outlier_samples", ("outlier_samples",), {
+            "resnet-digits-1pct-x50-clip1": ("model=resnet", *bright, *FULL, "clip=1.0", *steps(400)),
+            "mlp-regression-1pct-targets-x1e3-clip1": (*bad_targets, *FULL, "clip=1.0", *steps(400)),
+            "mlp-sgd-2pct-x30-clip1": (*OUTLIERS, *FULL, "+data.scale=30", "optim=sgd", "optim.lr=0.02", "clip=1.0",
+                                       *steps(300)),
+            "mlp-sgd-regression-2pct-targets-x100-clip0.5": (*bad_targets, *FULL, "+data.scale=100",
+                                                             "+data.share=0.02", "optim=sgd", "optim.lr=0.01",
+                                                             "clip=0.5", *steps(300)),
+        }, suffix=forms),
+        *sick("weight_decay_collapse", ("weight_decay_collapse",), {
+            "mlp-digits-adam-l2-0.5": (*digits_mlp, *FULL, "optim=adam", "optim.weight_decay=0.5", *steps(400)),
+            "mlp-adam-l2-0.3": (*MLP, *FULL, "optim=adam", "optim.weight_decay=0.3", *steps(300)),
+            "mlp-digits-rmsprop-l2-0.5": (*digits_mlp, *FULL, "optim=adam", "optim._target_=torch.optim.RMSprop",
+                                          "~optim.betas", "~optim.fused", "optim.weight_decay=0.5", *steps(300)),
+        }, suffix=forms),
     ]
 
 
@@ -465,8 +509,14 @@ def healthy_cases() -> list[Case]:
         "user-lm-no-clip-no-guard-seed4": (*USER_LM, "optim.lr=3e-3", c, "guard=off", "seed=4", *steps(250)),
         "resnet-digits-full-monitor": (*RESNET, *FULL, *steps(150)),
     }
+    working_lr = {  # beside the missed forms: batch norm CNNs at their working LR, constant
+        "resnet-w16-sgd-lr0.05-constant": (*RESNET, *FULL, "model.width=16", "optim=sgd", "optim.lr=0.05",
+                                           "schedule=constant", *steps(300)),
+        "resnet-adamw-lr1e-3-constant-seed2": (*RESNET, *FULL, "schedule=constant", "seed=2", *steps(300)),
+    }
     return [*(Case(f"{HEALTHY}/{v}", HEALTHY, (*COMMON, *o)) for v, o in variants.items()),
-            *(Case(f"{HEALTHY}/{v}", HEALTHY, (*COMMON, *o), batch="catalogue") for v, o in later.items())]
+            *(Case(f"{HEALTHY}/{v}", HEALTHY, (*COMMON, *o), batch="catalogue") for v, o in later.items()),
+            *(Case(f"{HEALTHY}/{v}", HEALTHY, (*COMMON, *o), batch="missed-forms") for v, o in working_lr.items())]
 
 
 def part_of(case: Case, cases: list[Case]) -> str:

@@ -21,6 +21,7 @@ if [ ! -f /etc/munge/munge.key ]; then
 fi
 pgrep -x munged >/dev/null || su -s /bin/sh munge -c /usr/sbin/munged
 memory_mb=$(( $(free -m | awk '/Mem:/{print $2}') * 8 / 10 ))
+cpus=$(env -u OMP_NUM_THREADS -u OMP_THREAD_LIMIT nproc)  # nproc obeys OMP_NUM_THREADS, which test runs set to 1
 cat > /etc/slurm/slurm.conf <<CONF
 ClusterName=local
 SlurmctldHost=$host(127.0.0.1)
@@ -36,9 +37,13 @@ SelectType=select/cons_tres
 SelectTypeParameters=CR_Core
 SlurmctldLogFile=/var/log/slurm/slurmctld.log
 SlurmdLogFile=/var/log/slurm/slurmd.log
-NodeName=$host NodeAddr=127.0.0.1 CPUs=$(nproc) RealMemory=$memory_mb State=UNKNOWN
+NodeName=$host NodeAddr=127.0.0.1 CPUs=$cpus RealMemory=$memory_mb State=UNKNOWN
 PartitionName=debug Nodes=$host Default=YES MaxTime=INFINITE State=UP
 CONF
+if pgrep -x slurmd >/dev/null && ! scontrol show node "$host" 2>/dev/null | grep -q "CPUTot=$cpus "; then
+    kill $(pgrep -x slurmd) $(pgrep -x slurmctld) 2>/dev/null || true  # started with another node size: restart
+    while pgrep -x slurmd >/dev/null || pgrep -x slurmctld >/dev/null; do sleep 0.2; done
+fi
 pgrep -x slurmctld >/dev/null || slurmctld
 pgrep -x slurmd >/dev/null || slurmd
 for _ in $(seq 40); do

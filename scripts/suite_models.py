@@ -204,3 +204,32 @@ def leaky_blobs(n_train: int = 512, n_val: int = 256, classes: int = 10, feature
     val_x = torch.cat([train_x[picks], x[n_train + copies:]])
     val_y = torch.cat([train_y[picks], y[n_train + copies:]])
     return TensorDataset(train_x, train_y), TensorDataset(val_x, val_y)
+
+
+def digits_with_bright_images(share: float = 0.01, scale: float = 50.0, seed: int = 3):
+    """scikit-learn's 8x8 digits as [1, 8, 8] images in [0, 1]; `share` of the training images were
+    stored `scale` times too bright (a batch of scans read in another unit)."""
+    from sklearn.datasets import load_digits
+    digits = load_digits()
+    x = torch.tensor(digits.images / 16.0, dtype=torch.float32).unsqueeze(1)
+    y = torch.tensor(digits.target)
+    g = torch.Generator().manual_seed(seed)
+    order = torch.randperm(len(y), generator=g)
+    train, val = order[:1400], order[1400:]
+    train_x = x[train].clone()
+    bad = torch.randperm(len(train), generator=g)[: max(1, round(share * len(train)))]
+    train_x[bad] *= scale
+    return TensorDataset(train_x, y[train]), TensorDataset(x[val], y[val])
+
+
+def regression_with_bad_targets(share: float = 0.01, scale: float = 1000.0, seed: int = 5):
+    """A smooth regression on 20 standardised features; `share` of the training targets were stored
+    `scale` times too large (a column in the wrong unit for some rows); the inputs look normal."""
+    g = torch.Generator().manual_seed(seed)
+    x = torch.randn(6000, 20, generator=g)
+    w = torch.randn(20, generator=g) / 20 ** 0.5
+    y = torch.tanh(x @ w) + 0.3 * torch.sin(2 * x[:, 0]) + 0.05 * torch.randn(6000, generator=g)
+    train_y = y[:5000].clone()
+    bad = torch.randperm(5000, generator=g)[: max(1, round(share * 5000))]
+    train_y[bad] *= scale
+    return TensorDataset(x[:5000], train_y.unsqueeze(1)), TensorDataset(x[5000:], y[5000:].unsqueeze(1))

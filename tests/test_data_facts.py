@@ -40,4 +40,26 @@ def test_clean_data_has_no_outliers_and_token_streams_are_not_scanned():
     train = TensorDataset(torch.randn(300, 8, generator=g), torch.zeros(300, dtype=torch.long))
     facts = split_facts(train, train, RECIPE, "classification")
     assert facts["input_outliers"]["count"] == 0 and facts["split_overlap"]["share"] == 1.0
-    assert split_facts(train, train, RECIPE, "lm") == {"split_overlap": None, "input_outliers": None}
+    assert split_facts(train, train, RECIPE, "lm") == {"split_overlap": None, "input_outliers": None,
+                                                       "target_outliers": None}
+
+
+def test_regression_targets_far_from_the_rest_are_found():
+    """Inputs look normal; a few targets were stored in the wrong unit (x1000)."""
+    g = torch.Generator().manual_seed(2)
+    x, y = torch.randn(500, 6, generator=g), torch.randn(500, 1, generator=g)
+    y[[3, 40]] *= 1000.0
+    y[7] = 5000.0
+    facts = split_facts(TensorDataset(x, y), TensorDataset(x[:50], y[:50]), RECIPE, "regression")
+    assert facts["input_outliers"]["count"] == 0
+    found = facts["target_outliers"]
+    assert found["count"] == 3 and [s["index"] for s in found["samples"]][0] == 7
+    assert {s["index"] for s in found["samples"]} == {3, 7, 40} and found["samples"][0]["target"] == 5000.0
+    assert split_facts(TensorDataset(x, y), TensorDataset(x, y), RECIPE, "classification")["target_outliers"] is None
+
+
+def test_a_steep_but_clean_regression_target_has_no_outliers():
+    """y = x^4: a long natural tail (some targets 15x the median deviation) within Tukey's fences."""
+    x = torch.linspace(-1, 1, 400).unsqueeze(1)
+    facts = split_facts(TensorDataset(x, x ** 4), TensorDataset(x, x ** 4), RECIPE, "regression")
+    assert facts["target_outliers"]["count"] == 0

@@ -362,6 +362,27 @@ def test_slow_progress_from_tiny_updates_explains_a_plateau_at_chance(tmp_path):
     assert found[0].severity is Severity.CRITICAL and "1e-05" in found[0].evidence
 
 
+def moving_slowly(ratio: float, val: list[float]) -> Run:
+    """A batch-norm CNN 10x below its working LR: its loss leaves the prior behind and keeps falling."""
+    run = Run().set("val/loss", val, kind="eval")
+    run.summary["modules"] = ["BatchNorm2d", "Conv2d", "Linear", "ReLU"]
+    for name in LAYERS:
+        run.set(f"update_ratio/{name}", lambda s, v: ratio)
+    return run
+
+
+def test_slow_progress_when_the_loss_keeps_moving_on_tiny_updates(tmp_path):
+    finding = moving_slowly(2e-4, [1.9, 1.2, 0.8, 0.55]).findings(tmp_path)["slow_progress"]
+    assert "still held 19% of its whole fall" in finding.evidence and "normalisation layers" in finding.evidence
+
+
+@pytest.mark.parametrize("ratio, val", [(2e-3, [1.9, 1.2, 0.8, 0.55]),  # healthy updates
+                                        (2e-4, [1.9, 0.6, 0.56, 0.55]),  # converged: its last quarter barely moved
+                                        (2e-4, [1.9, 1.2, 0.8, 0.81])])  # no longer falling
+def test_small_updates_on_a_converged_or_healthy_run_are_not_slow(tmp_path, ratio, val):
+    assert "slow_progress" not in moving_slowly(ratio, val).findings(tmp_path)
+
+
 def test_a_pinned_clip_is_listed_before_the_slow_progress_it_causes(tmp_path):
     run = slow(Run()).set("grad/clip_rate", lambda s, v: 1.0)
     run.config["clip"] = 1e-3
@@ -453,6 +474,22 @@ def test_vanishing_gradients_everywhere(tmp_path):
     assert finding.title == "no layer gets a usable gradient" and "1e-08" in finding.evidence
 
 
+def test_a_solved_task_has_no_vanishing_gradients(tmp_path):
+    """The loss fell to 1e-7 of its start: every gradient shrank with it, the first layer's to 0."""
+    run = Run().set("train/loss", lambda s, v: 0.7 * 10 ** (-7 * s / 400))
+    for depth, name in enumerate(LAYERS):
+        run.set(f"grad_norm/{name}", lambda s, v, d=depth: 0.0 if d == 0 else 1e-7 * 10 ** d)
+    assert "vanishing_gradients" not in run.findings(tmp_path)
+
+
+def test_a_solved_task_has_no_exploding_gradients_and_its_dead_units_are_info(tmp_path):
+    run = Run().set("train/loss", lambda s, v: 0.7 * 10 ** (-7 * s / 400))
+    run.set("grad/norm_max", lambda s, v: 1e-2 if s == 300 else 1e-6).set("act_dead/hidden.1.act", lambda s, v: 0.7)
+    run.config["clip"] = None
+    found = run.findings(tmp_path)
+    assert "exploding_gradients" not in found and found["dead_relu"].severity is Severity.INFO
+
+
 def test_small_but_usable_gradients_are_not_vanishing(tmp_path):
     run = Run()
     for name in LAYERS:
@@ -472,6 +509,16 @@ def test_exploding_gradients_without_clipping(tmp_path):
     finding = run.findings(tmp_path)["exploding_gradients"]
     assert "60 at step 250" in finding.evidence and "2 log window(s)" in finding.evidence
     assert "clip=1.0 (0.5-1.0 for recurrent models" in finding.fix
+
+
+def test_gradients_that_shrink_with_their_loss_are_not_exploding(tmp_path):
+    """Full-batch regression whose loss fell 1e4x: the early windows' norms are 40x the late ones'.
+    Against the whole run's median that reads as a burst; against what came before it is none."""
+    run = Run().set("grad/norm_max", lambda s, v: 0.2 * 40 ** (-s / 400))
+    run.config["clip"] = None
+    assert "exploding_gradients" not in run.findings(tmp_path)
+    run.set("grad/norm_max", lambda s, v: 0.5 if s == 350 else 0.2 * 40 ** (-s / 400))  # 60x what came before
+    assert "exploding_gradients" in run.findings(tmp_path / "burst")
 
 
 def test_bursts_under_clipping_or_of_a_few_x_are_not_exploding(tmp_path):
@@ -609,7 +656,16 @@ def test_dead_relu_is_judged_on_any_model_with_relu_modules(tmp_path):
 
 def test_weight_norm_runaway(tmp_path):
     run = Run().set("param/norm_total", lambda s, v: 20 * math.exp(s / 150))
-    assert "weight_norm_runaway" in run.findings(tmp_path)
+    run.set("train/loss", lambda s, v: 0.9 + 0.2 * math.exp(-s / 60))  # flat over the second half
+    finding = run.findings(tmp_path)["weight_norm_runaway"]
+    assert finding.severity is Severity.WARNING and "bought no progress" in finding.evidence
+
+
+def test_weights_growing_while_the_loss_still_falls_are_info(tmp_path):
+    """A sigmoid output on separable data grows its margin: the loss pays for the growth."""
+    run = Run().set("param/norm_total", lambda s, v: 20 * math.exp(s / 150))
+    run.set("train/loss", lambda s, v: 0.5 * math.exp(-s / 150))
+    assert run.findings(tmp_path)["weight_norm_runaway"].severity is Severity.INFO
 
 
 # ---------------------------------------------------------------------------- numerics and guard events
@@ -720,10 +776,21 @@ def test_a_long_warmup_whose_loss_fell_evenly_to_its_end_is_flagged(tmp_path):
     assert "warmup_too_long" in run.findings(tmp_path)
 
 
-def test_a_long_warmup_that_did_not_hold_the_run_back_is_not_flagged(tmp_path):
-    run = Run()
-    run.config["schedule"]["warmup"] = 200
-    assert "warmup_too_long" not in run.findings(tmp_path)  # its loss fell fastest first
+def test_a_long_warmup_that_did_not_hold_the_run_back_is_only_said_when_it_takes_most_of_the_run(tmp_path):
+    run = Run().set("train/loss", lambda s, v: 0.5 + 1.8 * math.exp(-s / 60))  # it fell fastest first
+    run.config["schedule"]["warmup"] = 180  # 45%
+    assert "warmup_too_long" not in run.findings(tmp_path / "a")
+    run.config["schedule"]["warmup"] = 360  # 90%: no harm shown, but the run hardly trained at its peak LR
+    finding = run.findings(tmp_path / "b")["warmup_too_long"]
+    assert finding.severity is Severity.INFO and "360 of 400 steps (90%)" in finding.evidence
+
+
+def test_a_long_warmup_whose_loss_fell_faster_in_its_second_half_is_flagged(tmp_path):
+    """A curve at a fixed LR is convex; 0.7 then 0.9 nats over the warmup's halves waited for the LR."""
+    run = Run().set("train/loss", lambda s, v: 2.3 - 0.7 * s / 180 if s <= 180 else
+                    (1.6 - 0.9 * (s - 180) / 180 if s <= 360 else 0.7))
+    run.config["schedule"]["warmup"] = 360
+    assert run.findings(tmp_path)["warmup_too_long"].severity is Severity.WARNING
 
 
 def shrinking(run: Run, factor: float) -> Run:
@@ -749,6 +816,25 @@ def test_weight_decay_collapse(tmp_path, wd, factor, loss_end, flagged):
     if flagged:
         assert findings["weight_decay_collapse"].severity is Severity.CRITICAL
         assert "optim.weight_decay=30" in findings["weight_decay_collapse"].evidence
+
+
+@pytest.mark.parametrize("target, flagged", [("torch.optim.Adam", True), ("torch.optim.AdamW", False)])
+def test_weight_decay_collapse_under_coupled_l2(tmp_path, target, flagged):
+    """Adam's weight_decay is L2 in the gradient: exp(-sum lr * wd) = 0.82 says decay cannot explain
+    the shrink, yet wd * |w| outweighs the loss gradient 50x and Adam's scaling turns that into a
+    step of ~lr towards 0 per update. Decoupled (AdamW) decay at the same numbers could not."""
+    run = shrinking(Run(), 0.05)
+    for name in LAYERS[1:-1]:
+        run.set(f"param_norm/{name}", lambda s, v: 0.5 * 0.05 ** (s / 400))
+    for name in LAYERS:
+        run.set(f"grad_norm/{name}", lambda s, v: 1e-4)
+    run.config["optim"].update({"weight_decay": 0.5, "_target_": target})
+    run.set("train/loss", lambda s, v: 2.3 - 0.3 * math.sin(math.pi * s / 400))
+    found = run.findings(tmp_path)
+    assert ("weight_decay_collapse" in found) is flagged
+    if flagged:
+        assert "before Adam's scaling (coupled)" in found["weight_decay_collapse"].evidence
+        assert "optim=adamw" in found["weight_decay_collapse"].fix
 
 
 def test_weight_decay_collapse_behind_an_embedding_kept_out_of_decay(tmp_path):
@@ -960,6 +1046,45 @@ def test_a_trained_bottleneck_is_named_and_a_wide_classifier_is_not(tmp_path, mo
     measured = summary["output_directions"]
     assert measured["classes"] == 20 and (measured["directions"] <= 3) is flagged
     assert ("capacity_limit" in {f.name for f in diagnose(load_run(tmp_path / "run"))}) is flagged
+
+
+def outlying_targets(run: Run) -> Run:
+    run.summary.update({"task": "regression", "chance_loss": None, "prior_loss": 1.0})
+    run.summary["target_outliers"] = {"checked": 5000, "count": 50, "quartiles": [-0.4, 0.4],
+                                      "samples": [{"index": 3074, "target": 1280.0}]}
+    return run
+
+
+def test_outlier_targets_lift_the_train_loss_and_are_not_a_divergence(tmp_path):
+    """1% of regression targets in the wrong unit: the train loss climbs (their squared errors), the
+    val loss keeps falling. The data is named, not the LR."""
+    run = outlying_targets(Run()).set("train/loss", lambda s, v: 1e3 * (1 + s / 100))
+    run.set("val/loss", [0.12, 0.07, 0.06, 0.055], kind="eval")
+    found = run.findings(tmp_path)
+    assert "diverging" not in found
+    assert "#3074 (target 1.28e+03)" in found["outlier_samples"].evidence
+
+
+def test_outliers_behind_the_clip_show_in_the_pre_clip_norm(tmp_path):
+    """The clip shrinks the updates holding the outliers, so the loss hides them; the pre-clip norm
+    of those windows does not."""
+    run = Run().set("grad/norm_max", lambda s, v: 30.0 if s % 40 == 0 else 1.0)
+    run.summary["input_outliers"] = {"checked": 4000, "count": 80, "median_norm": 10.0,
+                                     "samples": [{"index": 2198, "input_norm": 389.0}]}
+    finding = run.findings(tmp_path)["outlier_samples"]
+    assert "10 log windows' largest pre-clip gradient norm" in finding.evidence and "clip=1 hides" in finding.evidence
+    run.summary["input_outliers"]["count"] = 0
+    assert "outlier_samples" not in run.findings(tmp_path / "clean")  # spikes alone do not name samples
+
+
+def test_outliers_averaged_into_batch_norm_explain_its_eval_gap(tmp_path):
+    run = Run().set("val/loss_on_train", lambda s, v: 3 * Run.loss_at(s), kind="eval")
+    run.summary["modules"] = ["BatchNorm2d", "Conv2d", "Linear"]
+    run.summary["input_outliers"] = {"checked": 1400, "count": 14, "median_norm": 3.9,
+                                     "samples": [{"index": 1141, "input_norm": 229.0}]}
+    found = diagnose(load_run(run.write(tmp_path / "run")))
+    assert [f.name for f in found][:2] == ["outlier_samples", "bn_eval_gap"]
+    assert found[0].severity is Severity.CRITICAL and "running statistics" in found[0].evidence
 
 
 @pytest.mark.parametrize("count, inflated, flagged", [(82, True, True), (82, False, False), (900, True, False),

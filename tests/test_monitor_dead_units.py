@@ -62,3 +62,44 @@ def test_a_unit_is_dead_only_if_silent_on_each_of_the_last_collections():
     restored.load_state_dict(monitor.state_dict())  # a resumed run remembers the recent batches
     assert collect(restored, model, negative)["grad_dead/0"] == 0.5  # the positive batch is still among the last 4
     assert collect(Monitor(BASIC, model), model, negative)["grad_dead/0"] == 1.0  # without the history
+
+
+FULL = OmegaConf.create({"level": "full", "every": 1})
+
+
+def act_dead(monitor: Monitor, model: nn.Module, x: torch.Tensor) -> dict[str, float]:
+    with monitor.capture_forward(True):
+        model(x)
+    return {k: float(v) for k, v in monitor.pop()[0].items() if k.startswith("act_dead/")}
+
+
+def test_forward_hooks_count_a_unit_dead_only_if_zero_on_each_of_the_last_collections():
+    """At batch 1 about half of a healthy ReLU layer is 0 for the one sample: one batch cannot
+    call a unit dead; the last collections' samples together can."""
+    model = net_with_dead_units(dead=2)
+    monitor = Monitor(FULL, model)
+    torch.manual_seed(3)
+    first = act_dead(monitor, model, torch.randn(1, 4))["act_dead/1"]
+    for _ in range(12):
+        last = act_dead(monitor, model, torch.randn(1, 4))["act_dead/1"]
+    assert first > 2 / 8  # one sample: live units look dead too
+    assert last == 2 / 8  # only the units no sample of the last collections reached
+
+
+def test_forward_hooks_count_channels_of_a_feature_map_and_each_place_of_a_shared_relu():
+    """A conv's units are its channels (dim 1), not the last spatial dim; a ReLU module applied at
+    two places reports each place."""
+    class Shared(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.conv, self.act, self.head = nn.Conv2d(1, 4, 3, padding=1), nn.ReLU(), nn.Linear(4, 3)
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return self.act(self.head(self.act(self.conv(x)).mean((2, 3))))
+
+    model = Shared()
+    with torch.no_grad():
+        model.conv.bias[:3] = -100.0  # three of four channels off everywhere
+        model.head.bias.fill_(100.0)  # every head unit on
+    metrics = act_dead(Monitor(FULL, model), model, torch.randn(8, 1, 6, 6))
+    assert metrics == {"act_dead/act": 3 / 4, "act_dead/act#1": 0.0}

@@ -1,6 +1,7 @@
 """Facts about the data that no curve can show, measured once when the run is built and written to
 summary.json for the diagnosis: how many validation samples also sit in the training split, which
-training inputs are far larger than the rest, and the scale of the inputs the model first sees."""
+training inputs (or regression targets) are far out of line with the rest, and the scale of the
+inputs the model first sees."""
 from __future__ import annotations
 
 import hashlib
@@ -25,21 +26,25 @@ STATS_SAMPLES = 256
 
 OUTLIER_NORM_RATIO = 10.0  # an input this many times the median input norm (or not finite) stands out
 OUTLIERS_LISTED = 8
+TUKEY_FAR = 3.0  # a regression target this many interquartile ranges past its quartiles stands out
 
 
 def _read_inputs(dataset: Dataset, recipe: BatchRecipe, indices: torch.Tensor,
-                 split: str) -> tuple[list[bytes], np.ndarray | None]:
+                 split: str) -> tuple[list[bytes], np.ndarray | None, np.ndarray | None]:
     """An 8-byte digest of each sample's input (equal inputs, equal digests; labels left out: a
     validation image that is also a training image leaks whatever its label says) and, for
-    real-valued inputs, each one's norm."""
-    digests, norms = [], []
+    real-valued inputs and targets, each sample's rows of them."""
+    digests, norms, targets = [], [], []
     for chunk in indices.split(CHUNK):
-        x, _ = fetch(dataset, recipe, chunk, split=split)
+        x, y = fetch(dataset, recipe, chunk, split=split)
         rows = x.reshape(len(chunk), -1).contiguous()
         digests += [hashlib.blake2b(row.tobytes(), digest_size=8).digest() for row in rows.numpy()]
         if rows.is_floating_point():
             norms.append(rows.double().norm(dim=1).numpy())
-    return digests, np.concatenate(norms) if norms else None
+        if isinstance(y, torch.Tensor) and y.is_floating_point() and len(y) == len(chunk):
+            targets.append(y.reshape(len(chunk), -1).double().numpy())
+    return (digests, np.concatenate(norms) if norms else None,
+            np.concatenate(targets) if len(targets) == len(indices.split(CHUNK)) else None)
 
 
 def split_facts(train: Dataset, val: Dataset, recipe: BatchRecipe, task: str) -> dict[str, Any]:
@@ -47,11 +52,35 @@ def split_facts(train: Dataset, val: Dataset, recipe: BatchRecipe, task: str) ->
     language modelling: a window of a token stream is no sample of its own, and short windows
     repeat in any corpus, so duplicated documents must be found before the text is split)."""
     if task == "lm":
-        return {"split_overlap": None, "input_outliers": None}
+        return {"split_overlap": None, "input_outliers": None, "target_outliers": None}
     hashed = spread_indices(len(train), TRAIN_HASHED)
-    digests, norms = _read_inputs(train, recipe, hashed, "train")
+    digests, norms, targets = _read_inputs(train, recipe, hashed, "train")
     return {"split_overlap": _overlap(set(digests), len(hashed), len(train), val, recipe),
-            "input_outliers": _outliers(hashed, norms)}
+            "input_outliers": _outliers(hashed, norms),
+            "target_outliers": _target_outliers(hashed, targets) if task == "regression" else None}
+
+
+def _target_outliers(indices: torch.Tensor, targets: np.ndarray | None) -> dict[str, Any] | None:
+    """Regression targets beyond Tukey's far-out fences (3 interquartile ranges past the quartiles,
+    in any target dimension) or not finite: a column stored in the wrong unit for some rows, where
+    the inputs look normal. Fences, not a multiple of the median deviation: a target that is a
+    steep function of its input (x^4) has a long natural tail inside them (a normal target
+    passes them once in ~200,000 samples)."""
+    if targets is None or not np.isfinite(targets).all(axis=1).any():
+        return None
+    finite = np.isfinite(targets).all(axis=1)
+    q1, q3 = np.percentile(targets[finite], [25, 75], axis=0)
+    iqr = q3 - q1
+    spread = iqr > 0  # a constant dimension has no fences
+    low, high = q1 - TUKEY_FAR * iqr, q3 + TUKEY_FAR * iqr
+    outside = np.nan_to_num(np.maximum(low - targets, targets - high) / np.where(spread, iqr, 1.0), nan=np.inf)
+    past = np.where(spread, outside, -np.inf).max(axis=1)  # IQRs past the nearer fence, per sample
+    outlying = ~finite | (past > 0)
+    worst = np.argsort(-past)[:min(OUTLIERS_LISTED, int(outlying.sum()))]
+    return {"checked": len(targets), "count": int(outlying.sum()), "quartiles": [float(q1.min()), float(q3.max())],
+            "samples": [{"index": int(indices[i]), "target": float(targets[i].flat[int(np.argmax(np.abs(targets[i] -
+                                                                                                   (q1 + q3) / 2)))])}
+                        for i in worst]}
 
 
 def _overlap(seen: set[bytes], hashed: int, train_samples: int, val: Dataset, recipe: BatchRecipe) -> dict[str, Any]:

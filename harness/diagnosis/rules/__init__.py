@@ -61,8 +61,12 @@ CAUSES = frozenset({"clip_pinned", "schedule_ended_early", "dead_relu", "vanishi
 
 
 # Findings outside that chain that particular causes explain: inputs 100x too large or a few huge
-# samples blow the loss up, and the LR fix `diverging` offers is the wrong one for both.
-EXPLAINED_BY = {"diverging": frozenset({"unnormalised_inputs", "outlier_samples"})}
+# samples blow the loss up, and the LR fix `diverging` offers is the wrong one for both; a few huge
+# samples averaged into batch norm's running statistics break eval mode, and their batches are the
+# guard's loss spikes.
+EXPLAINED_BY = {"diverging": frozenset({"unnormalised_inputs", "outlier_samples"}),
+               "bn_eval_gap": frozenset({"outlier_samples"}),
+               "loss_spikes": frozenset({"outlier_samples"})}
 TIERS = (CAUSES, INTERMEDIATE, SYMPTOMS)
 
 

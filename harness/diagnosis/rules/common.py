@@ -4,10 +4,21 @@ from __future__ import annotations
 import numpy as np
 
 from harness.diagnosis.load import RunData
-from harness.metric_names import GRAD_NORM, TRAIN_LR, UPDATE_RATIO
+from harness.diagnosis.signals import end_level, start_level
+from harness.metric_names import GRAD_NORM, TRAIN_LOSS, TRAIN_LR, UPDATE_RATIO
 
 LATE_FRACTION = 2 / 3  # "the last third of the run"
 MIN_ROWS = 5  # logged train rows a rule wants before judging a trend
+# A solved task: the train loss ended at 1/1000 of where it started. Every gradient has shrunk
+# with the loss, to where rounding sets it: the first layers' (products of more small factors)
+# underflow to 0, one sample's tiny error is a 1000x "burst", and the units the solution does
+# not need sit at 0. Gradient rules read a run that is not learning, which this one has done.
+SOLVED_FRACTION = 1e-3
+
+
+def solved(run: RunData) -> bool:
+    loss = run.series(TRAIN_LOSS).finite()
+    return len(loss) >= MIN_ROWS and 0 < start_level(loss) and end_level(loss) <= SOLVED_FRACTION * start_level(loss)
 
 
 def fp16_unscaled(run: RunData) -> bool:

@@ -131,6 +131,17 @@ UNDERFIT_TAIL_IMPROVEMENT = 0.025
 SLOW_FALLING_EVALS = 3
 SLOW_ABOVE_PRIOR = PRIOR_BAND
 SLOW_UPDATE_RATIO = 3e-4
+# ... or the loss keeps moving but slowly: normalisation layers (batch norm) make a network's
+# loss fall at any LR, so a model 10x below its working LR passes the prior and learns, far too
+# slowly. Judged when the median update/weight ratio at the peak LR is <= 5e-4 (half of the
+# smallest healthy run's in the pathology suite, 1.1e-3), the val loss fell at each of the last 3
+# evals, and the run's last quarter still held >= 10% of its val loss's whole fall: a loss
+# approaching its floor like exp(-t / tau) puts that share there only while the run is shorter
+# than ~2 tau, i.e. it stopped far from where its LR would take it. A run that converged (its last
+# quarter barely moves its loss) is not slow, however small its updates.
+SLOW_MOVING_RATIO = 5e-4
+SLOW_TAIL = 0.25
+SLOW_TAIL_SHARE = 0.10
 
 
 def diverging(run: RunData) -> Finding | None:
@@ -166,6 +177,15 @@ def diverging(run: RunData) -> Finding | None:
     status = f"; the run stopped: {reason}" if run.summary.get("status") == "diverged" and reason else ""
     return Finding("diverging", Severity.CRITICAL, "the loss diverged", f"{detail}{status}.", instability_fixes(run),
                    calmer_updates(run, _last_good_step(finite, symptom) + 1, exploded))
+
+
+def _tail_share(val: Series) -> float:
+    """The share of the val loss's whole fall (first eval to its best) made over the run's last
+    SLOW_TAIL; 0 when it did not fall."""
+    fall = float(val.values[0] - val.values.min())
+    cut = val.steps[0] + (1 - SLOW_TAIL) * (val.steps[-1] - val.steps[0])
+    before = val.values[val.steps <= cut]
+    return float(before[-1] - val.values[-1]) / fall if fall > 0 and len(before) else 0.0
 
 
 def _last_good_step(loss: Series, symptom: int) -> int:
@@ -228,12 +248,12 @@ def _kept_learning(val: Series, start_loss: float) -> bool:
 
 
 def _val_fine(run: RunData, start: float) -> bool:
-    """Whether a few huge training samples (`input_outliers`, outlier_samples' evidence) explain the
-    train loss while the model itself is fine: the val loss ended within 5% of its best, clearly
-    (10%) below where training started. Without such samples a val loss that recovered says
+    """Whether a few huge training samples (`input_outliers`, `target_outliers`: outlier_samples'
+    evidence) explain the train loss while the model itself is fine: the val loss ended within 5%
+    of its best, clearly (10%) below where training started. Without such samples a val loss that recovered says
     nothing: a run that blew up in its first updates trains on to a worse loss than it could."""
     val = run.series(VAL_LOSS, kind="eval").finite()
-    if len(val) < 2 or not (run.summary.get("input_outliers") or {}).get("count"):
+    if len(val) < 2 or not any((run.summary.get(k) or {}).get("count") for k in ("input_outliers", "target_outliers")):
         return False
     best = float(val.values.min())
     return float(val.values[-1]) <= RECOVERED_VAL * best and best <= RECOVERED_PROGRESS * start
@@ -415,9 +435,14 @@ def slow_progress(run: RunData) -> Finding | None:
     tiny_updates = ratio is not None and ratio <= SLOW_UPDATE_RATIO and end >= (1 - PRIOR_BAND) * floor
     falling = bool(np.all(np.diff(val.values[-SLOW_FALLING_EVALS:]) < 0))
     short_of_prior = bool(prior) and end > (1 + SLOW_ABOVE_PRIOR) * prior and end < start and falling
-    if not (tiny_updates or short_of_prior):
+    tail_share = _tail_share(val)
+    moving_slowly = ratio is not None and ratio <= SLOW_MOVING_RATIO and falling and tail_share >= SLOW_TAIL_SHARE
+    if not (tiny_updates or short_of_prior or moving_slowly):
         return None
     parts = [f"train loss {fmt(start)} -> {fmt(end)}, val {fmt(float(val.values[0]))} -> {fmt(float(val.values[-1]))}"]
+    if moving_slowly and not (tiny_updates or short_of_prior):
+        parts.append(f"the val loss fell at each of the last {SLOW_FALLING_EVALS} evals and its last "
+                     f"{SLOW_TAIL:.0%} of the run still held {tail_share:.0%} of its whole fall: far from converged")
     if short_of_prior:
         parts.append(f"still falling at the end and above {fmt(prior)}, the loss of predicting only the targets' "
                      "frequencies (which a model at a working LR passes early)")
@@ -425,6 +450,8 @@ def slow_progress(run: RunData) -> Finding | None:
         parts.append(f"median update/weight ratio at the peak LR {fmt(ratio)} (healthy runs: ~1e-3"
                      + (f"; at or below {SLOW_UPDATE_RATIO:g}, with the loss never below the prior, the "
                       "weights barely move)" if tiny_updates else ")"))
+        if moving_slowly and run.summary.get("modules") and any("Norm" in m for m in run.summary["modules"]):
+            parts.append("normalisation layers keep the loss moving at an LR far below the working one")
     lr = run.cfg("optim.lr")
     now = f" (now {lr:g})" if isinstance(lr, (int, float)) else ""
     return Finding("slow_progress", Severity.WARNING, "the run is learning, but far too slowly",

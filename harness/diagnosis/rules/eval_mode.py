@@ -24,16 +24,23 @@ LAST_EVALS = 3
 BATCH_NORM_TYPES = ("BatchNorm1d", "BatchNorm2d", "BatchNorm3d", "SyncBatchNorm")
 
 
-def bn_eval_gap(run: RunData) -> Finding | None:
+def mode_gap(run: RunData) -> float | None:
+    """Eval-mode loss on training samples over the train-mode loss of the same steps, median over
+    the last evals; None without those evals."""
     on_train = run.series(VAL_LOSS_ON_TRAIN, kind="eval").finite()
     train = run.series(TRAIN_LOSS).finite()
     if len(on_train) < MIN_EVALS or not len(train):
         return None
     last = range(len(on_train) - min(LAST_EVALS, len(on_train)), len(on_train))
-    ratios = [on_train.values[i] / max(level_at(train, int(on_train.steps[i])), 1e-12) for i in last]
-    ratio = float(np.median(ratios))
-    if ratio < MODE_GAP_RATIO:
+    return float(np.median([on_train.values[i] / max(level_at(train, int(on_train.steps[i])), 1e-12) for i in last]))
+
+
+def bn_eval_gap(run: RunData) -> Finding | None:
+    ratio = mode_gap(run)
+    if ratio is None or ratio < MODE_GAP_RATIO:
         return None
+    on_train = run.series(VAL_LOSS_ON_TRAIN, kind="eval").finite()
+    train = run.series(TRAIN_LOSS).finite()
     step = int(on_train.steps[-1])
     val = run.series(VAL_LOSS, kind="eval").finite()
     val_text = f"; val loss {fmt(float(val.values[-1]))}" if len(val) else ""

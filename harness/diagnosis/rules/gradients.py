@@ -10,10 +10,11 @@ import numpy as np
 from harness.diagnosis.findings import Finding, Severity
 from harness.diagnosis.load import RunData, Series
 from harness.diagnosis.remedies import bound_gradients, clear_gradient_path, revive_units, unpin_clip
-from harness.diagnosis.rules.common import LATE_FRACTION, MIN_ROWS, fp16_unscaled, name_some, zero_gradient_tensors
-from harness.diagnosis.signals import fmt
+from harness.diagnosis.rules.common import (LATE_FRACTION, MIN_ROWS, fp16_unscaled, name_some, solved,
+                                            zero_gradient_tensors)
+from harness.diagnosis.signals import end_level, fmt, level_at
 from harness.metric_names import (ACT_DEAD, GRAD_CLIP_RATE, GRAD_DEAD, GRAD_NORM, GRAD_NORM_MAX, GRAD_NORM_PRECLIP,
-                                  GRAD_TENSORS_WITHOUT, PARAM_NORM_TOTAL)
+                                  GRAD_TENSORS_WITHOUT, PARAM_NORM_TOTAL, TRAIN_LOSS)
 
 # Clip pinned: clipping acted on >=90% of updates and the median pre-clip norm is >=10x the
 # threshold, i.e. nearly every update is shrunk 10x or more: the LR actually used is not the
@@ -48,15 +49,24 @@ VANISHED_NORM = 1e-8
 DEAD_CRITICAL = 0.9
 DEAD_UNITS = 0.5
 # Weight-norm runaway: the total parameter norm at least doubles over the second half of the
-# run. Healthy runs grow fastest early and settle (weight decay balances the updates).
+# run. Healthy runs grow fastest early and settle (weight decay balances the updates). A warning
+# when the growth bought nothing: the train loss ended less than 10% below its mid-run level. While
+# the loss still falls, growing weights are a saturating output (sigmoid, softmax) buying margin on
+# separable data, which the loss rewards: said as info.
 RUNAWAY_LATE_GROWTH = 2.0
+RUNAWAY_PAID_DROP = 0.10
 
 # Exploding gradients: with no norm clipping to bound the update, some log window's largest
-# pre-clip gradient norm is >= 10x the median window's largest, past the run's first 10% (early
-# norms are large by nature). Healthy unclipped runs stay within 2-4x; a tanh RNN under SGD at
-# lr 0.5 without clipping reaches ~100x.
+# pre-clip gradient norm is >= 10x the median of the windows logged before it, past the run's
+# first 10% (early norms are large by nature). Healthy unclipped runs stay within 2-4x; a tanh RNN
+# under SGD at lr 0.5 without clipping reaches ~100x. The windows before it, not the whole run:
+# a gradient shrinks with its loss (full-batch Adam on a regression whose loss fell 1e4x: its
+# late norms are 40x below its early ones), and a burst is a rise above what came before.
 EXPLODE_RATIO = 10.0
 SETTLE_FRACTION = 0.1
+EXPLODE_BASELINE_WINDOWS = 3  # windows a burst is compared against, at least
+# A solved task (common.solved) has neither exploding nor vanishing gradients, and its dead units
+# are the ones its solution does not need: dead_relu says so as info.
 RELU_TYPES = ("ReLU", "ReLU6")  # units that output exactly 0 for every negative input (LeakyReLU never does)
 RECURRENT_TYPES = ("LSTM", "GRU", "RNN", "LSTMCell", "GRUCell", "RNNCell")
 
@@ -108,25 +118,43 @@ def clip_never_reached(run: RunData) -> Finding | None:
 
 def exploding_gradients(run: RunData) -> Finding | None:
     peaks = run.series(GRAD_NORM_MAX).after_fraction(SETTLE_FRACTION)
-    finite = peaks.finite()
-    if _norm_clip(run) is not None or len(finite) < MIN_ROWS:
+    if _norm_clip(run) is not None or len(peaks.finite()) < MIN_ROWS or solved(run):
         return None
-    typical = float(np.median(finite.values))
-    worst = int(np.argmax(np.where(np.isfinite(peaks.values), peaks.values, np.inf)))
-    peak, step = float(peaks.values[worst]), int(peaks.steps[worst])
-    if typical <= 0 or peak < EXPLODE_RATIO * typical:
+    ratios, baselines = _over_before(peaks.values)
+    worst = int(np.argmax(ratios))
+    if ratios[worst] < EXPLODE_RATIO:
         return None
-    bursts = int(np.sum(~np.isfinite(peaks.values) | (peaks.values >= EXPLODE_RATIO * typical)))
+    peak, step, typical = float(peaks.values[worst]), int(peaks.steps[worst]), float(baselines[worst])
+    bursts = int(np.sum(ratios >= EXPLODE_RATIO))
     recurrent = any(name in (run.summary.get("modules") or []) for name in RECURRENT_TYPES)
     clip_text = ("clip=1.0 (0.5-1.0 for recurrent models: backpropagation through time multiplies the "
                  "gradient by the recurrent weights once per step)" if recurrent else "clip=1.0")
     return Finding("exploding_gradients", Severity.WARNING, "the gradient norm explodes and nothing bounds the update",
                    f"largest pre-clip gradient norm {fmt(peak)} at step {step}, {fmt(peak / typical)}x the median "
-                   f"window's {fmt(typical)}; {bursts} log window(s) at >= {EXPLODE_RATIO:g}x; clipping is off.",
+                   f"{fmt(typical)} of the windows before it; {bursts} log window(s) at >= {EXPLODE_RATIO:g}x "
+                   "what came before; clipping is off.",
                    f"{clip_text}; guard=default skips the worst updates; lower optim.lr.", bound_gradients(recurrent))
 
 
+def _over_before(peaks: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Per window: its peak over the median of the finite peaks logged before it (inf for a
+    non-finite peak), and that median. The first windows have too few before them and are
+    measured against the whole run's median (a burst right after the settling part)."""
+    ratios, baselines = np.zeros(len(peaks)), np.full(len(peaks), np.nan)
+    finite = peaks[np.isfinite(peaks)]
+    for i, peak in enumerate(peaks):
+        before = peaks[:i][np.isfinite(peaks[:i])]
+        before = before if len(before) >= EXPLODE_BASELINE_WINDOWS else finite
+        if not len(before) or np.median(before) <= 0:
+            continue
+        baselines[i] = float(np.median(before))
+        ratios[i] = peak / baselines[i] if np.isfinite(peak) else np.inf
+    return ratios, baselines
+
+
 def vanishing_gradients(run: RunData) -> Finding | None:
+    if solved(run):
+        return None
     return _early_blocks_starved(run) or _vanished_everywhere(run)
 
 
@@ -215,6 +243,9 @@ def dead_relu(run: RunData) -> Finding | None:
     else:
         return None
     severity = Severity.CRITICAL if max(worst.values(), default=1.0) >= DEAD_CRITICAL else Severity.WARNING
+    if solved(run):
+        evidence += " The train loss fell to 1/1000 of its start: the task is solved without them."
+        severity = Severity.INFO
     if relu:
         return Finding("dead_relu", severity, "ReLU units died: they output 0 and never recover", evidence,
                        "lower optim.lr (one huge update pushes pre-activations negative for good) and keep clip on; "
@@ -255,9 +286,20 @@ def weight_norm_runaway(run: RunData) -> Finding | None:
     end = float(norm.values[-1])
     if end < RUNAWAY_LATE_GROWTH * mid:
         return None
+    loss = run.series(TRAIN_LOSS).finite()
+    loss_mid, loss_end = level_at(loss, int(mid_step)), end_level(loss)
+    paid = len(loss) >= MIN_ROWS and loss_end <= (1 - RUNAWAY_PAID_DROP) * loss_mid
+    evidence = (f"total parameter norm {fmt(float(norm.values[0]))} at step {int(norm.steps[0])}, {fmt(mid)} at "
+                f"mid-run, {fmt(end)} at step {int(norm.steps[-1])} ({fmt(end / mid)}x over the second half); the "
+                f"train loss went {fmt(loss_mid)} -> {fmt(loss_end)} meanwhile")
+    if paid:
+        return Finding("weight_norm_runaway", Severity.INFO, "the weights keep growing while the loss falls",
+                       evidence + ": a saturating output (sigmoid, softmax) growing its margin on data it "
+                       "separates; harmless while the loss pays for it.",
+                       "weight decay (optim.weight_decay) or label smoothing bound it if the logits must stay "
+                       "calibrated.")
     return Finding("weight_norm_runaway", Severity.WARNING, "the weights keep growing",
-                   f"total parameter norm {fmt(float(norm.values[0]))} at step {int(norm.steps[0])}, {fmt(mid)} at "
-                   f"mid-run, {fmt(end)} at step {int(norm.steps[-1])} ({fmt(end / mid)}x over the second half).",
+                   evidence + ": the growth bought no progress.",
                    "add or raise weight decay (optim.weight_decay, e.g. 0.1 with AdamW); lower optim.lr; "
                    "normalisation layers (model.norm=layer) or qk_norm keep activations bounded.")
 
