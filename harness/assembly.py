@@ -43,6 +43,7 @@ from harness.guard import Guard
 from harness.hooks import Cadence, Callbacks, trainer_config
 from harness.loss import compute_loss
 from harness.models import build_model
+from harness.models.activation_swap import swap_activations
 from harness.models.init import apply_init
 from harness.models.output import OutputPicker
 from harness.models.probe import (behaves_differently_in_eval, check_batch_norm, has_batch_norm, parameter_counts,
@@ -106,10 +107,14 @@ def build_trainer(cfg: DictConfig, run_dir: Path, device: torch.device,
     check_batch_norm(raw_model, micro_batch, cfg.batch_size)
     x, y = fetch(train_set, recipe, spread_indices(len(train_set), micro_batch))
     probe_model(raw_model, pick_output, meta, x.to(device), y.to(device), cfg.model._target_)
+    swapped = swap_activations(raw_model, cfg.activation_swap, x.to(device))
+    if swapped and dist.is_main:
+        log.info("activation_swap=%s replaced %d activation module(s): %s", cfg.activation_swap, len(swapped),
+                 ", ".join(swapped))
     facts = None
     if dist.is_main and cfg.mode == "train":  # what summary.json tells the diagnosis; only rank 0 writes it
         facts = {"parameters": parameter_counts(raw_model), **split_facts(train_set, val_set, recipe, meta.task),
-                 "input_stats": input_stats(train_set, recipe)}
+                 "input_stats": input_stats(train_set, recipe), "activation_swap": swapped}
     user_callbacks = build_user_callbacks(cfg.get("callbacks"))
     seed_everything(cfg.seed + dist.rank)  # identical weights on every rank, own dropout draws per rank
     parallel = parallel_config(cfg.get("parallel"))

@@ -1,37 +1,49 @@
-"""`diagnose.remedy=auto`: a run that the diagnosis calls sick starts again with the fix its finding
-names, within `diagnose.max_attempts` remedies, and says what it did.
+"""`diagnose.remedy=auto`: a run that the diagnosis calls sick starts again with a fix its finding
+names, keeps the fix only when the run measurably improved, and ends with its best attempt.
 
 Each attempt is a complete run dir, RUN_DIR/attempts/N/ (config, metrics, checkpoints, report).
-An attempt ends when a critical finding that carries a remedy appears (live, at an eval: the
-attempt runs with `diagnose.abort_on=remedy`) or when it finishes. Then the next attempt starts
-with the remedy's overrides on top of the earlier ones:
-- from a copy of the last checkpoint before the symptom (LR, clip, precision, accumulation);
-- from scratch (init, activation, architecture, schedule shape), or when no checkpoint qualifies.
+An attempt ends when a critical finding that carries remedies appears (live, at an eval: the
+attempt runs with `diagnose.abort_on=remedy`) or when it finishes. A finding lists candidate
+remedies, the likeliest cause first; the next attempt applies the first candidate of a kind this
+run has not tried yet (a second LR cut is not a new idea), on top of the attempt it builds on:
+- from a copy of that attempt's last checkpoint before the symptom (LR, clip, precision, accumulation);
+- from scratch (init, activation, architecture, optimizer, schedule shape), or when no checkpoint qualifies.
 
-A remedy is never applied twice, and the run stops as `sick` once `max_attempts` remedies did not
-heal it. RUN_DIR/attempts.json keeps the story, written before each attempt starts, so
-`resume=auto` after a kill continues the attempt that was running, exactly. RUN_DIR/summary.json
-(the last attempt's, plus the story) and RUN_DIR/report.md tell it; the objective a sweep gets is
-the last attempt's.
+An attempt is judged by outcome: it is kept when its best val loss, up to the last step both it and
+the attempt it builds on reached, beats that attempt's by more than 1% and twice the eval-to-eval
+noise. A kept attempt is what the next remedy builds on; a rejected one is set aside and the next
+candidate starts from where it did. After `max_attempts` remedies, or when no candidate is left,
+the run ends with its best attempt (lowest best val loss): RUN_DIR/summary.json is that attempt's
+(plus the story), and so is the objective a sweep gets, so remedies never leave a run worse than
+it was given. The verdict: `healthy` (nothing to remedy), `healed` (the best attempt is a remedied
+one, better than the first, with no critical finding and, for classification, an accuracy clearly
+above guessing), `unchanged` (no remedy beat the run as given), `sick` (better, but still sick).
+RUN_DIR/attempts.json keeps the story, written before each attempt starts, so `resume=auto` after
+a kill continues the attempt that was running, exactly.
 """
 from __future__ import annotations
 
 import copy
 import json
 import logging
+import math
 import shutil
 from pathlib import Path
 from typing import Any, Callable
 
-import yaml
+import numpy as np
 from omegaconf import DictConfig, OmegaConf
 
 from harness.checkpoint import atomic_json_dump, load_checkpoint, step_checkpoints, step_of
 from harness.config import validate_config
 from harness.config_keys import CONF_DIR
 from harness.diagnosis import diagnose, load_run
+from harness.diagnosis.load import RunData, Series
 from harness.diagnosis.findings import Finding, Remedy, Restart, Severity
 from harness.diagnosis.live import diagnose_settings
+from harness.diagnosis.rules.curves import guessing_accuracy_bound
+from harness.diagnosis.signals import noise_level
+from harness.metric_names import VAL_LOSS
 from harness.distributed import DistInfo, barrier, broadcast_object
 from harness.errors import ConfigError
 from harness.rundir import BEST_LINK, CKPT_DIR, stored_objective
@@ -44,63 +56,149 @@ TrainOne = Callable[[DictConfig, Path], Any]  # trains one attempt's config in i
 
 
 def run_attempts(cfg: DictConfig, run_dir: Path, train_one: TrainOne, dist: DistInfo = DistInfo()) -> Any:
-    """Train attempt after attempt until one ends without a critical finding to remedy. Under
-    torchrun every rank trains each attempt; rank 0 judges it and writes the story, and every
-    rank follows its verdict."""
+    """Train attempt after attempt until no remedy is left to try. Under torchrun every rank trains
+    each attempt; rank 0 judges it and writes the story, and every rank follows its verdict."""
     settings = diagnose_settings(cfg.diagnose)
     story = _load_story(run_dir) if cfg.resume == "auto" else None
     if story is None:
         story = {"max_attempts": settings.max_attempts, "attempts": [_attempt(1, [], "as given", None)], "verdict": None}
     elif story["verdict"] is not None:
         log.info("%s: the remedies are done (%s); nothing was changed", run_dir, story["verdict"])
-        return stored_objective(run_dir / ATTEMPTS / str(len(story["attempts"])))
+        return stored_objective(run_dir / ATTEMPTS / str(story.get("best_attempt", len(story["attempts"]))))
     while story["verdict"] is None:
         attempt = story["attempts"][-1]
         attempt_dir = run_dir / ATTEMPTS / str(attempt["number"])
         if dist.is_main:
             _save(run_dir, story)  # before it starts: a kill from here on resumes this attempt
-        objective = train_one(attempt_config(cfg, attempt, attempt_dir, dist), attempt_dir)
+        train_one(attempt_config(cfg, attempt, attempt_dir, dist), attempt_dir)
         barrier(dist)  # rank 0's summary.json and metrics are complete
         if dist.is_main:
-            _judge(cfg, story, attempt_dir, dist.world_size)
+            _judge(cfg, story, run_dir, settings.remedy_scope, dist.world_size)
         story = broadcast_object(story, dist)
     if dist.is_main:
         _save(run_dir, story)
         _write_top(run_dir, story)
     barrier(dist)
-    return objective
+    return stored_objective(run_dir / ATTEMPTS / str(story["best_attempt"]))
 
 
-def _judge(cfg: DictConfig, story: dict[str, Any], attempt_dir: Path, world_size: int) -> None:
-    """The diagnosis of the attempt that just ended: the story gets its verdict, or the next attempt."""
+def _judge(cfg: DictConfig, story: dict[str, Any], run_dir: Path, scope: str, world_size: int) -> None:
+    """The attempt that just ended: its outcome against the attempt it builds on, then the next
+    attempt (the next untried candidate of the finding in question) or the verdict."""
     attempt = story["attempts"][-1]
-    findings = diagnose(load_run(attempt_dir))
+    attempt_dir = run_dir / ATTEMPTS / str(attempt["number"])
+    run = load_run(attempt_dir)
+    findings = diagnose(run)
     summary = json.loads((attempt_dir / "summary.json").read_text())
     attempt.update(status=summary["status"], steps=summary["steps"], best_val_loss=summary["best_val_loss"],
-                   final_train_loss=summary["final_train_loss"],
-                   critical=[f.name for f in findings if f.severity is Severity.CRITICAL])
-    applied = [a["remedy"]["overrides"] for a in story["attempts"] if a.get("remedy")]
-    sick = next((f for f in findings if f.severity is Severity.CRITICAL and f.remedy
-                 and list(f.remedy.overrides) not in applied), None)
-    if sick is None:
-        story["verdict"] = "sick" if attempt["critical"] else ("healed" if applied else "healthy")
-        return
-    attempt.update(finding=sick.name, remedy=_remedy_record(sick.remedy))
-    if len(applied) >= story["max_attempts"]:
-        story["verdict"] = "sick"
-        log.warning("remedy: %s after %d remedies; the run stops as sick", sick.name, len(applied))
-        return
-    following = _next_attempt(attempt, sick, attempt_dir)
-    refused = _refused(cfg, following["overrides"], world_size)
-    if refused is not None:  # e.g. a key the user's own model does not take
-        attempt["remedy"]["refused"] = refused
-        story["verdict"] = "sick"
-        log.warning("remedy: %s names %s, which this run's config refuses (%s); the run stops as sick",
-                    sick.name, " ".join(sick.remedy.overrides), refused)
+                   best_val_accuracy=summary.get("best_val_accuracy"), final_train_loss=summary["final_train_loss"],
+                   critical=[f.name for f in findings if f.severity is Severity.CRITICAL],
+                   learned=learned(run))
+    base = _by_number(story, attempt.get("base"))
+    if base is not None:
+        attempt["outcome"] = "kept" if _better(run, load_run(run_dir / ATTEMPTS / str(base["number"]))) else "rejected"
+    current = attempt if base is None or attempt["outcome"] == "kept" else base
+    current_dir = run_dir / ATTEMPTS / str(current["number"])
+    if current is not attempt:  # set aside: the next candidate starts where this one did
+        findings = diagnose(load_run(current_dir))
+    remedies = len(story["attempts"]) - 1
+    following = None
+    if remedies < story["max_attempts"]:
+        following = _next_candidate(cfg, story, current, current_dir, findings, scope, world_size)
+    if following is None:
+        _conclude(story)
         return
     story["attempts"].append(following)
-    log.warning("remedy: attempt %d found %s; attempt %d starts %s with %s", attempt["number"], sick.name,
-                attempt["number"] + 1, following["restart"], " ".join(sick.remedy.overrides))
+    applied = following["applied"]
+    log.warning("remedy: attempt %d (%s) found %s; attempt %d starts %s with %s", attempt["number"],
+                attempt.get("outcome", "as given"), applied["finding"], following["number"], following["restart"],
+                " ".join(applied["overrides"]))
+
+
+def _next_candidate(cfg: DictConfig, story: dict[str, Any], current: dict[str, Any], current_dir: Path,
+                    findings: list[Finding], scope: str, world_size: int) -> dict[str, Any] | None:
+    """The next attempt: the first critical finding's first candidate of a kind not tried yet (and
+    allowed by `diagnose.remedy_scope`), on top of `current`; None when there is none. A candidate
+    the config checks refuse is recorded and skipped."""
+    tried = {a["applied"]["kind"] or " ".join(a["applied"]["overrides"]) for a in story["attempts"] if a.get("applied")}
+    for finding in (f for f in findings if f.severity is Severity.CRITICAL):
+        for remedy in finding.remedies:
+            if (remedy.kind or " ".join(remedy.overrides)) in tried or (remedy.changes_model and scope == "training"):
+                continue
+            following = _follow(story, current, current_dir, finding, remedy)
+            refused = _refused(cfg, following["overrides"], world_size)
+            if refused is None:
+                return following
+            story.setdefault("refused", []).append({"finding": finding.name, "overrides": list(remedy.overrides),
+                                                    "why": refused})
+            log.warning("remedy: %s names %s, which this run's config refuses (%s)", finding.name,
+                        " ".join(remedy.overrides), refused)
+            tried.add(remedy.kind or " ".join(remedy.overrides))
+    return None
+
+
+def _conclude(story: dict[str, Any]) -> None:
+    """The best attempt (lowest best val loss; no val loss ranks last) and the verdict."""
+    attempts = story["attempts"]
+    best = min(attempts, key=lambda a: (ranked_loss(a.get("best_val_loss")), a["number"]))
+    story["best_attempt"] = best["number"]
+    first = attempts[0]
+    if len(attempts) == 1:
+        story["verdict"] = "sick" if first["critical"] else "healthy"
+    elif best is first:
+        story["verdict"] = "unchanged"
+    else:
+        story["verdict"] = "healed" if not best["critical"] and best.get("learned", True) else "sick"
+    log.warning("remedy: %s; the run's result is attempt %d's (best val loss %s)", story["verdict"], best["number"],
+                best.get("best_val_loss"))
+
+
+def ranked_loss(value: Any) -> float:
+    """A best val loss for ranking attempts: a missing or non-finite one ranks below every finite one."""
+    return float(value) if isinstance(value, (int, float)) and math.isfinite(value) else math.inf
+
+
+def learned(run: RunData) -> bool:
+    """A classifier learned when its best val accuracy is clearly above what guessing the largest
+    class gets on the same samples; other tasks by their loss alone."""
+    accuracy = run.summary.get("best_val_accuracy")
+    chance = run.summary.get("chance_loss")
+    if accuracy is None or not chance:
+        return True
+    return accuracy > guessing_accuracy_bound(run, round(math.exp(chance)))
+
+
+# An attempt beats the one it builds on when its best val loss up to the last step both reached is
+# lower by more than 1% and more than twice the eval-to-eval noise of the attempt it replaces: an
+# eval of fixed batches wobbles by the model's own noise, and a remedy that only matches the
+# attempt before it changed nothing worth keeping.
+BETTER_BY = 0.01
+NOISE_SIGMAS = 2.0
+
+
+def _better(new: RunData, old: RunData) -> bool:
+    new_val, old_val = (r.series(VAL_LOSS, kind="eval") for r in (new, old))
+    if not len(new_val.steps):
+        return False
+    if not len(old_val.steps):
+        return True
+    # where both have evals; a continuation whose first eval falls after the run it continues stopped
+    # is compared at that first eval
+    common = max(min(int(new_val.steps[-1]), int(old_val.steps[-1])), int(new_val.steps[0]))
+    new_best, old_best = _best_until(new_val, common), _best_until(old_val, common)
+    if not math.isfinite(new_best) or not math.isfinite(old_best):
+        return math.isfinite(new_best)
+    return new_best < old_best - max(BETTER_BY * abs(old_best), NOISE_SIGMAS * noise_level(old_val))
+
+
+def _best_until(val: Series, step: int) -> float:
+    values = val.values[val.steps <= step]
+    finite = values[np.isfinite(values)]
+    return float(finite.min()) if len(finite) else math.inf
+
+
+def _by_number(story: dict[str, Any], number: int | None) -> dict[str, Any] | None:
+    return None if number is None else story["attempts"][number - 1]
 
 
 def remedied_config(cfg: DictConfig, overrides: list[str]) -> DictConfig:
@@ -109,11 +207,11 @@ def remedied_config(cfg: DictConfig, overrides: list[str]) -> DictConfig:
     for override in overrides:
         key, value = override.split("=", 1)
         if (CONF_DIR / key).is_dir():  # a config group: precision=bf16 takes that option's whole node
-            option = yaml.safe_load((CONF_DIR / key / f"{value}.yaml").read_text())
+            option = OmegaConf.load(CONF_DIR / key / f"{value}.yaml")  # OmegaConf's YAML reads 1e-8 as a float
             option.pop("defaults", None)
             new[key] = option
         else:
-            OmegaConf.update(new, key, yaml.safe_load(value), merge=False)
+            OmegaConf.update(new, key, OmegaConf.create(f"value: {value}")["value"], merge=False)  # 1e-7: a float
     return new
 
 
@@ -142,12 +240,13 @@ def attempt_config(cfg: DictConfig, attempt: dict[str, Any], attempt_dir: Path,
     return new
 
 
-def _next_attempt(attempt: dict[str, Any], sick: Finding, attempt_dir: Path) -> dict[str, Any]:
-    remedy = sick.remedy
-    assert remedy is not None
-    point = _restart_point(attempt_dir, remedy)
-    restart = f"from step {point[1]} of attempt {attempt['number']}" if point else "from scratch"
-    return _attempt(attempt["number"] + 1, [*attempt["overrides"], *remedy.overrides], restart, point)
+def _follow(story: dict[str, Any], current: dict[str, Any], current_dir: Path, finding: Finding,
+            remedy: Remedy) -> dict[str, Any]:
+    point = _restart_point(current_dir, remedy)
+    restart = f"from step {point[1]} of attempt {current['number']}" if point else "from scratch"
+    following = _attempt(len(story["attempts"]) + 1, [*current["overrides"], *remedy.overrides], restart, point)
+    following.update(base=current["number"], applied={"finding": finding.name, **_remedy_record(remedy)})
+    return following
 
 
 def _restart_point(attempt_dir: Path, remedy: Remedy) -> tuple[Path, int] | None:
@@ -171,7 +270,7 @@ def _attempt(number: int, overrides: list[str], restart: str, point: tuple[Path,
 
 def _remedy_record(remedy: Remedy) -> dict[str, Any]:
     return {"overrides": list(remedy.overrides), "restart": remedy.restart.value, "why": remedy.why,
-            "before_step": remedy.before_step}
+            "before_step": remedy.before_step, "kind": remedy.kind, "changes_model": remedy.changes_model}
 
 
 def _load_story(run_dir: Path) -> dict[str, Any] | None:
@@ -190,22 +289,29 @@ def _save(run_dir: Path, story: dict[str, Any]) -> None:
 
 
 def _write_top(run_dir: Path, story: dict[str, Any]) -> None:
-    """RUN_DIR/summary.json: the last attempt's, with the story; RUN_DIR/report.md: the story, then
-    the last attempt's report."""
-    last = run_dir / ATTEMPTS / str(len(story["attempts"]))
-    summary = json.loads((last / "summary.json").read_text())
-    summary.update(remedy_verdict=story["verdict"], attempts=copy.deepcopy(story["attempts"]))
+    """RUN_DIR/summary.json: the best attempt's, with the story; RUN_DIR/report.md: the story, then
+    the best attempt's report."""
+    best = run_dir / ATTEMPTS / str(story["best_attempt"])
+    summary = json.loads((best / "summary.json").read_text())
+    summary.update(remedy_verdict=story["verdict"], best_attempt=story["best_attempt"],
+                   attempts=copy.deepcopy(story["attempts"]), remedies_refused=copy.deepcopy(story.get("refused", [])))
     atomic_json_dump(summary, run_dir / "summary.json")
-    lines = [f"# Remedies: {story['verdict']}", "", "| attempt | started | overrides | ended | steps | best val loss "
-             "| critical findings | remedy chosen |", "|---|---|---|---|---|---|---|---|"]
+    lines = [f"# Remedies: {story['verdict']}", "",
+             f"The run's result is attempt {story['best_attempt']}'s (the lowest best val loss).", "",
+             "| attempt | builds on | remedy applied | started | ended | steps | best val loss | outcome "
+             "| critical findings |", "|---|---|---|---|---|---|---|---|---|"]
     for a in story["attempts"]:
-        best = "—" if a.get("best_val_loss") is None else f"{a['best_val_loss']:.4g}"
-        chosen = f"`{' '.join(a['remedy']['overrides'])}` ({a['finding']})" if a.get("remedy") else "—"
-        if a.get("remedy", {}).get("refused"):
-            chosen += f", refused: {a['remedy']['refused']}"
-        lines.append(f"| [{a['number']}](attempts/{a['number']}/report.md) | {a['restart']} | "
-                     f"`{' '.join(a['overrides']) or '(as given)'}` | {a.get('status', '?')} | {a.get('steps', '?')} "
-                     f"| {best} | {', '.join(a.get('critical', [])) or 'none'} | {chosen} |")
-    report = last / "report.md"
+        best_loss = "—" if a.get("best_val_loss") is None else f"{a['best_val_loss']:.4g}"
+        applied = a.get("applied")
+        remedy = (f"`{' '.join(applied['overrides'])}` for {applied['finding']}"
+                  + (" (changes the model)" if applied.get("changes_model") else "")) if applied else "(as given)"
+        lines.append(f"| [{a['number']}](attempts/{a['number']}/report.md) | {a.get('base') or '—'} | {remedy} | "
+                     f"{a['restart']} | {a.get('status', '?')} | {a.get('steps', '?')} | {best_loss} | "
+                     f"{a.get('outcome', '—')} | {', '.join(a.get('critical', [])) or 'none'} |")
+    for refused in story.get("refused", []):
+        lines.append(f"\nNot tried, refused by the config checks: `{' '.join(refused['overrides'])}` for "
+                     f"{refused['finding']} ({refused['why']}).")
+    report = best / "report.md"
     body = report.read_text() if report.is_file() else ""
-    (run_dir / "report.md").write_text("\n".join(lines) + "\n\n" + body.replace("](plots/", f"](attempts/{last.name}/plots/"))
+    (run_dir / "report.md").write_text("\n".join(lines) + "\n\n" + body.replace("](plots/",
+                                                                                f"](attempts/{best.name}/plots/"))

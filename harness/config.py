@@ -24,6 +24,7 @@ from harness.hooks import trainer_config
 from harness.loss import loss_config
 from harness.lr_scaling import scale_lr_config
 from harness.models import validate_model_config
+from harness.models.activation_swap import validate_activation_swap
 from harness.models.init import validate_init_config
 from harness.monitor import monitor_config
 from harness.optim import validate_optim_config
@@ -118,6 +119,7 @@ def validate_config(cfg: DictConfig, world_size: int = 1, choices: Mapping[str, 
     validate_data_config(cfg.data)
     validate_model_config(cfg.model, data_task(cfg))
     validate_model_output(cfg.model_output)
+    validate_activation_swap(cfg.activation_swap)
     validate_init_config(cfg.init)
     loss_config(cfg.loss)
     scale_lr_config(cfg.scale_lr)

@@ -36,6 +36,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT), str(ROOT / "scripts")]
 
+from harness.attempts import ranked_loss  # noqa: E402
 from pathology_suite import HEALTHY, Case, catalogue, redrawn  # noqa: E402
 from train_process import run_train  # noqa: E402
 
@@ -145,11 +146,12 @@ def outcome(run_dir: Path) -> dict:
               "max_steps": summary.get("max_steps")}
     story = summary.get("attempts")
     if story:
-        result.update(verdict=summary["remedy_verdict"], critical=story[-1].get("critical", []),
+        best = story[summary.get("best_attempt", len(story)) - 1]  # the run's result is its best attempt's
+        result.update(verdict=summary["remedy_verdict"], critical=best.get("critical", []),
                       steps_trained=sum(a["steps"] - (a["restart_step"] or 0) for a in story),
-                      remedies=[a["remedy"]["overrides"] for a in story[:-1]],  # applied: an attempt followed
-                      unapplied=story[-1]["remedy"]["overrides"] if story[-1].get("remedy") else None,
-                      findings=[a.get("finding") for a in story if a.get("finding")],
+                      remedies=[a["applied"]["overrides"] for a in story if a.get("applied")],
+                      findings=[a["applied"]["finding"] for a in story if a.get("applied")],
+                      outcomes=[a.get("outcome") for a in story if a.get("applied")],
                       restarts=[a["restart"] for a in story[1:]])
     else:
         findings = diagnose(load_run(run_dir))
@@ -170,13 +172,6 @@ def jobs(sick: list[Sick], healthy: list[Sick]) -> list[tuple[str, str, tuple[st
 
 # --- scoring ---------------------------------------------------------------------------------
 
-def ranked_loss(loss: float | None) -> float:
-    """A best val loss to compare: a run that diverged before its first eval (None) or whose loss
-    is NaN ranks below every run with a finite loss. Where an unstable run first blows up depends
-    on the CPU's kernels, so a sick run without a val loss is a result, not a gap."""
-    return loss if loss is not None and math.isfinite(loss) else math.inf
-
-
 def healed(run: dict, cured: dict) -> bool:
     loss, reference = ranked_loss(run.get("best_val_loss")), ranked_loss(cured.get("best_val_loss"))
     return not run.get("error") and not run.get("critical") and loss <= HEALED_WITHIN * reference < math.inf
@@ -192,7 +187,7 @@ def score(sick: list[Sick], healthy: list[Sick], results: dict[str, dict[str, di
                      "given_critical": given.get("critical"), "verdict": auto.get("verdict"),
                      "findings": auto.get("findings", []), "remedies": auto.get("remedies", []),
                      "restarts": auto.get("restarts", []), "final_critical": auto.get("critical"),
-                     "unapplied": auto.get("unapplied"),
+                     "outcomes": auto.get("outcomes", []),
                      "loss_given": given.get("best_val_loss"), "loss_auto": auto.get("best_val_loss"),
                      "loss_cured": cured.get("best_val_loss"), "cured_critical": cured.get("critical"),
                      "healed": healed(auto, cured), "fine_without": healed(given, cured),
@@ -251,8 +246,7 @@ def _miss(r: dict) -> str:
     if r["errors"]:
         return f"error: {r['errors']}"
     if r["final_critical"]:
-        left = f"; next remedy `{' '.join(r['unapplied'])}` over max_attempts" if r.get("unapplied") else ""
-        return f"still {', '.join(r['final_critical'])}{left}"
+        return f"still {', '.join(r['final_critical'])}"
     if r["cured_critical"]:
         return f"the cured run is itself {', '.join(r['cured_critical'])}"
     return "loss more than 10% above the cured run's"

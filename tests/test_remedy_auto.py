@@ -11,10 +11,13 @@ import pytest
 import torch
 
 from conftest import ROOT, one_line_error, run_cli, torchrun, train, wait_until
+from harness.attempts import ranked_loss
 
 pytestmark = pytest.mark.trajectory  # follows unstable runs: checked under other kernels too (docs/testing.md)
 
 AUTO = ["diagnose.remedy=auto", "diagnose.report=false"]
+USER = ["model=mlp", "data=synthetic", "~model.depth", "~model.activation", "~model.norm", "~model.residual",
+        "~model.dropout", "~model.width", "trainer.max_steps=300"]  # a user's model: no harness keys
 
 
 def story(run_dir):
@@ -25,19 +28,23 @@ def test_a_diverging_run_restarts_with_a_lower_lr_and_heals(tmp_path):
     objective, summary = train(["experiment=pathology/lr_too_high", *AUTO], tmp_path / "run")
     attempts = story(tmp_path / "run")["attempts"]
     assert [a["status"] for a in attempts] == ["diverged", "completed"]
-    assert attempts[0]["finding"] == "diverging" and attempts[1]["overrides"] == attempts[0]["remedy"]["overrides"]
+    applied = attempts[1]["applied"]
+    assert applied["finding"] == "diverging" and attempts[1]["overrides"] == applied["overrides"]
     assert attempts[1]["overrides"][0] == "optim.lr=0.2" and "clip=1.0" in attempts[1]["overrides"]
+    assert attempts[1]["base"] == 1 and attempts[1]["outcome"] == "kept"  # better than the run it replaced
     second = json.loads((tmp_path / "run" / "attempts" / "2" / "summary.json").read_text())
     assert summary["remedy_verdict"] == "healed" and summary["best_val_loss"] == second["best_val_loss"] == objective
+    assert summary["best_attempt"] == 2
     assert (tmp_path / "run" / "attempts" / "1" / "metrics.jsonl").is_file()  # nothing overwritten
     report = (tmp_path / "run" / "report.md").read_text()
-    assert report.startswith("# Remedies: healed") and "`optim.lr=0.2 schedule.warmup=0.05 clip=1.0` (diverging)" in report
+    assert report.startswith("# Remedies: healed")
+    assert "`optim.lr=0.2 schedule.warmup=0.05 clip=1.0` for diverging" in report
 
 
 def test_a_remedy_that_may_continue_restarts_from_the_last_good_checkpoint(tmp_path):
     train(["experiment=pathology/accum_sum", "trainer.ckpt_every=10", "trainer.keep_last=10", *AUTO], tmp_path / "run")
     first, second = story(tmp_path / "run")["attempts"]
-    assert first["remedy"]["overrides"] == ["accum_reduction=mean"] and second["restart_step"] == 10
+    assert second["applied"]["overrides"] == ["accum_reduction=mean"] and second["restart_step"] == 10
     assert second["restart"] == "from step 10 of attempt 1" and second["status"] == "completed"
     rows = [json.loads(line) for line in (tmp_path / "run" / "attempts" / "2" / "metrics.jsonl").open()]
     assert min(r["step"] for r in rows) > 10  # it continued the checkpoint, it did not start over
@@ -49,12 +56,34 @@ def test_a_healthy_run_is_never_restarted(tmp_path):
     assert not (tmp_path / "run" / "attempts" / "2").exists()
 
 
-def test_remedies_that_do_not_help_stop_the_run_as_sick_with_their_findings(tmp_path):
-    _, summary = train(["experiment=pathology/lr_too_high", "optim.lr=20000", *AUTO], tmp_path / "run")
+def test_each_kind_of_remedy_is_tried_once_and_the_run_ends_with_its_best_attempt(tmp_path):
+    """SGD at an LR 1e6x too high: a 10x lower LR still diverges; the next idea is not another LR
+    cut but another kind (AdamW), on top of the attempt that was kept."""
+    objective, summary = train(["experiment=pathology/lr_too_high", "optim.lr=20000", *AUTO], tmp_path / "run")
     attempts = summary["attempts"]
-    assert summary["remedy_verdict"] == "sick" and len(attempts) == 3  # the run as given, then 2 remedies
-    assert [a["finding"] for a in attempts] == ["diverging"] * 3
-    assert attempts[2]["overrides"] == [*attempts[1]["overrides"], *attempts[1]["remedy"]["overrides"]]
+    kinds = [a["applied"]["kind"] for a in attempts[1:]]
+    assert kinds[:2] == ["lr_down", "optimizer"] and len(set(kinds)) == len(kinds)
+    for a in attempts[1:]:
+        assert a["overrides"] == [*attempts[a["base"] - 1]["overrides"], *a["applied"]["overrides"]]
+    best = attempts[summary["best_attempt"] - 1]
+    assert summary["best_val_loss"] == best["best_val_loss"] == objective
+    assert all(ranked_loss(best["best_val_loss"]) <= ranked_loss(a["best_val_loss"]) for a in attempts)
+
+
+def test_a_remedy_that_does_not_help_is_set_aside_and_the_next_starts_where_it_did(tmp_path, monkeypatch):
+    """The first candidate (a tiny LR, planted) leaves the sigmoid stack where it was: rejected. The
+    next one (the activation swap) builds on the run as given, not on the rejected attempt."""
+    import harness.diagnosis.rules.gradients as gradients
+    from harness.diagnosis.findings import Remedy, Restart
+
+    real = gradients.clear_gradient_path
+    useless = Remedy(("optim.lr=1e-7",), Restart.SCRATCH, "planted: changes nothing that matters", kind="lr_up")
+    monkeypatch.setattr(gradients, "clear_gradient_path", lambda run: (useless, *real(run)))
+    _, summary = train([*USER, "model._target_=tests.remedy_models.SigmoidStack", *AUTO], tmp_path / "run")
+    first, second, third = summary["attempts"][:3]
+    assert second["outcome"] == "rejected" and third["base"] == 1 and third["outcome"] == "kept"
+    assert third["overrides"] == ["activation_swap=gelu"]  # not on top of the rejected optim.lr=1e-7
+    assert summary["best_attempt"] == 3 and summary["remedy_verdict"] == "healed"
 
 
 def test_a_remedy_the_config_checks_refuse_stops_the_run_as_sick_before_anything_of_it_is_written(tmp_path,
@@ -63,13 +92,14 @@ def test_a_remedy_the_config_checks_refuse_stops_the_run_as_sick_before_anything
     from harness.diagnosis.findings import Remedy, Restart
 
     refused = Remedy(("model.no_such_key=1",), Restart.CHECKPOINT, "a remedy the config cannot take")
-    monkeypatch.setattr(curves, "calmer_updates", lambda *args, **kwargs: refused)
+    monkeypatch.setattr(curves, "calmer_updates", lambda *args, **kwargs: (refused,))
     _, summary = train(["experiment=pathology/lr_too_high", *AUTO], tmp_path / "run")
     (attempt,) = summary["attempts"]
-    assert summary["remedy_verdict"] == "sick" and attempt["finding"] == "diverging"
-    assert "model.no_such_key" in attempt["remedy"]["refused"]
+    (why,) = summary["remedies_refused"]
+    assert summary["remedy_verdict"] == "sick" and why["finding"] == "diverging"
+    assert "model.no_such_key" in why["why"]
     assert not (tmp_path / "run" / "attempts" / "2").exists()
-    assert "refused: " in (tmp_path / "run" / "report.md").read_text()
+    assert "refused by the config checks: `model.no_such_key=1`" in (tmp_path / "run" / "report.md").read_text()
 
 
 def test_under_torchrun_every_rank_follows_rank_0s_verdict_and_a_sharded_checkpoint_is_continued(tmp_path):
@@ -78,7 +108,7 @@ def test_under_torchrun_every_rank_follows_rank_0s_verdict_and_a_sharded_checkpo
     torchrun(["experiment=pathology/accum_sum", "parallel=fsdp", "trainer.ckpt_every=10", "trainer.keep_last=10",
               "logger=none", *AUTO, f"hydra.run.dir={tmp_path / 'run'}"], cwd=tmp_path)
     first, second = story(tmp_path / "run")["attempts"]
-    assert first["remedy"]["overrides"] == ["accum_reduction=mean"] and second["restart_step"] == 10
+    assert second["applied"]["overrides"] == ["accum_reduction=mean"] and second["restart_step"] == 10
     assert second["status"] == "completed" and story(tmp_path / "run")["verdict"] == "healed"
     assert (tmp_path / "run" / "attempts" / "2" / "checkpoints" / "step_00000010.dcp" / ".metadata").is_file()
     assert json.loads((tmp_path / "run" / "summary.json").read_text())["remedy_verdict"] == "healed"
@@ -129,3 +159,45 @@ def test_a_sweep_trial_reports_its_repaired_objective_and_records_its_remedies(t
     assert sick.user_attrs["remedies"] == ["optim.lr=0.2 schedule.warmup=0.05 clip=1.0"] and fine.user_attrs["remedies"] == []
     repaired = json.loads((sweep / str(sick.number) / "attempts" / "2" / "summary.json").read_text())
     assert sick.value == repaired["best_val_loss"]  # the objective is the repaired attempt's
+
+
+@pytest.mark.parametrize("model, extra, kind, overrides", [
+    ("DeadStartNet", [], "init", ["init=kaiming"]),  # units dead from the first step: the author's init
+    ("SigmoidStack", [], "activation", ["activation_swap=gelu"]),  # a hand-written deep sigmoid stack
+    ("DeadStartNet", ["+model.depth=2", "init=kaiming", "optim=sgd", "optim.lr=0.5", "optim.momentum=0.99", "clip=null",
+                      "schedule=constant", "guard=off"], "optimizer", ["optim=adamw", "optim.lr=0.001"]),
+])
+def test_a_user_model_is_repaired_by_a_remedy_that_works_on_any_module(tmp_path, model, extra, kind, overrides):
+    """No harness keys in the model: the init group, the activation swap and the optimizer switch
+    work on any nn.Module, and the report says when a remedy changed the model."""
+    _, summary = train([*USER, f"model._target_=tests.remedy_models.{model}", *extra, *AUTO], tmp_path / "run")
+    second = summary["attempts"][1]
+    assert second["applied"]["kind"] == kind and second["applied"]["overrides"] == overrides
+    assert second["outcome"] == "kept" and summary["remedy_verdict"] == "healed" and summary["best_attempt"] == 2
+    assert ("(changes the model)" in (tmp_path / "run" / "report.md").read_text()) is (kind != "optimizer")
+
+
+def test_remedy_scope_training_never_changes_the_model(tmp_path):
+    _, summary = train([*USER, "model._target_=tests.remedy_models.DeadStartNet", "diagnose.remedy_scope=training",
+                        *AUTO], tmp_path / "run")
+    applied = [a["applied"] for a in summary["attempts"][1:]]
+    assert applied and not any(a["changes_model"] for a in applied) and applied[0]["kind"] == "lr_down"
+    assert summary["attempts"][1]["outcome"] == "rejected"  # the init was the cause: a lower LR cannot fix it
+    assert summary["remedy_verdict"] == "unchanged" and summary["best_attempt"] == 1
+
+
+def test_the_verdict_needs_a_better_attempt_without_critical_findings_that_learned():
+    from harness.attempts import _conclude
+
+    def story(*attempts):
+        return {"attempts": [{"number": i, "best_val_loss": loss, "critical": critical, "learned": learned}
+                             for i, (loss, critical, learned) in enumerate(attempts, 1)], "verdict": None}
+
+    cases = [(story((2.3, ["dead_relu"], False), (1.2, [], True)), "healed", 2),
+             (story((2.3, ["dead_relu"], False), (2.29, [], False)), "sick", 2),  # no critical, but at chance
+             (story((1.0, ["diverging"], True), (None, ["diverging"], False)), "unchanged", 1),  # never worse
+             (story((2.3, ["dead_relu"], False), (1.9, ["dead_relu"], True)), "sick", 2),
+             (story((0.5, [], True)), "healthy", 1)]
+    for told, verdict, best in cases:
+        _conclude(told)
+        assert (told["verdict"], told["best_attempt"]) == (verdict, best)

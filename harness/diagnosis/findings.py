@@ -34,11 +34,14 @@ class Remedy:
     restart: Restart
     why: str
     before_step: int | None = None  # the symptom's first step: restart from the last checkpoint before it
+    kind: str = ""  # what it changes (lr_down, lr_up, clip, optimizer, init, activation, ...): tried once per run
+    changes_model: bool = False  # init, activation or architecture: off under diagnose.remedy_scope=training
 
     def describe(self) -> str:
         where = ("from scratch" if self.restart == Restart.SCRATCH else
                  "from the last checkpoint" + (f" before step {self.before_step}" if self.before_step else ""))
-        return f"`{' '.join(self.overrides)}`, {where}: {self.why}"
+        model = " (changes the model)" if self.changes_model else ""
+        return f"`{' '.join(self.overrides)}`{model}, {where}: {self.why}"
 
 
 @dataclass(frozen=True)
@@ -48,7 +51,12 @@ class Finding:
     title: str  # one human line: what is wrong
     evidence: str  # the steps and values that show it
     fix: str  # what to change, naming config keys
-    remedy: Remedy | None = None  # what diagnose.remedy=auto may apply by itself
+    remedies: tuple[Remedy, ...] = ()  # what diagnose.remedy=auto may apply by itself, likeliest cause first
+
+    @property
+    def remedy(self) -> Remedy | None:
+        """The first candidate: the one a report leads with."""
+        return self.remedies[0] if self.remedies else None
 
     def summary_line(self) -> str:
         return f"{self.name} [{self.severity.value}]: {self.title}. {self.evidence} Fix: {self.fix}"

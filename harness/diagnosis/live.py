@@ -22,7 +22,8 @@ from harness.metric_names import TRAIN_LOSS, VAL_LOSS
 
 ABORT_ON = ("critical", "remedy")  # remedy: only a finding that carries one (diagnose.remedy=auto sets it)
 REMEDY = ("off", "auto")
-SETTINGS = ("report", "live", "abort_on", "remedy", "max_attempts")
+REMEDY_SCOPES = ("all", "training")  # training: no remedy that changes the model (init, activations, architecture)
+SETTINGS = ("report", "live", "abort_on", "remedy", "max_attempts", "remedy_scope")
 KEYS = (*SETTINGS, "ignore")  # `ignore` is read by `diagnose` itself, from the run's config.yaml
 
 
@@ -32,7 +33,8 @@ class DiagnoseSettings:
     live: bool = True  # the rules at each eval: a new critical finding is printed once, as an event
     abort_on: str | None = None  # "critical": such a finding stops the run; "remedy": one that carries a remedy
     remedy: str = "off"  # "auto": a run the diagnosis calls sick starts again with its finding's remedy
-    max_attempts: int = 2  # remedies applied at most, each in a new attempt
+    max_attempts: int = 3  # remedies applied at most, each in a new attempt
+    remedy_scope: str = "all"  # "training": only remedies that leave the model as built (LR, clip, optimizer, ...)
 
 
 def diagnose_settings(value: Any) -> DiagnoseSettings:
@@ -61,7 +63,9 @@ def validate_diagnose_config(value: Any) -> None:
         raise ConfigError("diagnose.abort_on", value.get("abort_on"), f"null (never stop) or one of {list(ABORT_ON)}")
     if value.get("remedy", "off") not in REMEDY:
         raise ConfigError("diagnose.remedy", value.get("remedy"), f"one of {list(REMEDY)}")
-    attempts = value.get("max_attempts", 2)
+    if value.get("remedy_scope", "all") not in REMEDY_SCOPES:
+        raise ConfigError("diagnose.remedy_scope", value.get("remedy_scope"), f"one of {list(REMEDY_SCOPES)}")
+    attempts = value.get("max_attempts", 3)
     if isinstance(attempts, bool) or not isinstance(attempts, int) or attempts < 1:
         raise ConfigError("diagnose.max_attempts", attempts, "an integer >= 1 (remedies applied at most)")
     if value.get("abort_on") is not None and not value.get("live", True):

@@ -1,9 +1,11 @@
 """Remedies that depend on the run's own config: the overrides a rule's fix names, computed from
 the values this run used (a 3x lower LR is a number, not advice), with where to restart.
 
-The rules attach them to their findings (`Finding.remedy`); `diagnose.remedy=auto` applies them.
-Each one changes only what its finding blames, and the config's own cause comes first: a run that
-sums its micro-batch gradients is told to average them, not to lower its LR.
+The rules attach them to their findings (`Finding.remedies`, the likeliest cause first);
+`diagnose.remedy=auto` tries them in that order and keeps what measurably helps. Each one changes
+only what its finding blames, and the config's own cause comes first: a run that sums its
+micro-batch gradients is told to average them, not to lower its LR. Each has a kind (a lower LR,
+a clip, an init, ...) that a run tries once: a second LR cut is not a new idea.
 """
 from __future__ import annotations
 
@@ -18,59 +20,87 @@ RECURRENT_CLIP = 0.5  # backpropagation through time multiplies the gradient onc
 CLIP_RAISE = 10.0
 HEALTHY_UPDATE_RATIO = 1e-3  # update/weight norm ratio of a run at a working LR
 MAX_SLOW_FACTOR = 10.0
+HEAVY_MOMENTUM = 0.95  # SGD momentum from which the overshoot is the momentum's: the optimizer switch comes first
+ADAMW_LR = 1e-3  # AdamW's usual LR (the adamw option's default), for an SGD run switched to it
 SLOW_START = ("; the run starts over: its slow steps bought little, and a restart from a checkpoint would leave "
               "the faster updates only the steps that were left")
 
 
-def calmer_updates(run: RunData, before_step: int | None = None, exploded: bool = False) -> Remedy | None:
+Candidates = tuple[Remedy, ...]
+
+
+def calmer_updates(run: RunData, before_step: int | None = None, exploded: bool = False) -> Candidates:
     """diverging, oscillating: average the accumulated gradients when the config sums them; else
-    a 3x lower LR (10x after an explosion), with a warmup and clipping when the run had none."""
+    a 3x lower LR (10x after an explosion), with a warmup and clipping when the run had none; then
+    AdamW for an SGD run (first when heavy momentum is what overshoots)."""
     if run.summed_micro_batches:
-        return averaged_gradients(run, before_step)
+        return (averaged_gradients(run, before_step),)
+    candidates = []
     lr = _lr_override(run, 1 / (BLOWUP_LR_FACTOR if exploded else LR_FACTOR))
-    if lr is None:
+    if lr is not None:
+        overrides = [lr]
+        if run.warmup == 0:
+            overrides.append(f"schedule.warmup={WARMUP_FRACTION}")
+        if not run.cfg("clip"):
+            overrides.append(f"clip={SAFE_CLIP}")
+        candidates.append(Remedy(tuple(overrides), Restart.CHECKPOINT, "smaller updates stay inside the region where "
+                                 "the loss still falls; a warmup and a clip bound the first and the largest of them",
+                                 before_step, kind="lr_down"))
+    switch = adaptive_optimizer(run)
+    if switch is not None:
+        heavy_momentum = (run.cfg("optim.momentum") or 0) >= HEAVY_MOMENTUM
+        candidates.insert(0 if heavy_momentum else len(candidates), switch)
+    return tuple(candidates)
+
+
+def adaptive_optimizer(run: RunData) -> Remedy | None:
+    """An SGD run that is unstable: AdamW at its usual LR, from scratch (SGD's momentum buffers mean
+    nothing to AdamW). Adam scales each weight's step by its own gradient history, so one LR
+    suits layers whose gradients differ by orders of magnitude."""
+    if not str(run.cfg("optim._target_", "")).endswith("SGD"):
         return None
-    overrides = [lr]
-    if run.warmup == 0:
-        overrides.append(f"schedule.warmup={WARMUP_FRACTION}")
-    if not run.cfg("clip"):
-        overrides.append(f"clip={SAFE_CLIP}")
-    return Remedy(tuple(overrides), Restart.CHECKPOINT, "smaller updates stay inside the region where the loss "
-                  "still falls; a warmup and a clip bound the first and the largest of them", before_step)
+    return Remedy(("optim=adamw", f"optim.lr={_number(ADAMW_LR)}"), Restart.SCRATCH, "AdamW normalises every "
+                  "weight's step by its gradient's running size, so no direction overshoots the way SGD's momentum "
+                  "does at a shared LR; the optimizer changes, so the run starts over", kind="optimizer")
 
 
-def bound_gradients(recurrent: bool) -> Remedy:
-    """exploding_gradients: clip the global norm (tighter for recurrent models)."""
+def bound_gradients(run: RunData, recurrent: bool) -> Candidates:
+    """exploding_gradients: clip the global norm (tighter for recurrent models); then a lower LR."""
     clip = RECURRENT_CLIP if recurrent else SAFE_CLIP
-    return Remedy((f"clip={clip}",), Restart.CHECKPOINT, "a clip bounds every update whatever the gradient does; "
-                  "the rest of the updates are unchanged")
+    candidates = [Remedy((f"clip={clip}",), Restart.CHECKPOINT, "a clip bounds every update whatever the gradient "
+                         "does; the rest of the updates are unchanged", kind="clip")]
+    lr = _lr_override(run, 1 / LR_FACTOR)
+    if lr is not None:
+        candidates.append(Remedy((lr,), Restart.CHECKPOINT, "smaller steps keep the weights out of the region whose "
+                                 "gradients burst", kind="lr_down"))
+    return tuple(candidates)
 
 
-def unpin_clip(run: RunData, clip: float, typical_high: float) -> Remedy:
+def unpin_clip(run: RunData, clip: float, typical_high: float) -> Candidates:
     """clip_pinned: average the accumulated gradients when the config sums them; else raise the
     clip to the 90th percentile of the pre-clip norm (`typical_high`), at least 10x and at least
     1.0 (a pinned run's norms are an untrained model's), from scratch (a pinned clip slowed the run
     from its first step, like too low an LR)."""
     if run.summed_micro_batches:
-        return averaged_gradients(run)
-    return Remedy((f"clip={_number(max(typical_high, clip * CLIP_RAISE, SAFE_CLIP), 2)}",), Restart.SCRATCH,
-                  "at the 90th percentile of the gradient norm (and no lower than the usual 1.0) a clip catches "
-                  "only the spikes, so ordinary updates get their full size back" + SLOW_START)
+        return (averaged_gradients(run),)
+    return (Remedy((f"clip={_number(max(typical_high, clip * CLIP_RAISE, SAFE_CLIP), 2)}",), Restart.SCRATCH,
+                   "at the 90th percentile of the gradient norm (and no lower than the usual 1.0) a clip catches "
+                   "only the spikes, so ordinary updates get their full size back" + SLOW_START, kind="clip_raise"),)
 
 
-def wider_range(run: RunData, scaling_is_on: bool) -> Remedy | None:
+def wider_range(run: RunData, scaling_is_on: bool) -> Candidates:
     """fp16 underflow: loss scaling, the config's own cause. fp16 overflow despite scaling: bf16
     (fp32's exponent range) where the device computes in it."""
     if not scaling_is_on:
-        return Remedy(("precision.loss_scaling=true",), Restart.CHECKPOINT, "GradScaler multiplies the loss so "
-                      "that small gradients stay representable in fp16")
+        return (Remedy(("precision.loss_scaling=true",), Restart.CHECKPOINT, "GradScaler multiplies the loss so "
+                       "that small gradients stay representable in fp16", kind="precision"),)
     if bf16_runs_here(run):
-        return Remedy(("precision=bf16",), Restart.CHECKPOINT, "bf16 has fp32's exponent range: nothing overflows "
-                      "to Inf, and no loss scale is needed")
-    return None
+        return (Remedy(("precision=bf16",), Restart.CHECKPOINT, "bf16 has fp32's exponent range: nothing overflows "
+                       "to Inf, and no loss scale is needed", kind="precision"),)
+    return ()
 
 
-def faster_updates(run: RunData, update_ratio: float | None = None) -> Remedy | None:
+def faster_updates(run: RunData, update_ratio: float | None = None) -> Candidates:
     """slow_progress: a higher LR, from scratch: by how far the median update/weight ratio at the
     peak LR (`update_ratio`) falls short of a healthy ~1e-3 (updates scale with the LR), between
     3x and 10x (the seeds' "raise it 3-10x"); 3x when the ratio was not measured."""
@@ -78,47 +108,85 @@ def faster_updates(run: RunData, update_ratio: float | None = None) -> Remedy | 
     if update_ratio:
         factor = min(max(HEALTHY_UPDATE_RATIO / update_ratio, LR_FACTOR), MAX_SLOW_FACTOR)
     lr = _lr_override(run, factor)
-    return None if lr is None else Remedy((lr,), Restart.SCRATCH, f"the weights barely move at this LR; "
-                                          f"{factor:.3g}x larger updates are still far from where the loss "
-                                          "diverges" + SLOW_START)
+    return () if lr is None else (Remedy((lr,), Restart.SCRATCH, f"the weights barely move at this LR; "
+                                         f"{factor:.3g}x larger updates are still far from where the loss "
+                                         "diverges" + SLOW_START, kind="lr_up"),)
 
 
-def revive_units(run: RunData) -> Remedy | None:
-    """dead_relu: dead units do not come back, so start again with a 3x lower LR and a clip."""
+def revive_units(run: RunData, dead_from_the_start: bool) -> Candidates:
+    """dead_relu, from scratch (dead units do not come back): units dead from the first collection
+    on point at the init, so a ReLU-aware init comes first, then leaky units, then a 10x lower
+    clipped LR; units that died during training point at a huge update, so the LR comes first."""
+    candidates = []
     lr = _lr_override(run, 1 / BLOWUP_LR_FACTOR)
-    if lr is None:
-        return None
-    overrides = (lr,) if run.cfg("clip") else (lr, f"clip={SAFE_CLIP}")
-    return Remedy(overrides, Restart.SCRATCH, "a dead unit gets no gradient and never recovers, so the run starts "
-                  "over; 10x smaller, clipped updates no longer push pre-activations negative for good")
+    if lr is not None:
+        candidates.append(Remedy((lr,) if run.cfg("clip") else (lr, f"clip={SAFE_CLIP}"), Restart.SCRATCH,
+                                 "a dead unit gets no gradient and never recovers, so the run starts over; 10x "
+                                 "smaller, clipped updates no longer push pre-activations negative for good",
+                                 kind="lr_down"))
+    model_side = [r for r in (_reinit(run, "kaiming"), _swap(run, "leaky_relu")) if r is not None]
+    return tuple(model_side + candidates if dead_from_the_start else candidates + model_side[::-1])
 
 
 SATURATING = ("sigmoid", "tanh")
+SATURATING_MODULES = ("Sigmoid", "Tanh", "Hardtanh")
 BUILT_IN_MODELS = "harness.models."  # the _target_ prefix of the models whose keys these remedies know
 RESNET = "harness.models.resnet.ResNet"
 
 
-def clear_gradient_path(run: RunData) -> Remedy | None:
-    """vanishing_gradients, from scratch, for the config keys of the built-in models, the likeliest
-    cause first: a post-LN transformer gets pre-LN (with a warmup), a saturating activation GELU, a
-    plain deep stack residual connections. A user model's architecture needs a person."""
+def clear_gradient_path(run: RunData) -> Candidates:
+    """vanishing_gradients, from scratch, the likeliest cause first. A built-in model by its own
+    keys: a post-LN transformer gets pre-LN (with a warmup), a saturating activation GELU, a plain
+    deep stack residual connections. Any model, a user's too: its sigmoid/tanh modules swapped for
+    GELU, then an init scaled for its depth (xavier under saturating units, kaiming under ReLUs)."""
     why = "; the architecture changes, so the run starts over"
-    if not str(run.cfg("model._target_", "")).startswith(BUILT_IN_MODELS):
-        return None  # a user model's keys are its own: model.residual may mean nothing to it
-    if run.cfg("model.ln_position") == "post":
-        warmup = (f"schedule.warmup={WARMUP_FRACTION}",) if run.warmup == 0 else ()
-        return Remedy(("model.ln_position=pre", *warmup), Restart.SCRATCH, "pre-LN keeps an identity path through "
-                      "every block, so early layers get the gradient the last ones get" + why)
-    if run.cfg("model.activation") in SATURATING:
-        return Remedy(("model.activation=gelu",), Restart.SCRATCH, f"{run.cfg('model.activation')} passes on at "
-                      "most a quarter (sigmoid) of the gradient per layer; GELU passes on about all of it where "
-                      "it is active" + why)
-    if run.cfg("model.residual") is False:
-        plain_cnn = run.cfg("model._target_") == RESNET and run.cfg("model.norm") == "none"
-        return Remedy(("model.residual=true", *(("model.norm=batch",) if plain_cnn else ())), Restart.SCRATCH,
-                      "residual connections give the gradient a path around every block"
-                      + (", and batch norm keeps each block's signal at a trainable scale" if plain_cnn else "") + why)
-    return None
+    candidates = []
+    if str(run.cfg("model._target_", "")).startswith(BUILT_IN_MODELS):
+        if run.cfg("model.ln_position") == "post":
+            warmup = (f"schedule.warmup={WARMUP_FRACTION}",) if run.warmup == 0 else ()
+            candidates.append(Remedy(("model.ln_position=pre", *warmup), Restart.SCRATCH, "pre-LN keeps an identity "
+                                     "path through every block, so early layers get the gradient the last ones get"
+                                     + why, kind="architecture", changes_model=True))
+        if run.cfg("model.activation") in SATURATING:
+            candidates.append(Remedy(("model.activation=gelu",), Restart.SCRATCH, f"{run.cfg('model.activation')} "
+                                     "passes on at most a quarter (sigmoid) of the gradient per layer; GELU passes on "
+                                     "about all of it where it is active" + why, kind="activation", changes_model=True))
+        if run.cfg("model.residual") is False:
+            plain_cnn = run.cfg("model._target_") == RESNET and run.cfg("model.norm") == "none"
+            candidates.append(Remedy(("model.residual=true", *(("model.norm=batch",) if plain_cnn else ())),
+                                     Restart.SCRATCH, "residual connections give the gradient a path around every block"
+                                     + (", and batch norm keeps each block's signal at a trainable scale"
+                                        if plain_cnn else "") + why, kind="architecture", changes_model=True))
+    elif any(m in SATURATING_MODULES for m in run.summary.get("modules") or []):
+        candidates.append(_swap(run, "gelu"))
+    saturating = run.cfg("model.activation") in SATURATING or any(
+        m in SATURATING_MODULES for m in run.summary.get("modules") or [])
+    candidates.append(_reinit(run, "xavier" if saturating else "kaiming"))
+    return tuple(r for r in candidates if r is not None)
+
+
+def _reinit(run: RunData, scheme: str) -> Remedy | None:
+    """Re-initialise every Linear/conv/embedding of the model (the `init` group works on any model)."""
+    if run.cfg("init.name") == scheme:
+        return None
+    why = {"kaiming": "He init keeps a ReLU stack's activations at the same scale through every layer, so no unit "
+                      "starts below zero for every input",
+           "xavier": "Glorot init keeps a saturating stack's pre-activations in the range where tanh and sigmoid "
+                     "still have a slope"}[scheme]
+    return Remedy((f"init={scheme}",), Restart.SCRATCH, why + "; the weights are drawn again, so the run starts over",
+                  kind="init", changes_model=True)
+
+
+def _swap(run: RunData, target: str) -> Remedy | None:
+    """Swap the model's hidden activation modules (`activation_swap`, any model) unless already done."""
+    if run.cfg("activation_swap") is not None:
+        return None
+    why = {"leaky_relu": "a leaky ReLU keeps a small slope below zero, so a unit pushed negative still gets a "
+                         "gradient and can come back",
+           "gelu": "GELU passes on about all of the gradient where it is active, where a sigmoid passes on at most "
+                   "a quarter per layer"}[target]
+    return Remedy((f"activation_swap={target}",), Restart.SCRATCH, why + "; the model's activation modules change "
+                  "(the output's own stays), so the run starts over", kind="activation", changes_model=True)
 
 
 def bf16_runs_here(run: RunData) -> bool:
@@ -136,7 +204,7 @@ def averaged_gradients(run: RunData, before_step: int | None = None) -> Remedy:
     accum = run.summed_micro_batches
     return Remedy(("accum_reduction=mean",), Restart.CHECKPOINT, f"accum_reduction=sum adds up {accum} micro-batch "
                   f"gradients instead of averaging them, so every update is {accum}x too large; the mean is the "
-                  "gradient the LR was chosen for", before_step)
+                  "gradient the LR was chosen for", before_step, kind="accum")
 
 
 def _lr_override(run: RunData, factor: float) -> str | None:

@@ -44,8 +44,12 @@ def render(run: RunData, findings: list[Finding], plots: list[tuple[str, str]] |
     for i, f in enumerate(findings, 1):
         lines += [f"### {i}. `{f.name}` ({f.severity.value}): {f.title}", "",
                   f"**Evidence.** {f.evidence}", "", f"**Fix.** {f.fix}", ""]
-        if f.remedy is not None:
+        if len(f.remedies) == 1:
             lines += [f"**Remedy** (safe to apply without a person): {f.remedy.describe()}.", ""]
+        elif f.remedies:
+            lines += ["**Remedies** (safe to apply without a person; `diagnose.remedy=auto` tries them in this "
+                      "order and keeps what helps):", *(f"{i}. {r.describe()}." for i, r in enumerate(f.remedies, 1)),
+                      ""]
     if plots is None:
         lines += ["", "## Plots", "", PLOTS_PENDING]
     elif plots:

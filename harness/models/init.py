@@ -25,6 +25,9 @@ def validate_init_config(cfg: DictConfig) -> None:
 def apply_init(model: nn.Module, cfg: DictConfig) -> None:
     """`default` keeps the model's own init; the others overwrite every Linear, convolution and Embedding.
 
+    kaiming's ReLU gain is for layers whose output a ReLU reads; the last layer built (the head)
+    feeds the loss and gets xavier, so the first logits stay near chance instead of sqrt(2)x wider.
+
     Embeddings always get normal(std): Glorot/He formulas assume a matmul fan-in that a lookup
     table does not have. Biases start at zero. A weight tied to an embedding stays an embedding.
     """
@@ -33,11 +36,14 @@ def apply_init(model: nn.Module, cfg: DictConfig) -> None:
     std = float(cfg.std)
     depth_scale = math.sqrt(2 * getattr(model, "n_layer", 1))
     embeddings = {id(m.weight) for m in model.modules() if isinstance(m, nn.Embedding)}
+    layers = [m for m in model.modules()
+              if isinstance(m, (nn.Linear, nn.modules.conv._ConvNd)) and id(m.weight) not in embeddings]
+    output = layers[-1] if layers else None  # the last layer built: the head, which feeds the loss, not a ReLU
     for module in model.modules():
         if isinstance(module, nn.Embedding):
             nn.init.normal_(module.weight, std=std)
         elif isinstance(module, (nn.Linear, nn.modules.conv._ConvNd)) and id(module.weight) not in embeddings:
-            if cfg.name == "xavier":
+            if cfg.name == "xavier" or (cfg.name == "kaiming" and module is output):
                 nn.init.xavier_uniform_(module.weight)
             elif cfg.name == "kaiming":
                 nn.init.kaiming_normal_(module.weight, nonlinearity="relu")

@@ -25,8 +25,8 @@ ATTR_PROCESS = "process"  # {"exit_code", "started_at", "ended_at", "slot"} of t
 ATTR_OVERRIDES = "overrides"  # the trial's sampled overrides: paste them to rerun it
 ATTR_RUN_DIR = "run_dir"
 ATTR_SUMMARY = "summary"  # the run's summary.json
-ATTR_REMEDIES = "remedies"  # diagnose.remedy=auto: the overrides applied, in order ([] when none was needed)
-ATTR_REMEDY_VERDICT = "remedy_verdict"  # healthy | healed | sick
+ATTR_REMEDIES = "remedies"  # diagnose.remedy=auto: the overrides each attempt applied, kept or not ([] when none)
+ATTR_REMEDY_VERDICT = "remedy_verdict"  # healthy | healed | unchanged | sick
 STUDY_SEARCH_SPACE = "search_space"  # study user attrs: {name: sweep text}
 STUDY_N_TRIALS = "n_trials"  # the target of the latest run
 INTERRUPTED = "interrupted"
@@ -115,7 +115,7 @@ def remedy_attrs(summary: Mapping[str, Any]) -> dict[str, Any]:
     """What a trial run with diagnose.remedy=auto did to itself, for optuna-dashboard's columns."""
     if "remedy_verdict" not in summary:
         return {}
-    applied = [" ".join(a["remedy"]["overrides"]) for a in summary.get("attempts", [])[:-1] if a.get("remedy")]
+    applied = [" ".join(a["applied"]["overrides"]) for a in summary.get("attempts", []) if a.get("applied")]
     return {ATTR_REMEDIES: applied, ATTR_REMEDY_VERDICT: summary["remedy_verdict"]}
 
 

@@ -284,7 +284,7 @@ def plateau_at_chance(run: RunData) -> Finding | None:
         return None
     k = round(math.exp(chance))
     accuracy = run.summary.get("best_val_accuracy")
-    if accuracy is not None and accuracy > _guessing_accuracy_bound(run, k):
+    if accuracy is not None and accuracy > guessing_accuracy_bound(run, k):
         return None
     parts = [f"median train loss {fmt(level)} over steps {int(late.steps[0])}-{int(late.steps[-1])} vs "
              f"chance ln({k}) = {fmt(chance)}"]
@@ -300,7 +300,7 @@ def plateau_at_chance(run: RunData) -> Finding | None:
                    "overfit one small batch), then try optim.lr 3-10x either way.")
 
 
-def _guessing_accuracy_bound(run: RunData, k: int) -> float:
+def guessing_accuracy_bound(run: RunData, k: int) -> float:
     """The best val accuracy that guessing (always the largest class) could reach on this eval sample."""
     share, samples = run.summary.get("val_majority_share"), run.summary.get("eval_samples")
     if not share or not samples:

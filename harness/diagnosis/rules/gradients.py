@@ -133,7 +133,8 @@ def exploding_gradients(run: RunData) -> Finding | None:
                    f"largest pre-clip gradient norm {fmt(peak)} at step {step}, {fmt(peak / typical)}x the median "
                    f"{fmt(typical)} of the windows before it; {bursts} log window(s) at >= {EXPLODE_RATIO:g}x "
                    "what came before; clipping is off.",
-                   f"{clip_text}; guard=default skips the worst updates; lower optim.lr.", bound_gradients(recurrent))
+                   f"{clip_text}; guard=default skips the worst updates; lower optim.lr.",
+                   bound_gradients(run, recurrent))
 
 
 def _over_before(peaks: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -243,6 +244,7 @@ def dead_relu(run: RunData) -> Finding | None:
     else:
         return None
     severity = Severity.CRITICAL if max(worst.values(), default=1.0) >= DEAD_CRITICAL else Severity.WARNING
+    early = _dead_from_the_start(run, [k for k in measured if k.split("/", 1)[1] in worst])
     if solved(run):
         evidence += " The train loss fell to 1/1000 of its start: the task is solved without them."
         severity = Severity.INFO
@@ -250,13 +252,20 @@ def dead_relu(run: RunData) -> Finding | None:
         return Finding("dead_relu", severity, "ReLU units died: they output 0 and never recover", evidence,
                        "lower optim.lr (one huge update pushes pre-activations negative for good) and keep clip on; "
                        "model.activation=gelu or silu never go fully flat; model.norm=layer keeps pre-activations "
-                       "centred; init=kaiming.", revive_units(run))
+                       "centred; init=kaiming.", revive_units(run, early))
     return Finding("dead_relu", severity, "units died: their activation is flat (0, or saturated) for every sample",
                    evidence + " The model has no ReLU module: a torch.relu/F.relu call in its forward, or a "
                    "tanh/sigmoid driven into saturation, does this.",
                    "lower optim.lr and keep clip on (one huge update pushes pre-activations where the activation "
                    "is flat); normalise the pre-activations (LayerNorm before the activation); a GELU/SiLU "
-                   "instead of relu in the forward; init=kaiming for ReLU, xavier for tanh.", revive_units(run))
+                   "instead of relu in the forward; init=kaiming for ReLU, xavier for tanh.", revive_units(run, early))
+
+
+def _dead_from_the_start(run: RunData, keys: list[str]) -> bool:
+    """Whether a dead layer was already >= DEAD_UNITS dead at its first collection: the init, not
+    an update, silenced it."""
+    first = [run.series(key).finite().values[:1] for key in keys]
+    return any(len(v) and v[0] >= DEAD_UNITS for v in first)
 
 
 def _late_medians(run: RunData, prefix: str) -> dict[str, float]:
