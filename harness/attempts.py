@@ -101,12 +101,18 @@ def _judge(cfg: DictConfig, story: dict[str, Any], run_dir: Path, scope: str, wo
     current_dir = run_dir / ATTEMPTS / str(current["number"])
     if current is not attempt:  # set aside: the next candidate starts where this one did
         findings = diagnose(load_run(current_dir))
-    remedies = len(story["attempts"]) - 1
+    remedies = sum(1 for a in story["attempts"] if a.get("applied"))
     following = None
-    if remedies < story["max_attempts"]:
+    if remedies < story["max_attempts"] and not attempt.get("finishes"):
         following = _next_candidate(cfg, story, current, current_dir, findings, scope, world_size)
     if following is None:
-        _conclude(story)
+        following = None if attempt.get("finishes") else _finish_best(story, run_dir)
+        if following is None:
+            _conclude(story)
+            return
+        story["attempts"].append(following)
+        log.warning("remedy: no remedy left to try; attempt %d continues attempt %d, stopped early by its finding, "
+                    "to its end", following["number"], following["finishes"])
         return
     story["attempts"].append(following)
     applied = following["applied"]
@@ -137,15 +143,39 @@ def _next_candidate(cfg: DictConfig, story: dict[str, Any], current: dict[str, A
     return None
 
 
+def _best(story: dict[str, Any]) -> dict[str, Any]:
+    """The attempt with the lowest best val loss (no val loss ranks last; the earlier one on a tie)."""
+    return min(story["attempts"], key=lambda a: (ranked_loss(a.get("best_val_loss")), a["number"]))
+
+
+def _finish_best(story: dict[str, Any], run_dir: Path) -> dict[str, Any] | None:
+    """When the best attempt is one the live diagnosis stopped early (to try a remedy), it is
+    continued to its end without stopping: remedy=auto must not end worse than the same run
+    without it, which would have trained on. None when it ran to its end or stopped on its own."""
+    best = _best(story)
+    best_dir = run_dir / ATTEMPTS / str(best["number"])
+    summary = json.loads((best_dir / "summary.json").read_text())
+    if "[critical]" not in str(summary.get("reason") or "") or summary["steps"] >= summary["max_steps"]:
+        return None
+    saved = [(path, step_of(path)) for path in step_checkpoints(best_dir)]
+    point = max(((p, step) for p, step in saved if 0 < step < summary["max_steps"]), key=lambda f: f[1], default=None)
+    if point is None:
+        return None
+    following = _attempt(len(story["attempts"]) + 1, list(best["overrides"]),
+                         f"from step {point[1]} of attempt {best['number']}, to its end", point)
+    following.update(base=best["number"], finishes=best["number"])
+    return following
+
+
 def _conclude(story: dict[str, Any]) -> None:
     """The best attempt (lowest best val loss; no val loss ranks last) and the verdict."""
     attempts = story["attempts"]
-    best = min(attempts, key=lambda a: (ranked_loss(a.get("best_val_loss")), a["number"]))
+    best = _best(story)
     story["best_attempt"] = best["number"]
     first = attempts[0]
     if len(attempts) == 1:
         story["verdict"] = "sick" if first["critical"] else "healthy"
-    elif best is first:
+    elif best is first or best.get("finishes") == first["number"]:
         story["verdict"] = "unchanged"
     else:
         story["verdict"] = "healed" if not best["critical"] and best.get("learned", True) else "sick"
@@ -236,7 +266,8 @@ def attempt_config(cfg: DictConfig, attempt: dict[str, Any], attempt_dir: Path,
         shutil.copytree(source, target) if source.is_dir() else shutil.copy2(source, target)
     barrier(dist)  # the copy is in place before any rank looks for it
     new.resume = "auto" if attempt["number"] > 1 or cfg.resume == "auto" else cfg.resume
-    new.diagnose.abort_on = new.diagnose.abort_on or ("remedy" if new.diagnose.live else None)
+    stops_for_remedies = new.diagnose.live and not attempt.get("finishes")  # the last one runs to its end
+    new.diagnose.abort_on = new.diagnose.abort_on or ("remedy" if stops_for_remedies else None)
     return new
 
 
@@ -258,8 +289,9 @@ def _restart_point(attempt_dir: Path, remedy: Remedy) -> tuple[Path, int] | None
     for best in (attempt_dir / CKPT_DIR / "best.pt", attempt_dir / CKPT_DIR / BEST_LINK):
         if best.exists():  # its step is inside it
             steps.append((best, int(load_checkpoint(best)["step"])))
-    before = [(path, step) for path, step in steps if 0 < step and (remedy.before_step is None
-                                                                    or step < remedy.before_step)]
+    end = json.loads((attempt_dir / "summary.json").read_text())["max_steps"]  # a checkpoint there trains nothing
+    before = [(path, step) for path, step in steps if 0 < step < end and (remedy.before_step is None
+                                                                          or step < remedy.before_step)]
     return max(before, key=lambda found: found[1]) if before else None
 
 
@@ -304,7 +336,8 @@ def _write_top(run_dir: Path, story: dict[str, Any]) -> None:
         best_loss = "—" if a.get("best_val_loss") is None else f"{a['best_val_loss']:.4g}"
         applied = a.get("applied")
         remedy = (f"`{' '.join(applied['overrides'])}` for {applied['finding']}"
-                  + (" (changes the model)" if applied.get("changes_model") else "")) if applied else "(as given)"
+                  + (" (changes the model)" if applied.get("changes_model") else "")) if applied else (
+            f"none: attempt {a['finishes']} to its end" if a.get("finishes") else "(as given)")
         lines.append(f"| [{a['number']}](attempts/{a['number']}/report.md) | {a.get('base') or '—'} | {remedy} | "
                      f"{a['restart']} | {a.get('status', '?')} | {a.get('steps', '?')} | {best_loss} | "
                      f"{a.get('outcome', '—')} | {', '.join(a.get('critical', [])) or 'none'} |")

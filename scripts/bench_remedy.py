@@ -36,6 +36,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT), str(ROOT / "scripts")]
 
+from bench_external import relative_loss, reproduced  # noqa: E402
 from harness.attempts import ranked_loss  # noqa: E402
 from pathology_suite import HEALTHY, Case, catalogue, redrawn  # noqa: E402
 from train_process import run_train  # noqa: E402
@@ -72,6 +73,7 @@ PRESETS = {
 }
 FAMILIES = ("user-net", "user-lm", "user-rnn", "functional-net", "mlp", "gpt", "rnn", "resnet")
 AUTO = ("diagnose.remedy=auto",)
+EXTERNAL = "external"  # the cause (and name prefix) of the external benchmark's programs
 
 
 @dataclass(frozen=True)
@@ -83,8 +85,8 @@ class Sick:
 
 
 def family(case_name: str) -> str:
-    variant = case_name.split("/", 1)[1]
-    return next((f for f in FAMILIES if variant.startswith(f)), "preset")
+    origin, variant = case_name.split("/", 1)
+    return "external" if origin == EXTERNAL else next((f for f in FAMILIES if variant.startswith(f)), "preset")
 
 
 def spread(cases: list[Case], n: int, counts: dict[str, int]) -> list[Case]:
@@ -121,6 +123,16 @@ def sick_runs(per_class: int, draw: int) -> list[Sick]:
     return runs
 
 
+def external_runs() -> list[Sick]:
+    """Other people's buggy programs (scripts/bench_external.py) whose source shows a pathology, each
+    cured by its author's fix (its fixed twin) on the same task, so their losses compare; live
+    diagnosis on, so an attempt stops where its finding holds."""
+    from bench_external import CASES
+
+    return [Sick(f"{EXTERNAL}/{c.id}", EXTERNAL, with_evals_as_checkpoints((*c.overrides("buggy"), "diagnose.live=true")),
+                 c.overrides("fixed")) for c in CASES if c.expected and not c.fixed_task]
+
+
 def healthy_runs(n: int, draw: int) -> list[Sick]:
     cases = spread([c for c in catalogue() if c.cause == HEALTHY], n, defaultdict(int))
     return [Sick(c.name, HEALTHY, g := with_evals_as_checkpoints(redrawn(c, draw).overrides), g) for c in cases]
@@ -143,7 +155,9 @@ def outcome(run_dir: Path) -> dict:
         return {}
     summary = json.loads(summary_file.read_text())
     result = {"best_val_loss": summary.get("best_val_loss"), "status": summary.get("status"),
-              "max_steps": summary.get("max_steps")}
+              "max_steps": summary.get("max_steps"), "task": summary.get("task"),
+              "val_prior_loss": summary.get("val_prior_loss"), "best_val_accuracy": summary.get("best_val_accuracy"),
+              "first_nonfinite_step": _first_nonfinite(run_dir)}
     story = summary.get("attempts")
     if story:
         best = story[summary.get("best_attempt", len(story)) - 1]  # the run's result is its best attempt's
@@ -173,8 +187,19 @@ def jobs(sick: list[Sick], healthy: list[Sick]) -> list[tuple[str, str, tuple[st
 # --- scoring ---------------------------------------------------------------------------------
 
 def healed(run: dict, cured: dict) -> bool:
-    loss, reference = ranked_loss(run.get("best_val_loss")), ranked_loss(cured.get("best_val_loss"))
+    loss, reference = ranked_loss(relative_loss(run)), ranked_loss(relative_loss(cured))
     return not run.get("error") and not run.get("critical") and loss <= HEALED_WITHIN * reference < math.inf
+
+
+def worse(auto: dict, given: dict) -> bool:
+    """remedy=auto ended with a worse best val loss than the run as given."""
+    return ranked_loss(relative_loss(auto)) > ranked_loss(relative_loss(given))
+
+
+def _first_nonfinite(run_dir: Path) -> int | None:
+    from bench_external import evidence
+
+    return evidence(run_dir).get("first_nonfinite_step") if (run_dir / "metrics.jsonl").is_file() else None
 
 
 def score(sick: list[Sick], healthy: list[Sick], results: dict[str, dict[str, dict]]) -> dict:
@@ -191,6 +216,7 @@ def score(sick: list[Sick], healthy: list[Sick], results: dict[str, dict[str, di
                      "loss_given": given.get("best_val_loss"), "loss_auto": auto.get("best_val_loss"),
                      "loss_cured": cured.get("best_val_loss"), "cured_critical": cured.get("critical"),
                      "healed": healed(auto, cured), "fine_without": healed(given, cured),
+                     "worse": worse(auto, given), "reproduced": s.cause != EXTERNAL or reproduced(given, cured),
                      "compute": (auto["steps_trained"] / max_steps) if auto.get("steps_trained") and max_steps
                      else None, "errors": {v: x["error"] for v, x in r.items() if x.get("error")}})
     healthy_rows = []
@@ -205,7 +231,8 @@ def score(sick: list[Sick], healthy: list[Sick], results: dict[str, dict[str, di
 
 
 def report(scored: dict) -> str:
-    sick, healthy = scored["sick"], scored["healthy"]
+    sick = [r for r in scored["sick"] if r.get("reproduced", True)]  # a program whose bug did not show: no score
+    healthy = scored["healthy"]
     computes = [r["compute"] for r in sick if r["compute"] is not None]
     n_healed = sum(r["healed"] for r in sick)
     fair = [r for r in sick if not r["cured_critical"]]  # the cured run is healthy: a loss worth matching
@@ -217,7 +244,8 @@ def report(scored: dict) -> str:
              f"({_pct(sum(r['healed'] for r in fair), len(fair))}); compute (steps across attempts / one "
              f"run's steps): median {_num(statistics.median(computes) if computes else None)}, mean "
              f"{_num(statistics.fmean(computes) if computes else None)}, max {_num(max(computes, default=None))}; "
-             f"healthy runs restarted: {false_restarts}/{len(healthy)}", "",
+             f"healthy runs restarted: {false_restarts}/{len(healthy)}; sick runs that remedy=auto left worse than "
+             f"as given: {sum(r.get('worse', False) for r in sick)}/{len(sick)}", "",
              "| class | runs | healed | without remedies | compute, median | compute, max |", "|---|---|---|---|---|---|"]
     by_cause: dict[str, list[dict]] = defaultdict(list)
     for r in sick:
@@ -272,9 +300,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, default=ROOT / "outputs" / "bench_remedy")
     parser.add_argument("--rescore", action="store_true", help="score the runs already in --out; train nothing")
     parser.add_argument("--list", action="store_true", help="print the runs and exit")
+    parser.add_argument("--external", action="store_true", help="the external benchmark's buggy programs, cured "
+                        "by their authors' fixes, instead of the pathology presets and catalogue")
     args = parser.parse_args(argv)
-    sick = [s for s in sick_runs(args.per_class, args.draw) if args.only in s.name]
-    healthy = [h for h in healthy_runs(args.healthy, args.draw) if args.only in h.name]
+    sick = [s for s in (external_runs() if args.external else sick_runs(args.per_class, args.draw))
+            if args.only in s.name]
+    healthy = [] if args.external else [h for h in healthy_runs(args.healthy, args.draw) if args.only in h.name]
     if args.list:
         for s in [*sick, *healthy]:
             print(f"{s.cause:20s} {s.name}: {' '.join(s.given)}")

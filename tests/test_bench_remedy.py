@@ -21,7 +21,7 @@ HEALTHY = bench.healthy_runs(12, bench.DEFAULT_DRAW)
 
 
 def _keys(overrides: tuple[str, ...]) -> dict[str, str]:
-    return dict(o.split("=", 1) for o in overrides)
+    return dict(o.split("=", 1) for o in overrides if "=" in o)  # not the deletions (~optim.betas)
 
 
 def test_enough_sick_and_healthy_runs_across_every_remedy_class_and_family():
@@ -102,3 +102,20 @@ def test_a_real_invocation_heals_a_preset_and_rescoring_reproduces_it(tmp_path):
     rescored = subprocess.run([*cmd, "--rescore"], capture_output=True, text=True, timeout=300)
     assert rescored.returncode == 0, rescored.stderr[-3000:]
     assert json.loads((out / "results.json").read_text()) == results
+
+
+def test_the_external_programs_are_cured_by_their_authors_fixes_on_the_same_task():
+    external = bench.external_runs()
+    assert len(external) >= 14 and all(s.cause == bench.EXTERNAL for s in external)
+    for s in external:
+        given, cured = _keys(s.given), _keys(s.cured)
+        assert given["data.task"] == cured["data.task"] and given["data._target_"] == cured["data._target_"]
+        assert given["diagnose.live"] == "true" and given["trainer.ckpt_every"] == given["trainer.eval_every"]
+    validate_config(compose_cfg([*external[0].given, *bench.AUTO]))
+
+
+def test_worse_compares_the_run_with_remedies_to_the_run_as_given_on_the_regression_scale():
+    assert bench.worse({"best_val_loss": 2.0}, {"best_val_loss": 1.0})
+    assert not bench.worse({"best_val_loss": 1.0}, {"best_val_loss": None})  # as given it had no val loss
+    regression = {"task": "regression", "val_prior_loss": 100.0}
+    assert not bench.worse({**regression, "best_val_loss": 50.0}, {**regression, "best_val_loss": 60.0})

@@ -177,13 +177,19 @@ def test_a_user_model_is_repaired_by_a_remedy_that_works_on_any_module(tmp_path,
     assert ("(changes the model)" in (tmp_path / "run" / "report.md").read_text()) is (kind != "optimizer")
 
 
-def test_remedy_scope_training_never_changes_the_model(tmp_path):
-    _, summary = train([*USER, "model._target_=tests.remedy_models.DeadStartNet", "diagnose.remedy_scope=training",
-                        *AUTO], tmp_path / "run")
-    applied = [a["applied"] for a in summary["attempts"][1:]]
-    assert applied and not any(a["changes_model"] for a in applied) and applied[0]["kind"] == "lr_down"
-    assert summary["attempts"][1]["outcome"] == "rejected"  # the init was the cause: a lower LR cannot fix it
-    assert summary["remedy_verdict"] == "unchanged" and summary["best_attempt"] == 1
+def test_remedy_scope_training_never_changes_the_model_and_the_run_as_given_is_finished(tmp_path):
+    """Only the LR may change; it cannot revive units dead from their init, so it is rejected. The run
+    as given, stopped early by its finding to try it, is then trained to its end: with remedies the
+    run ends no worse than without them."""
+    overrides = [*USER, "model._target_=tests.remedy_models.DeadStartNet", "trainer.eval_every=50"]
+    _, without = train(overrides, tmp_path / "without")
+    _, summary = train([*overrides, "diagnose.remedy_scope=training", *AUTO], tmp_path / "run")
+    first, second, last = summary["attempts"]
+    assert first["steps"] < 300 and second["applied"]["kind"] == "lr_down" and not second["applied"]["changes_model"]
+    assert second["outcome"] == "rejected"  # the init was the cause: a lower LR cannot fix it
+    assert last["finishes"] == 1 and last["restart_step"] == first["steps"] and last["steps"] == 300
+    assert summary["remedy_verdict"] == "unchanged" and summary["best_attempt"] in (1, 3)
+    assert summary["best_val_loss"] <= without["best_val_loss"]
 
 
 def test_the_verdict_needs_a_better_attempt_without_critical_findings_that_learned():

@@ -16,6 +16,7 @@ RULES: tuple[Rule, ...] = (  # setup mistakes first: among findings of one sever
     setup.frozen_parameters,
     setup.val_train_overlap,
     setup.unnormalised_inputs,
+    numerics.fp16_underflow,  # the precision config's own cause, before the vanishing gradients it makes
     curves.diverging,
     curves.plateau_at_chance,
     curves.plateau_at_prior,
@@ -33,7 +34,6 @@ RULES: tuple[Rule, ...] = (  # setup mistakes first: among findings of one sever
     gradients.clip_never_reached,
     gradients.weight_norm_runaway,
     gradients.unused_parameters,
-    numerics.fp16_underflow,
     numerics.fp16_overflow_skips,
     guard_events.nonfinite_skips,
     guard_events.loss_spikes,
