@@ -38,6 +38,7 @@ def atomic_write(path: Path, write: Callable[[IO[bytes]], None]) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
+        os.fchmod(fd, 0o666 & ~process_umask())  # mkstemp's 0600 would hide the file from the user's group
         with os.fdopen(fd, "wb") as f:
             write(f)
             f.flush()
@@ -47,6 +48,20 @@ def atomic_write(path: Path, write: Callable[[IO[bytes]], None]) -> None:
         Path(tmp).unlink(missing_ok=True)
         raise
     fsync_dir(path.parent)  # make the rename itself durable
+
+
+def process_umask() -> int:
+    """The process umask, read without changing it where /proc shows it (setting it to read it back
+    races with other threads creating files)."""
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("Umask:"):
+                return int(line.split()[1], 8)
+    except OSError:
+        pass
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
 
 
 def fsync_dir(folder: Path) -> None:
