@@ -102,11 +102,14 @@ def _judge(cfg: DictConfig, story: dict[str, Any], run_dir: Path, scope: str, wo
     if current is not attempt:  # set aside: the next candidate starts where this one did
         findings = diagnose(load_run(current_dir))
     remedies = sum(1 for a in story["attempts"] if a.get("applied"))
+    if attempt.get("finishes"):  # the run as it was, finished: nothing follows it
+        _conclude(story)
+        return
     following = None
-    if remedies < story["max_attempts"] and not attempt.get("finishes"):
+    if remedies < story["max_attempts"]:
         following = _next_candidate(cfg, story, current, current_dir, findings, scope, world_size)
     if following is None:
-        following = None if attempt.get("finishes") else _finish_best(story, run_dir)
+        following = _finish_best(story, run_dir)
         if following is None:
             _conclude(story)
             return
@@ -157,8 +160,7 @@ def _finish_best(story: dict[str, Any], run_dir: Path) -> dict[str, Any] | None:
     summary = json.loads((best_dir / "summary.json").read_text())
     if "[critical]" not in str(summary.get("reason") or "") or summary["steps"] >= summary["max_steps"]:
         return None
-    saved = [(path, step_of(path)) for path in step_checkpoints(best_dir)]
-    point = max(((p, step) for p, step in saved if 0 < step < summary["max_steps"]), key=lambda f: f[1], default=None)
+    point = _restart_point(best_dir, None)
     if point is None:
         return None
     following = _attempt(len(story["attempts"]) + 1, list(best["overrides"]),
@@ -273,25 +275,23 @@ def attempt_config(cfg: DictConfig, attempt: dict[str, Any], attempt_dir: Path,
 
 def _follow(story: dict[str, Any], current: dict[str, Any], current_dir: Path, finding: Finding,
             remedy: Remedy) -> dict[str, Any]:
-    point = _restart_point(current_dir, remedy)
+    point = None if remedy.restart is Restart.SCRATCH else _restart_point(current_dir, remedy.before_step)
     restart = f"from step {point[1]} of attempt {current['number']}" if point else "from scratch"
     following = _attempt(len(story["attempts"]) + 1, [*current["overrides"], *remedy.overrides], restart, point)
     following.update(base=current["number"], applied={"finding": finding.name, **_remedy_record(remedy)})
     return following
 
 
-def _restart_point(attempt_dir: Path, remedy: Remedy) -> tuple[Path, int] | None:
-    """The last checkpoint before the symptom, for a remedy that may continue one: a step
-    checkpoint, or best.pt (best.dcp, sharded) when the rotation (trainer.keep_last) already removed the older ones."""
-    if remedy.restart is Restart.SCRATCH:
-        return None
+def _restart_point(attempt_dir: Path, before_step: int | None) -> tuple[Path, int] | None:
+    """The attempt's last checkpoint before `before_step` (the symptom; None: any) and before its
+    end: a step checkpoint, or best.pt (best.dcp, sharded) when the rotation (trainer.keep_last)
+    already removed the older ones."""
     steps = [(path, step_of(path)) for path in step_checkpoints(attempt_dir)]
     for best in (attempt_dir / CKPT_DIR / "best.pt", attempt_dir / CKPT_DIR / BEST_LINK):
         if best.exists():  # its step is inside it
             steps.append((best, int(load_checkpoint(best)["step"])))
     end = json.loads((attempt_dir / "summary.json").read_text())["max_steps"]  # a checkpoint there trains nothing
-    before = [(path, step) for path, step in steps if 0 < step < end and (remedy.before_step is None
-                                                                          or step < remedy.before_step)]
+    before = [(path, step) for path, step in steps if 0 < step < end and (before_step is None or step < before_step)]
     return max(before, key=lambda found: found[1]) if before else None
 
 
