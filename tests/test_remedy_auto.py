@@ -139,7 +139,8 @@ def test_a_run_killed_during_an_attempt_resumes_it_exactly(tmp_path):
 
 def test_bad_values_of_the_remedy_keys_are_one_line(tmp_path):
     for override, key in (("diagnose.remedy=yes", "diagnose.remedy"), ("diagnose.max_attempts=0",
-                                                                       "diagnose.max_attempts")):
+                                                                       "diagnose.max_attempts"),
+                          ("diagnose.remedy_scope=model", "diagnose.remedy_scope")):
         result = run_cli(["experiment=pathology/healthy", override, f"hydra.run.dir={tmp_path / key}"], cwd=tmp_path)
         assert "is invalid" in one_line_error(result, key) and not (tmp_path / key).exists()
 
