@@ -7,9 +7,19 @@ import sys
 import hydra
 from omegaconf import DictConfig
 
-from harness.cli import (check_group_choices, check_overrides, check_run_dir, composition_errors_in_one_line,
-                         exit_without_teardown, fail, is_multirun, parse_command_line)
+from harness.cli import (
+    check_group_choices,
+    check_overrides,
+    check_run_dir,
+    composition_errors_in_one_line,
+    exit_without_teardown,
+    fail,
+    is_multirun,
+    parse_command_line,
+    write_errors_in_one_line,
+)
 from harness.errors import HarnessError
+from harness.parent_death import die_with_launcher
 from harness.resolvers import register_resolvers
 from hydra_plugins.harness_slurm_launcher.single import submit_run, wants_slurm_job
 from hydra_plugins.harness_torchrun_launcher.relaunch import relaunch_if_asked
@@ -39,6 +49,7 @@ def main(cfg: DictConfig) -> float | list[float]:
 
 
 if __name__ == "__main__":
+    die_with_launcher()
     command = parse_command_line(sys.argv[1:])
     sys.argv[1:] = command.argv  # Hydra reads its flags only before the overrides
     check_group_choices(command)
@@ -46,5 +57,5 @@ if __name__ == "__main__":
     if command.runs_job:
         check_run_dir(command)
         relaunch_if_asked(sys.argv)
-    with composition_errors_in_one_line(command.overrides):
+    with write_errors_in_one_line(command), composition_errors_in_one_line(command.overrides):
         main()

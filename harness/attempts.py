@@ -27,14 +27,14 @@ import copy
 import json
 import logging
 import math
-import shutil
 from pathlib import Path
 from typing import Any, Callable
 
 import numpy as np
 from omegaconf import DictConfig, OmegaConf
 
-from harness.checkpoint import atomic_json_dump, load_checkpoint, step_checkpoints, step_of
+from harness.checkpoint import (atomic_json_dump, checkpoint_problem, copy_checkpoint, load_checkpoint,
+                               step_checkpoints, step_of)
 from harness.config import validate_config
 from harness.config_keys import CONF_DIR
 from harness.diagnosis import diagnose, load_run
@@ -261,16 +261,28 @@ def attempt_config(cfg: DictConfig, attempt: dict[str, Any], attempt_dir: Path,
     """The run's config with this attempt's remedies applied; it resumes whatever its dir holds (a
     checkpoint copied from the attempt before by rank 0, or its own after a kill)."""
     new = remedied_config(cfg, attempt["overrides"])
-    if dist.is_main and attempt["restart_checkpoint"] and not step_checkpoints(attempt_dir):  # once, also after a kill
-        (attempt_dir / CKPT_DIR).mkdir(parents=True, exist_ok=True)
-        source = Path(attempt["restart_checkpoint"]).resolve()  # best.dcp is a link to its directory
-        target = attempt_dir / CKPT_DIR / f"step_{attempt['restart_step']:08d}{source.suffix}"
-        shutil.copytree(source, target) if source.is_dir() else shutil.copy2(source, target)
+    if dist.is_main and attempt["restart_checkpoint"]:
+        _place_restart_checkpoint(attempt, attempt_dir)
     barrier(dist)  # the copy is in place before any rank looks for it
     new.resume = "auto" if attempt["number"] > 1 or cfg.resume == "auto" else cfg.resume
     stops_for_remedies = new.diagnose.live and not attempt.get("finishes")  # the last one runs to its end
     new.diagnose.abort_on = new.diagnose.abort_on or ("remedy" if stops_for_remedies else None)
     return new
+
+
+def _place_restart_checkpoint(attempt: dict[str, Any], attempt_dir: Path) -> None:
+    """Copy the checkpoint the story starts this attempt from into its dir, once (also after a kill:
+    a resume finds the attempt's own checkpoints), atomically. A story whose checkpoint is gone or
+    damaged, with no whole checkpoint of the attempt's own, is refused rather than run from scratch."""
+    if any(checkpoint_problem(path) is None for path in step_checkpoints(attempt_dir)):
+        return
+    source = Path(attempt["restart_checkpoint"]).resolve()  # best.dcp is a link to its directory
+    problem = checkpoint_problem(source)
+    if problem is not None:
+        raise ConfigError("resume", "auto", f"a run whose {STORY} and checkpoints agree: attempt {attempt['number']} "
+                                            f"starts {attempt['restart']}, and {source} is {problem}")
+    (attempt_dir / CKPT_DIR).mkdir(parents=True, exist_ok=True)
+    copy_checkpoint(source, attempt_dir / CKPT_DIR / f"step_{attempt['restart_step']:08d}{source.suffix}")
 
 
 def _follow(story: dict[str, Any], current: dict[str, Any], current_dir: Path, finding: Finding,

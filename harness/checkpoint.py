@@ -14,6 +14,7 @@ import json
 import os
 import random
 import re
+import shutil
 import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -23,8 +24,10 @@ from typing import IO, Any, Protocol
 import numpy as np
 import torch
 
-from harness.distributed import DistInfo
-from harness.rundir import CKPT_DIR
+from harness.checksums import ChecksumWriter, footer_problem, manifest_problem
+from harness.distributed import DistInfo, all_gather_objects
+from harness.errors import WriteError, one_line, write_error
+from harness.rundir import BEST_LINK, CKPT_DIR
 
 STEP_PATTERN = re.compile(r"step_(\d{8})\.(pt|dcp)$")
 SHARDED_SUFFIX = ".dcp"
@@ -34,20 +37,24 @@ SHARDED_KEYS = ("model", "optimizer")
 
 def atomic_write(path: Path, write: Callable[[IO[bytes]], None]) -> None:
     """Write through `write` to a temporary file beside `path`, fsync it, rename it over `path`
-    and fsync the directory: readers see the old file or the new one, never a torn one."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    and fsync the directory: readers see the old file or the new one, never a torn one. A write
+    that fails (a full disk) removes its temporary file and raises WriteError naming `path`."""
+    tmp = None
     try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
         os.fchmod(fd, 0o666 & ~process_umask())  # mkstemp's 0600 would hide the file from the user's group
         with os.fdopen(fd, "wb") as f:
             write(f)
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    fsync_dir(path.parent)  # make the rename itself durable
+        fsync_dir(path.parent)  # make the rename itself durable
+    except OSError as err:
+        raise write_error(path, err) from None
+    finally:
+        if tmp is not None:
+            Path(tmp).unlink(missing_ok=True)  # gone already when the rename happened
 
 
 def process_umask() -> int:
@@ -73,7 +80,50 @@ def fsync_dir(folder: Path) -> None:
 
 
 def atomic_torch_save(obj: Any, path: Path) -> None:
-    atomic_write(path, lambda f: torch.save(obj, f))
+    """torch.save with a checksum footer (harness/checksums.py), atomically."""
+    def write(f: IO[bytes]) -> None:
+        checked = ChecksumWriter(f)
+        try:
+            torch.save(obj, checked)
+        except RuntimeError:  # torch's writer reports a failed write as its own error: tell the OSError
+            if checked.error is not None:
+                raise checked.error from None
+            raise
+        f.write(checked.footer())
+
+    atomic_write(path, write)
+
+
+def copy_checkpoint(source: Path, target: Path) -> None:
+    """Copy a checkpoint (a .pt file or a .dcp directory) under a temporary name, fsync and verify
+    the copy, then rename it into place: a kill mid-copy leaves no torn checkpoint under `target`."""
+    tmp = target.with_name(f".{target.name}.tmp")  # a stale temp name: removed at the next start
+    _remove(tmp)
+    try:
+        if source.is_dir():
+            shutil.copytree(source, tmp)
+        else:
+            shutil.copy2(source, tmp)
+        for path in [tmp, *tmp.rglob("*")] if tmp.is_dir() else [tmp]:
+            fsync_dir(path) if path.is_dir() else _fsync_file(path)
+        problem = checkpoint_problem(tmp)
+        if problem is not None:
+            raise WriteError(f"the copy of {source} to {target} is {problem}")
+        os.replace(tmp, target)
+        fsync_dir(target.parent)
+    except OSError as err:
+        raise write_error(target, err) from None
+    finally:
+        _remove(tmp)
+
+
+def _remove(path: Path) -> None:
+    shutil.rmtree(path) if path.is_dir() and not path.is_symlink() else path.unlink(missing_ok=True)
+
+
+def _fsync_file(path: Path) -> None:
+    with path.open("rb") as f:
+        os.fsync(f.fileno())
 
 
 def atomic_json_dump(obj: Any, path: Path) -> None:
@@ -135,12 +185,32 @@ class FileCheckpoints:
         self.dist = dist_info
 
     def step(self, state: dict[str, Any], run_dir: Path, step: int, keep_last: int) -> None:
-        if self.dist.is_main:
-            save_step_checkpoint(state, run_dir, step, keep_last)
+        on_main_then_agree(self.dist, lambda: save_step_checkpoint(state, run_dir, step, keep_last))
 
     def best(self, state: dict[str, Any], run_dir: Path) -> None:
-        if self.dist.is_main:
-            save_best_checkpoint(state, run_dir)
+        on_main_then_agree(self.dist, lambda: save_best_checkpoint(state, run_dir))
+
+
+def on_main_then_agree(dist_info: DistInfo, write: Callable[[], object]) -> None:
+    """Rank 0 writes; a write that failed there stops every rank with the same one line (the others
+    would otherwise wait at the next collective until a timeout, with tracebacks)."""
+    error = None
+    if dist_info.is_main:
+        try:
+            write()
+        except WriteError as err:
+            error = err
+    raise_if_any_failed(error, dist_info)
+
+
+def raise_if_any_failed(error: WriteError | None, dist_info: DistInfo) -> None:
+    """Raise on every rank when the write failed on any (a collective where several ranks write)."""
+    if dist_info.enabled:
+        messages = [m for m in all_gather_objects(None if error is None else str(error), dist_info) if m]
+        if messages:
+            raise WriteError(messages[0])
+    elif error is not None:
+        raise error
 
 
 @dataclass(frozen=True)
@@ -171,11 +241,47 @@ def _load(path: Path) -> dict[str, Any]:
     return torch.load(path, map_location="cpu", weights_only=False)
 
 
-def latest_valid_checkpoint(run_dir: Path) -> tuple[Path, dict[str, Any]] | None:
-    """Newest step checkpoint that loads; a truncated or corrupt file is passed over."""
-    for path in step_checkpoints(run_dir):
+def checkpoint_problem(path: Path) -> str | None:
+    """Why a checkpoint cannot be trusted, checked from its sizes and checksums without loading it
+    (None: it is whole, as far as what was written with it can tell)."""
+    if not path.exists():
+        return "missing (a broken best.dcp link)" if path.is_symlink() else "missing"
+    if not path.is_dir():
+        return footer_problem(path)
+    if not (path / ".metadata").is_file():
+        return "unfinished (no .metadata)"
+    if not (path / SHARDED_STATE).is_file():
+        return f"unfinished (no {SHARDED_STATE})"
+    return manifest_problem(path) or footer_problem(path / SHARDED_STATE)
+
+
+def verified_checkpoint(path: Path) -> tuple[dict[str, Any] | None, str | None]:
+    """(the loaded checkpoint, None), or (None, why it was passed over)."""
+    problem = checkpoint_problem(path)
+    if problem is None:
         try:
-            return path, load_checkpoint(path)
-        except Exception:  # noqa: BLE001 - any unreadable file means "try the previous one"
-            continue
+            return load_checkpoint(path), None
+        except Exception as err:  # noqa: BLE001 - any unreadable file means "try the previous one"
+            problem = f"unreadable ({one_line(err, 160)})"
+    return None, problem
+
+
+def resume_candidates(run_dir: Path) -> list[Path]:
+    """Where a resume may start, in the order tried: the step checkpoints newest first, then the
+    best checkpoint (best.pt, or best.dcp of a sharded run) when every step checkpoint failed."""
+    folder = run_dir / CKPT_DIR
+    best = [p for p in (folder / "best.pt", folder / BEST_LINK) if p.exists() or p.is_symlink()]
+    return [*step_checkpoints(run_dir), *best]
+
+
+def latest_valid_checkpoint(run_dir: Path, skipped: Callable[[Path, str], None] | None = None
+                            ) -> tuple[Path, dict[str, Any]] | None:
+    """The newest checkpoint that verifies and loads; each one passed over is told to `skipped`
+    with the reason."""
+    for path in resume_candidates(run_dir):
+        state, problem = verified_checkpoint(path)
+        if state is not None:
+            return path, state
+        if skipped is not None:
+            skipped(path, problem)
     return None

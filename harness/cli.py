@@ -13,13 +13,14 @@ from pathlib import Path
 from typing import NoReturn
 
 from harness.config_keys import CONF_DIR, missing_key_hint
-from harness.errors import ConfigError, HarnessError
+from harness.errors import DISK_ERRNOS, ConfigError, HarnessError, RunDirBusy, WriteError, write_error
+from harness.run_lock import LOCK_FILE, hold_run_dir, release_all
 from harness.rundir import claim_run_dir
 
 ROOT = Path(__file__).resolve().parent.parent
-HYDRA_FILES = {".hydra", "train.log"}
-EXIT_CONFIG_ERROR = 2
+HYDRA_FILES = {".hydra", "train.log", LOCK_FILE}
 SHELL_COMPLETION = ("install", "uninstall", "query")  # -sc takes one of these as an override
+_created_run_dir: Path | None = None  # the explicit run dir this command made: removed again if it is refused
 
 
 @dataclass(frozen=True)
@@ -33,6 +34,10 @@ class CommandLine:
     config_dirs: tuple[Path, ...] = (CONF_DIR,)  # where config groups are looked up (-cp, -cd, hydra.searchpath)
     other_sources: bool = False  # a pkg:// search path: groups this check cannot list
     argv: list[str] = field(default_factory=list)  # flags first, then the overrides (see _flags_first)
+
+    def given(self) -> dict[str, str]:
+        """KEY -> VALUE of the `KEY=VALUE` overrides as typed (`+` dropped)."""
+        return dict(arg.lstrip("+").split("=", 1) for arg in self.overrides if "=" in arg)
 
 
 class _OneLineArgumentParser(argparse.ArgumentParser):
@@ -136,11 +141,23 @@ def check_group_choices(command: CommandLine) -> None:
 
 
 def fail(err: HarnessError, cleanup_hydra_dir: bool = False) -> NoReturn:
-    """Print `error: ...` on one line and exit 2; drop a run dir holding nothing but Hydra's files."""
-    print(f"error: {err}", file=sys.stderr)
-    if cleanup_hydra_dir:
-        _remove_empty_run_dir()
-    sys.exit(EXIT_CONFIG_ERROR)
+    """Print `error: ...` on one line and exit 2 (1 for a failed write); drop a run dir holding
+    nothing but Hydra's files, unless it belongs to the run that holds it."""
+    if os.environ.get("RANK", "0") == "0" or not _said_by_rank_zero(err):
+        print(f"error: {err}", file=sys.stderr)
+    if not isinstance(err, RunDirBusy):
+        if cleanup_hydra_dir:
+            _remove_empty_run_dir(Path(_hydra_output_dir()))
+        if _created_run_dir is not None:
+            _remove_empty_run_dir(_created_run_dir)
+    release_all()
+    sys.exit(err.exit_status)
+
+
+def _said_by_rank_zero(err: HarnessError) -> bool:
+    """Errors every rank meets alike (a config check, a write all ranks agreed failed): rank 0 says
+    them once. A rank's own (its lock, its data) it says itself."""
+    return isinstance(err, (ConfigError, WriteError)) and not isinstance(err, RunDirBusy)
 
 
 def is_multirun() -> bool:
@@ -156,16 +173,21 @@ def exit_without_teardown() -> NoReturn:
     process group are gone; what is left is the interpreter tearing down torch's thousands of
     modules, over a second on 2 cores that a short sweep trial would spend doing nothing."""
     logging.shutdown()  # flushes train.log
+    release_all()  # the run dir's lock (os._exit skips atexit)
     sys.stdout.flush()
     sys.stderr.flush()
     os._exit(0)
 
 
-def _remove_empty_run_dir() -> None:
+def _hydra_output_dir() -> str:
     from hydra.core.hydra_config import HydraConfig
 
-    run_dir = Path(HydraConfig.get().runtime.output_dir)
+    return HydraConfig.get().runtime.output_dir
+
+
+def _remove_empty_run_dir(run_dir: Path) -> None:
     if run_dir.is_dir() and {p.name for p in run_dir.iterdir()} <= HYDRA_FILES:
+        release_all()  # its lock file goes with it
         shutil.rmtree(run_dir, ignore_errors=True)
 
 
@@ -174,23 +196,25 @@ def check_run_dir(command: CommandLine) -> None:
     hold an earlier run's results (run() checks again, with the fully composed config)."""
     if command.multirun or not command.runs_job or os.environ.get("RANK", "0") != "0":
         return
-    given = dict(arg.lstrip("+").split("=", 1) for arg in command.overrides if "=" in arg)
+    given = command.given()
     if "hydra.run.dir" not in given:
         return
     run_dir = Path(given["hydra.run.dir"])
+    if given.get("overwrite", "false").lower() != "true":
+        try:
+            claim_run_dir(run_dir, given.get("resume"), overwrite=False)  # reads only: a refusal touches nothing
+        except ConfigError as err:
+            fail(err)
+    global _created_run_dir
     existed = run_dir.exists()
     try:
-        run_dir.mkdir(parents=True, exist_ok=True)  # Hydra would fail here with a traceback
-    except OSError as err:
+        hold_run_dir(run_dir)  # before Hydra writes .hydra/ and train.log: a second run must not touch them
+    except RunDirBusy as err:
+        fail(err)
+    except OSError as err:  # Hydra would fail here with a traceback
         fail(ConfigError("hydra.run.dir", str(run_dir), f"a directory that can be created: {err.strerror}"))
     if not existed:
-        run_dir.rmdir()  # only checked: an override Hydra then refuses must leave nothing behind
-    if given.get("overwrite", "false").lower() == "true":
-        return
-    try:
-        claim_run_dir(run_dir, given.get("resume"), overwrite=False)
-    except ConfigError as err:
-        fail(err)
+        _created_run_dir = run_dir  # a command refused from here on leaves nothing behind
 
 
 def check_overrides(overrides: list[str]) -> None:
@@ -222,6 +246,19 @@ def composition_errors_in_one_line(overrides: list[str]) -> Iterator[None]:
         yield
     except HydraException as err:
         fail(_composition_error(" ".join(str(err).split()), overrides))
+
+
+@contextlib.contextmanager
+def write_errors_in_one_line(command: CommandLine) -> Iterator[None]:
+    """A full disk, a quota or a read-only mount met anywhere (Hydra's own .hydra/ files included)
+    is one line naming the file (its folder when the error does not say), exit 1, not a traceback."""
+    try:
+        yield
+    except OSError as err:
+        if err.errno not in DISK_ERRNOS:
+            raise
+        run_dir = command.given().get("hydra.run.dir", "the run directory")
+        fail(write_error(err.filename or f"a file in {run_dir}", err))
 
 
 def _composition_error(message: str, overrides: list[str]) -> ConfigError:

@@ -1,11 +1,16 @@
 """User-facing errors: one line that says what is wrong and what would work."""
 from __future__ import annotations
 
+import errno
+import os
+from pathlib import Path
 from typing import Any
 
 
 class HarnessError(Exception):
     """A problem the user can fix; printed as one line (`error: ...`), exit status 2."""
+
+    exit_status = 2
 
 
 class ConfigError(HarnessError, ValueError):
@@ -18,6 +23,30 @@ class ConfigError(HarnessError, ValueError):
 
 class DataError(HarnessError):
     """A sample or batch that could not be read while training; the checkpoints written so far stay valid."""
+
+
+class WriteError(HarnessError):
+    """A file of the run could not be written (a full disk, a quota, a read-only mount): the run
+    stops; the checkpoints written before it stay valid. Exit status 1: not a mistake in the command."""
+
+    exit_status = 1
+
+
+
+
+class RunDirBusy(ConfigError):
+    """Another live process holds the run directory: this one must not write into it."""
+
+
+DISK_ERRNOS = {errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EFBIG}  # the file system refused a write
+
+
+def write_error(path: Path | str, err: OSError) -> WriteError:
+    """`could not write PATH: No space left on device (ENOSPC)`, with what to do next."""
+    name = errno.errorcode.get(err.errno, str(err.errno)) if err.errno else type(err).__name__
+    reason = err.strerror or os.strerror(err.errno or 0) or str(err)
+    return WriteError(f"could not write {path}: {reason} ({name}); the checkpoints written before it are "
+                      f"intact: free space (or fix the mount), then resume=auto")
 
 
 def one_line(err: BaseException, limit: int = 300) -> str:

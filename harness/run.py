@@ -11,13 +11,14 @@ from omegaconf import DictConfig, OmegaConf
 
 from harness.assembly import build_trainer
 from harness.attempts import run_attempts
-from harness.checkpoint import atomic_json_dump, is_sharded_checkpoint, latest_valid_checkpoint, load_checkpoint
+from harness.checkpoint import atomic_json_dump, is_sharded_checkpoint, latest_valid_checkpoint, verified_checkpoint
 from harness.config import validate_config
 from harness.diagnosis.live import diagnose_settings
 from harness.distributed import DistInfo, barrier, destroy_process_group, dist_info_from_env, init_process_group
-from harness.errors import ConfigError
+from harness.errors import ConfigError, WriteError
 from harness.lr_scaling import apply_lr_scaling
 from harness.parallel import is_sharded, parallel_config
+from harness.run_lock import run_dir_held
 from harness.rundir import claim_run_dir, stored_objective, sweep_value
 from harness.trainer import Trainer
 
@@ -37,22 +38,41 @@ def hydra_choices() -> dict[str, str] | None:
     return dict(HydraConfig.get().runtime.choices) if HydraConfig.initialized() else None
 
 
-def find_resume_checkpoint(resume: str | None, run_dir: Path) -> tuple[Path, dict[str, Any]] | None:
-    """`auto`: this run dir's newest valid checkpoint, or a fresh start when there is none."""
+def find_resume_checkpoint(resume: str | None, run_dir: Path, dist: DistInfo = DistInfo()
+                           ) -> tuple[Path, dict[str, Any]] | None:
+    """`auto`: this run dir's newest verified checkpoint (one WARNING line for each one passed over),
+    a fresh start when it has none, a refusal when it has some and none can be trusted."""
     if resume is None:
         return None
     if resume == "auto":
-        return latest_valid_checkpoint(run_dir)
+        return _walk_back(run_dir, dist, fresh_start_allowed=True)
     path = Path(resume)
     if path.is_file() or is_sharded_checkpoint(path):
-        try:
-            return path, load_checkpoint(path)
-        except Exception as err:  # noqa: BLE001 - any unreadable file is the same user error
-            raise ConfigError("resume", resume, f"a readable checkpoint file ({type(err).__name__})") from None
-    found = latest_valid_checkpoint(path)
-    if found is None:
-        raise ConfigError("resume", resume, "a run directory with at least one valid checkpoint in checkpoints/")
-    return found
+        state, problem = verified_checkpoint(path)
+        if state is None:
+            raise ConfigError("resume", resume, f"a readable checkpoint file that is whole: it is {problem}")
+        return path, state
+    return _walk_back(path, dist, fresh_start_allowed=False)
+
+
+def _walk_back(run_dir: Path, dist: DistInfo, fresh_start_allowed: bool) -> tuple[Path, dict[str, Any]] | None:
+    passed_over: list[str] = []
+
+    def skipped(path: Path, problem: str) -> None:
+        passed_over.append(f"{path.name}: {problem}")
+        if dist.is_main:
+            log.warning("resume: passed over %s: %s", path, problem)
+
+    found = latest_valid_checkpoint(run_dir, skipped)
+    if found is not None:
+        return found
+    if passed_over:
+        raise ConfigError("resume", str(run_dir) if not fresh_start_allowed else "auto",
+                          f"a run directory with a checkpoint that can be trusted: none of its {len(passed_over)} "
+                          f"is ({'; '.join(passed_over)}). Move checkpoints/ away to start over, or overwrite=true")
+    if not fresh_start_allowed:
+        raise ConfigError("resume", str(run_dir), "a run directory with at least one valid checkpoint in checkpoints/")
+    return None
 
 
 def summarize(trainer: Trainer, status: str, wall_time: float, cfg: DictConfig) -> dict[str, Any]:
@@ -69,9 +89,14 @@ def run(cfg: DictConfig, run_dir: Path | None = None) -> Any:
     device = validate_config(cfg, dist.world_size, hydra_choices())
     cfg = apply_lr_scaling(cfg)
     run_dir = Path(run_dir) if run_dir is not None else hydra_run_dir()
+    with run_dir_held(run_dir, dist.rank):  # before anything is read or written there
+        return _run_held(cfg, run_dir, device, dist)
+
+
+def _run_held(cfg: DictConfig, run_dir: Path, device: torch.device, dist: DistInfo) -> Any:
     if dist.is_main:
         claim_run_dir(run_dir, cfg.resume, cfg.overwrite)
-    resume_from = find_resume_checkpoint(cfg.resume, run_dir)
+    resume_from = find_resume_checkpoint(cfg.resume, run_dir, dist)
     device = rank_device(device, dist)
     if cfg.mode == "lr_find":
         from harness.lr_find import run_lr_find
@@ -102,7 +127,7 @@ def _attempt(cfg: DictConfig, run_dir: Path, dist: DistInfo) -> Any:
     """One attempt of diagnose.remedy=auto: an ordinary run in its own dir, checked like any run
     (a remedy's overrides pass the same checks as the user's)."""
     device = rank_device(validate_config(cfg, dist.world_size, hydra_choices()), dist)
-    resume_from = find_resume_checkpoint(cfg.resume, run_dir)
+    resume_from = find_resume_checkpoint(cfg.resume, run_dir, dist)
     if resume_from is not None and resume_from[1]["step"] >= cfg.trainer.max_steps:
         return already_complete(cfg, run_dir, resume_from[1]["step"], dist)
     return _train(cfg, run_dir, device, dist, resume_from)
@@ -139,15 +164,27 @@ def write_diagnosis(run_dir: Path) -> None:
     log.info("diagnosis report: %s (plots follow in a few seconds)", run_dir / "report.md")
 
 
+def _record_failed_write(trainer: Trainer, err: WriteError, wall_time: float, cfg: DictConfig,
+                         run_dir: Path) -> None:
+    """summary.json with status `failed` and the error, if the disk still takes it."""
+    summary = {**summarize(trainer, "failed", wall_time, cfg), "error": str(err)}
+    try:
+        atomic_json_dump(summary, run_dir / "summary.json")
+    except WriteError:
+        log.warning("summary.json was not written either: the disk is still full")
+
+
 def _train(cfg: DictConfig, run_dir: Path, device: torch.device, dist: DistInfo,
            resume_from: tuple[Path, dict[str, Any]] | None) -> Any:
     started = time.perf_counter()
     trainer = build_trainer(cfg, run_dir, device, resume_from, dist)
     try:
         status = trainer.fit()
-    except BaseException:
+    except BaseException as err:
         if trainer.tracker:  # the trackers file the run as failed; its checkpoints stay valid
             trainer.tracker.finish({"status": "failed"})
+        if isinstance(err, WriteError) and dist.is_main:
+            _record_failed_write(trainer, err, time.perf_counter() - started, cfg, run_dir)
         raise
     finally:
         trainer.close()

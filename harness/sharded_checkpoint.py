@@ -12,6 +12,7 @@ loads on 1, or on 4, and into an unsharded model too (parallel=none or ddp).
 """
 from __future__ import annotations
 
+import errno
 import os
 import shutil
 from pathlib import Path
@@ -22,10 +23,15 @@ import torch.distributed as dist
 from torch import nn
 
 from harness.checkpoint import (SHARDED_KEYS, SHARDED_STATE, SHARDED_SUFFIX, Shards, atomic_torch_save, fsync_dir,
-                                step_checkpoints)
-from harness.distributed import DistInfo
+                                raise_if_any_failed, step_checkpoints)
+from harness.checksums import file_sums, write_manifest
+from harness.distributed import DistInfo, all_gather_objects
+from harness.errors import WriteError, one_line, write_error
 from harness.rundir import BEST_LINK, CKPT_DIR
 from harness.shards import sharded
+
+
+FULL_BELOW_BYTES = 1 << 20  # a write that failed with less free space than this failed for want of it
 
 
 def _dcp() -> Any:
@@ -141,34 +147,83 @@ class ShardedCheckpoints:
         folder = run_dir / CKPT_DIR
         target = f"best_{state['step']:08d}{SHARDED_SUFFIX}"
         self._write(state, folder / target)
+        error = None
         if self.dist.is_main:
             link = folder / BEST_LINK
-            before = os.readlink(link) if link.is_symlink() else None
-            tmp = folder / f".{BEST_LINK}.tmp"
-            tmp.unlink(missing_ok=True)
-            tmp.symlink_to(target)
-            os.replace(tmp, link)  # the link moves in one step: best.dcp is always a whole checkpoint
-            fsync_dir(folder)
-            if before and before != target:
-                shutil.rmtree(folder / before, ignore_errors=True)
-        _barrier(self.dist)
+            try:
+                _point_link(link, target)
+            except OSError as err:
+                shutil.rmtree(folder / target, ignore_errors=True)
+                error = write_error(link, err)
+        raise_if_any_failed(error, self.dist)
 
     def _write(self, state: dict[str, Any], path: Path) -> None:
+        """Every rank writes its shards into a temporary directory, and the sizes and checksums of
+        its own files; rank 0 adds the rest of the state and the manifest, then renames it into place.
+        A write that fails on any rank removes the temporary directory and stops every rank."""
         tmp = path.with_name(f".{path.name}.tmp")
         if self.dist.is_main:
             shutil.rmtree(tmp, ignore_errors=True)
             tmp.mkdir(parents=True)
         _barrier(self.dist)
-        _dcp().save({key: state[key] for key in SHARDED_KEYS}, checkpoint_id=str(tmp))
+        sums, error = {}, None
+        try:
+            _dcp().save({key: state[key] for key in SHARDED_KEYS}, checkpoint_id=str(tmp))
+            sums = file_sums(tmp, [p.name for p in tmp.glob(f"__{self.dist.rank}_*")])
+            if self.dist.is_main:
+                atomic_torch_save({k: v for k, v in state.items() if k not in SHARDED_KEYS}, tmp / SHARDED_STATE)
+        except WriteError as err:
+            error = err
+        except (OSError, _dcp().api.CheckpointException) as err:  # DCP reports each rank's failure
+            error = write_error(path, _os_error(err, tmp))
+        try:
+            raise_if_any_failed(error, self.dist)
+        except WriteError:
+            shutil.rmtree(tmp, ignore_errors=True)  # every rank: whichever gets there first removes it
+            raise
+        every = {name: value for rank_sums in all_gather_objects(sums, self.dist) for name, value in rank_sums.items()}
+        error = None
         if self.dist.is_main:
-            atomic_torch_save({k: v for k, v in state.items() if k not in SHARDED_KEYS}, tmp / SHARDED_STATE)
-        _barrier(self.dist)  # every rank's shards are on disk
-        if self.dist.is_main:
-            if path.exists():  # the same step again (a stop right after a periodic checkpoint): replace it
-                shutil.rmtree(path)
-            os.replace(tmp, path)
-            fsync_dir(path.parent)
-        _barrier(self.dist)
+            try:
+                write_manifest(tmp, {**every, **file_sums(tmp, [".metadata", SHARDED_STATE])})
+                if path.exists():  # the same step again (a stop right after a periodic checkpoint): replace it
+                    shutil.rmtree(path)
+                os.replace(tmp, path)
+                fsync_dir(path.parent)
+            except OSError as err:
+                shutil.rmtree(tmp, ignore_errors=True)
+                error = write_error(path, err)
+        raise_if_any_failed(error, self.dist)
+
+
+def _point_link(link: Path, target: str) -> None:
+    """Move `link` to `target` in one step (best.dcp is always a whole checkpoint) and drop the
+    checkpoint it pointed to before."""
+    before = os.readlink(link) if link.is_symlink() else None
+    tmp = link.with_name(f".{link.name}.tmp")
+    tmp.unlink(missing_ok=True)
+    tmp.symlink_to(target)
+    os.replace(tmp, link)
+    fsync_dir(link.parent)
+    if before and before != target:
+        shutil.rmtree(link.parent / before, ignore_errors=True)
+
+
+def _os_error(err: BaseException, folder: Path) -> OSError:
+    """The OSError behind a failed DCP save. Its CheckpointException carries each rank's exception,
+    where torch's own writer often reports a full disk as `[enforce fail ...] unexpected pos`: then
+    the file system's free space tells."""
+    causes = [err, *(failure[0] for failure in getattr(err, "failures", {}).values())]
+    found = next((cause for cause in causes if isinstance(cause, OSError)), None)
+    if found is not None:
+        return found
+    try:
+        stats = os.statvfs(folder.parent)
+        if stats.f_bavail * stats.f_frsize < FULL_BELOW_BYTES:
+            return OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+    except OSError:
+        pass
+    return OSError(0, one_line(causes[-1], 200))
 
 
 def _barrier(info: DistInfo) -> None:

@@ -58,7 +58,8 @@ def test_fsdp_with_accumulation_and_clipping_equals_one_process(tmp_path):
     assert "parallel=fsdp: 2 units (HiddenLayer) and the root, sharded over 2 ranks" in done.stdout + done.stderr
     steps = step_checkpoints(tmp_path / "fsdp")
     assert [p.name for p in steps] == ["step_00000020.dcp", "step_00000010.dcp"] and steps[0].is_dir()
-    assert sorted(p.name for p in steps[0].iterdir()) == [".metadata", "__0_0.distcp", "__1_0.distcp", "state.pt"]
+    assert sorted(p.name for p in steps[0].iterdir()) == [".metadata", "__0_0.distcp", "__1_0.distcp",
+                                                          "manifest.json", "state.pt"]
     best = tmp_path / "fsdp" / "checkpoints" / "best.dcp"
     assert best.is_symlink() and (best / ".metadata").is_file()
     train([*MLP, "accum=2", "clip=1.0"], tmp_path / "single")

@@ -33,6 +33,7 @@ def submit_run(cfg: DictConfig) -> int:
 
     from harness.config import validate_config
     from harness.errors import ConfigError
+    from harness.run_lock import release_run_dir
     from harness.rundir import claim_run_dir
     from harness.run import hydra_choices
 
@@ -46,6 +47,7 @@ def submit_run(cfg: DictConfig) -> int:
             raise
     run_dir = Path(hydra_cfg.runtime.output_dir)
     claim_run_dir(run_dir, cfg.resume, cfg.overwrite)  # here, so the job's resume=auto never meets an earlier run
+    release_run_dir(run_dir)  # the job takes the run dir's lock: this process only queues it
     spec = TrialSpec(number=0, run_dir=run_dir, overrides=tuple(hydra_cfg.overrides.task), env={}, slot=0, n_slots=1)
     app = app_command(OmegaConf.create({"hydra": OmegaConf.to_container(hydra_cfg)}))
     job = runner.submit(app, spec, folder=run_dir / ".submitit")

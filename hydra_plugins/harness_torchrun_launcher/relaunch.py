@@ -11,6 +11,7 @@ from typing import List
 from omegaconf import OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
+from harness.run_lock import release_all
 from hydra_plugins.harness_torchrun_launcher.command import torchrun_prefix
 from hydra_plugins.harness_torchrun_launcher.config import TorchrunLauncherConf
 
@@ -45,4 +46,5 @@ def relaunch_if_asked(argv: List[str]) -> None:
     except ValueError as err:
         print(f"error: {err}", file=sys.stderr)
         sys.exit(2)
+    release_all()  # the run dir's lock passes to torchrun's rank 0 (exec would drop it, leaving our name in it)
     os.execv(cmd[0], cmd)
