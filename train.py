@@ -16,6 +16,7 @@ from harness.cli import (
     fail,
     is_multirun,
     parse_command_line,
+    with_saved_overrides,
     write_errors_in_one_line,
 )
 from harness.errors import HarnessError
@@ -33,6 +34,7 @@ if os.getcwd() not in sys.path:
 
 @hydra.main(version_base="1.3", config_path="conf", config_name="train")
 def main(cfg: DictConfig) -> float | list[float]:
+    from harness.hooks import EXIT_INTERRUPTED, interrupted_by_user
     from harness.run import run
 
     try:
@@ -43,14 +45,14 @@ def main(cfg: DictConfig) -> float | list[float]:
         fail(err, cleanup_hydra_dir=True)
     if cfg.mode == "doctor" and result:
         sys.exit(1)  # the doctor found failing checks; its table says which and how to fix them
-    if not is_multirun():
-        exit_without_teardown()  # everything is written and closed; skip the second of module teardown
+    if not is_multirun():  # everything is written and closed; skip the second of module teardown
+        exit_without_teardown(EXIT_INTERRUPTED if interrupted_by_user() else 0)
     return result
 
 
 if __name__ == "__main__":
     die_with_launcher()
-    command = parse_command_line(sys.argv[1:])
+    command = with_saved_overrides(parse_command_line(sys.argv[1:]))
     sys.argv[1:] = command.argv  # Hydra reads its flags only before the overrides
     check_group_choices(command)
     check_overrides(command.overrides)

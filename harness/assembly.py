@@ -194,8 +194,6 @@ def build_trainer(cfg: DictConfig, run_dir: Path, device: torch.device,
                                                              f"loading it raised {one_line(err)}") from None
         check_resume_point(cfg, resume_from[1].get("config"), trainer.state.step, resume_from[0])
         log.info("resumed from %s at step %d", resume_from[0], trainer.state.step)
-    elif cfg.resume == "auto":
-        log.info("resume=auto: no checkpoint in %s, starting fresh", run_dir)
     run_dir.mkdir(parents=True, exist_ok=True)  # only now: a configuration that cannot train, or a
     # checkpoint that does not fit it, leaves nothing
     if dist.is_main:

@@ -41,6 +41,7 @@ from harness.diagnosis import diagnose, load_run
 from harness.diagnosis.load import RunData, Series
 from harness.diagnosis.findings import Finding, Remedy, Restart, Severity
 from harness.diagnosis.live import diagnose_settings
+from harness.diagnosis.report import PLOTS_PENDING
 from harness.diagnosis.rules.curves import guessing_accuracy_bound
 from harness.diagnosis.signals import noise_level
 from harness.metric_names import VAL_LOSS
@@ -59,7 +60,7 @@ def run_attempts(cfg: DictConfig, run_dir: Path, train_one: TrainOne, dist: Dist
     """Train attempt after attempt until no remedy is left to try. Under torchrun every rank trains
     each attempt; rank 0 judges it and writes the story, and every rank follows its verdict."""
     settings = diagnose_settings(cfg.diagnose)
-    story = _load_story(run_dir) if cfg.resume == "auto" else None
+    story = load_story(run_dir) if cfg.resume == "auto" else None
     if story is None:
         story = {"max_attempts": settings.max_attempts, "attempts": [_attempt(1, [], "as given", None)], "verdict": None}
     elif story["verdict"] is not None:
@@ -77,7 +78,7 @@ def run_attempts(cfg: DictConfig, run_dir: Path, train_one: TrainOne, dist: Dist
         story = broadcast_object(story, dist)
     if dist.is_main:
         _save(run_dir, story)
-        _write_top(run_dir, story)
+        write_top(run_dir, story)
     barrier(dist)
     return stored_objective(run_dir / ATTEMPTS / str(story["best_attempt"]))
 
@@ -317,7 +318,7 @@ def _remedy_record(remedy: Remedy) -> dict[str, Any]:
             "before_step": remedy.before_step, "kind": remedy.kind, "changes_model": remedy.changes_model}
 
 
-def _load_story(run_dir: Path) -> dict[str, Any] | None:
+def load_story(run_dir: Path) -> dict[str, Any] | None:
     path = run_dir / STORY
     if not path.is_file():
         return None
@@ -332,7 +333,7 @@ def _save(run_dir: Path, story: dict[str, Any]) -> None:
     atomic_json_dump(story, run_dir / STORY)
 
 
-def _write_top(run_dir: Path, story: dict[str, Any]) -> None:
+def write_top(run_dir: Path, story: dict[str, Any]) -> None:
     """RUN_DIR/summary.json: the best attempt's, with the story; RUN_DIR/report.md: the story, then
     the best attempt's report."""
     best = run_dir / ATTEMPTS / str(story["best_attempt"])
@@ -358,5 +359,7 @@ def _write_top(run_dir: Path, story: dict[str, Any]) -> None:
                      f"{refused['finding']} ({refused['why']}).")
     report = best / "report.md"
     body = report.read_text() if report.is_file() else ""
+    body = body.replace(PLOTS_PENDING, f"The best attempt's plots are drawn into `attempts/{best.name}/plots/`; "
+                                       f"[its report](attempts/{best.name}/report.md) lists them when done.")
     (run_dir / "report.md").write_text("\n".join(lines) + "\n\n" + body.replace("](plots/",
                                                                                 f"](attempts/{best.name}/plots/"))

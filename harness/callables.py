@@ -70,4 +70,5 @@ def call(target: Any, kwargs: Mapping[str, Any], key: str, path: str, what: str)
     except Exception as err:  # noqa: BLE001 - whatever the user's code raises
         shown = ", ".join(f"{k}={v!r}" for k, v in kwargs.items())
         shown = shown if len(shown) <= SHOWN_ARGS else shown[: SHOWN_ARGS - 3] + "..."
-        raise ConfigError(key, path, f"{what}: {path.rsplit('.', 1)[-1]}({shown}) raised {one_line(err)}") from None
+        raise ConfigError(key, path, f"{what}: {path.rsplit('.', 1)[-1]}({shown}) raised "
+                                     f"{one_line(err)}").in_user_code(err) from None

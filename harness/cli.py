@@ -3,8 +3,10 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import dataclasses
 import logging
 import os
+import re
 import shutil
 import sys
 from collections.abc import Iterator
@@ -19,6 +21,7 @@ from harness.rundir import claim_run_dir
 
 ROOT = Path(__file__).resolve().parent.parent
 HYDRA_FILES = {".hydra", "train.log", LOCK_FILE}
+RANK_LOG = re.compile(r"train_rank\d+\.log")
 SHELL_COMPLETION = ("install", "uninstall", "query")  # -sc takes one of these as an override
 _created_run_dir: Path | None = None  # the explicit run dir this command made: removed again if it is refused
 
@@ -36,8 +39,23 @@ class CommandLine:
     argv: list[str] = field(default_factory=list)  # flags first, then the overrides (see _flags_first)
 
     def given(self) -> dict[str, str]:
-        """KEY -> VALUE of the `KEY=VALUE` overrides as typed (`+` dropped)."""
-        return dict(arg.lstrip("+").split("=", 1) for arg in self.overrides if "=" in arg)
+        """KEY -> VALUE of the `KEY=VALUE` overrides (`+` dropped), a quoted value without its quotes
+        as Hydra reads it (`hydra.run.dir='runs/a b'` is the folder `runs/a b`)."""
+        return dict(_key_and_text(arg) for arg in self.overrides if "=" in arg)
+
+
+def _key_and_text(arg: str) -> tuple[str, str]:
+    key, text = arg.lstrip("+").split("=", 1)
+    if text[:1] in ("'", '"'):
+        from hydra.core.override_parser.overrides_parser import OverridesParser
+
+        try:
+            value = OverridesParser.create().parse_overrides([arg])[0].value()
+        except Exception:  # noqa: BLE001 - a bad override is check_overrides' to report
+            return key, text
+        if isinstance(value, str):
+            return key, value
+    return key, text
 
 
 class _OneLineArgumentParser(argparse.ArgumentParser):
@@ -145,7 +163,11 @@ def fail(err: HarnessError, cleanup_hydra_dir: bool = False) -> NoReturn:
     nothing but Hydra's files, unless it belongs to the run that holds it."""
     if os.environ.get("RANK", "0") == "0" or not _said_by_rank_zero(err):
         print(f"error: {err}", file=sys.stderr)
-    if not isinstance(err, RunDirBusy):
+        if err.frames:  # raised in the user's own code: where, in their files
+            print(f"{err.frames}\n(the frames above are in your code; train.log keeps them)", file=sys.stderr)
+    if err.frames and cleanup_hydra_dir:
+        _log_to_run_dir(err)
+    elif not isinstance(err, RunDirBusy):
         if cleanup_hydra_dir:
             _remove_empty_run_dir(Path(_hydra_output_dir()))
         if _created_run_dir is not None:
@@ -155,9 +177,9 @@ def fail(err: HarnessError, cleanup_hydra_dir: bool = False) -> NoReturn:
 
 
 def _said_by_rank_zero(err: HarnessError) -> bool:
-    """Errors every rank meets alike (a config check, a write all ranks agreed failed): rank 0 says
-    them once. A rank's own (its lock, its data) it says itself."""
-    return isinstance(err, (ConfigError, WriteError)) and not isinstance(err, RunDirBusy)
+    """Errors every rank meets alike (a config check, a write all ranks agreed failed, a run dir
+    another run holds): rank 0 says them once. A rank's own (its data, its callback) it says itself."""
+    return isinstance(err, (ConfigError, WriteError))
 
 
 def is_multirun() -> bool:
@@ -168,7 +190,7 @@ def is_multirun() -> bool:
     return HydraConfig.get().mode == RunMode.MULTIRUN
 
 
-def exit_without_teardown() -> NoReturn:
+def exit_without_teardown(status: int = 0) -> NoReturn:
     """End a finished single run now. Its files are written, fsynced and closed, its workers and
     process group are gone; what is left is the interpreter tearing down torch's thousands of
     modules, over a second on 2 cores that a short sweep trial would spend doing nothing."""
@@ -176,7 +198,15 @@ def exit_without_teardown() -> NoReturn:
     release_all()  # the run dir's lock (os._exit skips atexit)
     sys.stdout.flush()
     sys.stderr.flush()
-    os._exit(0)
+    os._exit(status)
+
+
+def _log_to_run_dir(err: HarnessError) -> None:
+    """The error and the user's frames in train.log, which stays (with its run dir) to be read."""
+    record = logging.LogRecord("harness", logging.ERROR, __file__, 0, "%s\n%s", (err, err.frames), None)
+    for handler in logging.getLogger().handlers:
+        if isinstance(handler, logging.FileHandler):  # the console has printed it already
+            handler.handle(record)
 
 
 def _hydra_output_dir() -> str:
@@ -186,7 +216,9 @@ def _hydra_output_dir() -> str:
 
 
 def _remove_empty_run_dir(run_dir: Path) -> None:
-    if run_dir.is_dir() and {p.name for p in run_dir.iterdir()} <= HYDRA_FILES:
+    """A refused run leaves nothing: a run dir holding only Hydra's files (and, under torchrun, the
+    other ranks' train_rankN.log) goes."""
+    if run_dir.is_dir() and all(p.name in HYDRA_FILES or RANK_LOG.fullmatch(p.name) for p in run_dir.iterdir()):
         release_all()  # its lock file goes with it
         shutil.rmtree(run_dir, ignore_errors=True)
 
@@ -200,7 +232,7 @@ def check_run_dir(command: CommandLine) -> None:
     if "hydra.run.dir" not in given:
         return
     run_dir = Path(given["hydra.run.dir"])
-    if given.get("overwrite", "false").lower() != "true":
+    if given.get("overwrite", "false").lower() != "true" and given.get("mode") != "eval":
         try:
             claim_run_dir(run_dir, given.get("resume"), overwrite=False)  # reads only: a refusal touches nothing
         except ConfigError as err:
@@ -215,6 +247,55 @@ def check_run_dir(command: CommandLine) -> None:
         fail(ConfigError("hydra.run.dir", str(run_dir), f"a directory that can be created: {err.strerror}"))
     if not existed:
         _created_run_dir = run_dir  # a command refused from here on leaves nothing behind
+
+
+PER_INVOCATION = ("resume", "overwrite", "trainer.stop_after", "mode", "eval.checkpoint")  # never carried over
+EVAL_OWN_FILES = ["hydra.output_subdir=null", "hydra.job.name=eval"]  # eval.log; the run's .hydra/ untouched
+
+
+def with_saved_overrides(command: CommandLine) -> CommandLine:
+    """`resume=auto` into a run dir continues that run as it was started, and `mode=eval` scores it
+    as it was built: its saved overrides (.hydra/overrides.yaml) come first and the command's own
+    win, so no override needs repeating. A first start (no saved overrides) is left as it is."""
+    given = command.given()
+    evaluating = given.get("mode") == "eval"
+    if evaluating and not command.multirun:
+        command = dataclasses.replace(command, overrides=[*command.overrides, *EVAL_OWN_FILES],
+                                      argv=[*command.argv, *EVAL_OWN_FILES])
+    if not (given.get("resume") == "auto" or evaluating) or "hydra.run.dir" not in given or command.multirun:
+        return command
+    saved_file = Path(given["hydra.run.dir"]) / ".hydra" / "overrides.yaml"
+    if not saved_file.is_file():
+        return command
+    import yaml
+
+    try:
+        saved = [str(o) for o in yaml.safe_load(saved_file.read_text()) or []]
+    except (yaml.YAMLError, TypeError):
+        return command
+    typed = {_override_key(arg) for arg in command.overrides}
+    skipped = (*PER_INVOCATION, "parallel") if evaluating else PER_INVOCATION  # an eval runs in one process
+    carried = [arg for arg in saved if not _covered(_override_key(arg), typed) and _override_key(arg) not in skipped]
+    # `~KEY` undoes the saved overrides that added KEY (or keys below it): both go
+    undone = {arg for arg in command.overrides
+              if arg.startswith("~") and any(_covered(_override_key(s), {_override_key(arg)}) for s in saved)}
+    if not carried and not undone:
+        return command
+    if os.environ.get("RANK", "0") == "0" and carried:
+        print(f"{'mode=eval' if evaluating else 'resume=auto'}: with the run's own overrides from {saved_file}: "
+              f"{' '.join(carried)}", flush=True)
+    flags = command.argv[:len(command.argv) - len(command.overrides)]
+    overrides = [*carried, *(arg for arg in command.overrides if arg not in undone)]
+    return dataclasses.replace(command, overrides=overrides, argv=[*flags, *overrides])
+
+
+def _override_key(arg: str) -> str:
+    return arg.lstrip("+~").split("=", 1)[0]
+
+
+def _covered(key: str, typed: set[str]) -> bool:
+    """Whether a typed key replaces `key`: the same key, or a node above it."""
+    return any(key == t or key.startswith(f"{t}.") for t in typed)
 
 
 def check_overrides(overrides: list[str]) -> None:

@@ -34,7 +34,7 @@ from harness.schedule import validate_schedule_config
 from harness.tracking import logger_settings
 from harness.validation import is_whole
 
-MODES = ("train", "lr_find", "doctor")
+MODES = ("train", "lr_find", "doctor", "eval")
 SUMMARY_OBJECTIVES = ("best_val_loss", "final_val_loss", "final_train_loss", "wall_time_s", "best_val_accuracy")
 FIXED_TASKS = {"stdlib": "lm", "text": "lm", "tokens": "lm", "digits": "classification"}
 
@@ -130,6 +130,12 @@ def validate_config(cfg: DictConfig, world_size: int = 1, choices: Mapping[str, 
     fault_config(cfg.fault)
     perf_config(cfg.perf)
     validate_resume(cfg.resume)
+    checkpoint = cfg.get("eval", {}).get("checkpoint")
+    if not isinstance(checkpoint, str) or not checkpoint:
+        raise ConfigError("eval.checkpoint", checkpoint, "best, last, or the path of a checkpoint or run dir")
+    batches = cfg.get("eval", {}).get("batches")
+    if batches is not None and (not is_whole(batches) or batches < 1):
+        raise ConfigError("eval.batches", batches, "null (every validation sample) or an integer >= 1")
     objectives = cfg.objective if OmegaConf.is_list(cfg.objective) else [cfg.objective]
     for name in objectives:
         if name not in SUMMARY_OBJECTIVES:

@@ -3,14 +3,23 @@ from __future__ import annotations
 
 import errno
 import os
+import sys
+import traceback
 from pathlib import Path
 from typing import Any
 
 
 class HarnessError(Exception):
-    """A problem the user can fix; printed as one line (`error: ...`), exit status 2."""
+    """A problem the user can fix; printed as one line (`error: ...`), exit status 2. One raised by
+    the user's own code (model, dataset, collate, callback) also carries that code's frames."""
 
     exit_status = 2
+    frames = ""  # `File "...", line N, in f` lines of the user's own files, printed under the line
+
+    def in_user_code(self, cause: BaseException) -> HarnessError:
+        """Keep the frames of `cause`'s traceback that lie in the user's own files."""
+        self.frames = user_frames(cause)
+        return self
 
 
 class ConfigError(HarnessError, ValueError):
@@ -47,6 +56,20 @@ def write_error(path: Path | str, err: OSError) -> WriteError:
     reason = err.strerror or os.strerror(err.errno or 0) or str(err)
     return WriteError(f"could not write {path}: {reason} ({name}); the checkpoints written before it are "
                       f"intact: free space (or fix the mount), then resume=auto")
+
+
+NOT_USER_CODE = tuple(str(p) for p in {Path(__file__).resolve().parent, Path(__file__).resolve().parent.parent /
+                                      "hydra_plugins", Path(__file__).resolve().parent.parent / "train.py",
+                                      Path(sys.base_prefix).resolve(), Path(sys.prefix).resolve()})
+
+
+def user_frames(err: BaseException, limit: int = 8) -> str:
+    """The frames of `err`'s traceback in the user's own files (not this project's, an installed
+    package's or the standard library's), as Python prints them, innermost last."""
+    frames = [frame for frame in traceback.extract_tb(err.__traceback__)
+              if not frame.filename.startswith("<") and "site-packages" not in frame.filename
+              and not str(Path(frame.filename).resolve()).startswith(NOT_USER_CODE)]
+    return "".join(traceback.format_list(frames[-limit:])).rstrip("\n")
 
 
 def one_line(err: BaseException, limit: int = 300) -> str:

@@ -29,7 +29,14 @@ def rank_suffix() -> str:
     return f"_rank{rank}" if rank else ""
 
 
+def console_level() -> str:
+    """The console's log level: rank 0 speaks for the run under torchrun; every rank's file keeps
+    its own lines (train_rank1.log, ...)."""
+    return "INFO" if int(os.environ.get("RANK", 0)) == 0 else "CRITICAL"
+
+
 def register_resolvers() -> None:
-    for name, fn in (("run_stamp", run_stamp), ("rank_zero_only", rank_zero_only), ("rank_suffix", rank_suffix)):
+    for name, fn in (("run_stamp", run_stamp), ("rank_zero_only", rank_zero_only), ("rank_suffix", rank_suffix),
+                     ("console_level", console_level)):
         if not OmegaConf.has_resolver(name):
             OmegaConf.register_new_resolver(name, fn)

@@ -19,7 +19,8 @@ from harness.errors import ConfigError, WriteError
 from harness.lr_scaling import apply_lr_scaling
 from harness.parallel import is_sharded, parallel_config
 from harness.run_lock import run_dir_held
-from harness.rundir import claim_run_dir, stored_objective, sweep_value
+from harness.sinks.console import shown_path
+from harness.rundir import claim_run_dir, results_in, stored_objective, sweep_value
 from harness.trainer import Trainer
 
 log = logging.getLogger("harness")
@@ -94,10 +95,19 @@ def run(cfg: DictConfig, run_dir: Path | None = None) -> Any:
 
 
 def _run_held(cfg: DictConfig, run_dir: Path, device: torch.device, dist: DistInfo) -> Any:
+    if cfg.mode == "eval":  # reads a run's checkpoint, adds eval.json: the run's own files stay as they are
+        from harness.eval_mode import run_eval
+
+        return run_eval(cfg, run_dir, rank_device(device, dist), dist)
     if dist.is_main:
         claim_run_dir(run_dir, cfg.resume, cfg.overwrite)
     resume_from = find_resume_checkpoint(cfg.resume, run_dir, dist)
+    if cfg.resume == "auto" and resume_from is None and dist.is_main and not results_in(run_dir):
+        log.warning("resume=auto: %s holds no run to continue, so this run starts fresh (a first start, or a "
+                    "mistyped directory?)", run_dir)
     device = rank_device(device, dist)
+    if cfg.mode in ("lr_find", "doctor") and dist.is_main:  # training says it from its console sink
+        log.info("run dir: %s", shown_path(run_dir))
     if cfg.mode == "lr_find":
         from harness.lr_find import run_lr_find
 
@@ -147,9 +157,10 @@ def already_complete(cfg: DictConfig, run_dir: Path, step: int, dist: DistInfo) 
     return stored_objective(run_dir)
 
 
-def write_diagnosis(run_dir: Path) -> None:
+def write_diagnosis(run_dir: Path, announced: set[str] = frozenset()) -> None:
     """The post-run report: findings now, plots by a background process (off a sweep trial's
-    critical path). A failure to diagnose must not cost the user a finished run."""
+    critical path). A failure to diagnose must not cost the user a finished run. The console gets
+    one line per finding not `announced` live already; report.md has the evidence and the fix."""
     try:
         from harness.diagnosis import write_report
         from harness.diagnosis.draw import draw_in_background
@@ -160,7 +171,8 @@ def write_diagnosis(run_dir: Path) -> None:
         log.warning("diagnosis failed (%s: %s); the run is complete", type(err).__name__, err)
         return
     for finding in findings:
-        log.warning("diagnosis: %s", finding.summary_line())
+        if finding.name not in announced:
+            log.warning("diagnosis: %s", finding.headline())
     log.info("diagnosis report: %s (plots follow in a few seconds)", run_dir / "report.md")
 
 
@@ -195,7 +207,7 @@ def _train(cfg: DictConfig, run_dir: Path, device: torch.device, dist: DistInfo,
         log.info("%s after %d steps: best val loss %s -> %s", status, summary["steps"],
                  "none" if best is None else f"{best:.4f}", run_dir / "summary.json")
         if diagnose_settings(cfg.diagnose).report:
-            write_diagnosis(run_dir)
+            write_diagnosis(run_dir, {e.get("finding") for e in summary["events"] if e["kind"] == "diagnosis"})
     if trainer.tracker:
         trainer.tracker.finish(summary)  # after summary.json and report.md exist: trackers keep them
     return sweep_value(summary["objective"])

@@ -14,7 +14,7 @@ CKPT_DIR = "checkpoints"
 BEST_LINK = "best.dcp"  # a sharded run's best checkpoint: a link to its best_NNNNNNNN.dcp directory
 # What a run leaves besides Hydra's own .hydra/ and train.log.
 RESULTS = (CKPT_DIR, "attempts", "summary.json", "metrics.jsonl", "config.yaml", "tb", "report.md", "plots",
-           "doctor.md", "doctor.json", "lr_find.json", "lr_find.png")
+           "doctor.md", "doctor.json", "lr_find.json", "lr_find.png", "eval.json")
 
 
 def results_in(run_dir: Path) -> list[str]:

@@ -3,7 +3,8 @@
     python scripts/diagnose.py outputs/2025-01-01/12-00-00
 
 Prints one line per finding (nothing to fix: says so) and exits 0; a directory without
-metrics.jsonl is a one-line error with exit code 2. Training runs do this by themselves at the
+metrics.jsonl is a one-line error with exit code 2. A diagnose.remedy=auto run is diagnosed attempt by
+attempt (attempts/N), and its top report.md rewritten. Training runs do this by themselves at the
 end (`diagnose: true`); this is for older runs, copied runs, or after changing a rule.
 """
 from __future__ import annotations
@@ -14,6 +15,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a plain checkout
 
+from harness.attempts import ATTEMPTS, load_story, write_top  # noqa: E402
 from harness.cli import fail  # noqa: E402
 from harness.diagnosis import MissingMetricsError, write_report  # noqa: E402
 from harness.diagnosis.load import METRICS_FILE  # noqa: E402
@@ -25,16 +27,30 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("run_dir", metavar="RUN_DIR", help="a training run directory (holds metrics.jsonl)")
     run_dir = Path(parser.parse_args(argv).run_dir)
+    story = load_story(run_dir)
+    if story is not None:  # a diagnose.remedy=auto run: each attempt is a run of its own
+        for attempt in story["attempts"]:
+            if (run_dir / ATTEMPTS / str(attempt["number"]) / METRICS_FILE).is_file():
+                print(f"attempt {attempt['number']} ({attempt['restart']}):")
+                diagnose_one(run_dir / ATTEMPTS / str(attempt["number"]))
+        if story.get("best_attempt"):
+            write_top(run_dir, story)
+        print(f"report: {run_dir / REPORT_FILE}")
+        return 0
     try:
-        findings = write_report(run_dir)
+        diagnose_one(run_dir)
     except MissingMetricsError:
         fail(ConfigError("RUN_DIR", str(run_dir), f"a training run directory holding {METRICS_FILE}"))
+    print(f"report: {run_dir / REPORT_FILE}")
+    return 0
+
+
+def diagnose_one(run_dir: Path) -> None:
+    findings = write_report(run_dir)
     for finding in findings:
         print(finding.summary_line())
     if not findings:
         print("no pathology found")
-    print(f"report: {run_dir / REPORT_FILE}")
-    return 0
 
 
 if __name__ == "__main__":

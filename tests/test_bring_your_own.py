@@ -10,7 +10,7 @@ import pytest
 import torch
 
 import user_code
-from conftest import compose_cfg, one_line_error, run_cli, train
+from conftest import ROOT, compose_cfg, run_cli, train
 from harness.checkpoint import latest_valid_checkpoint, load_checkpoint, step_checkpoints
 from harness.errors import ConfigError
 from harness.models.output import OutputPicker
@@ -158,7 +158,9 @@ def test_a_worker_that_raises_fails_in_one_line_and_leaves_a_valid_checkpoint(tm
                       "guard=off", f"hydra.run.dir={tmp_path / 'run'}"], env=USER_ENV)
     assert result.returncode == 2
     lines = result.stderr.strip().splitlines()
-    assert lines[-1].startswith("error: data: train sample 7 could not be read: OSError: corrupt record 7")
+    (error,) = [line for line in lines if line.startswith("error:")]
+    assert error.startswith("error: data: train sample 7 could not be read: OSError: corrupt record 7")
+    assert any(line.startswith(f'  File "{ROOT / "tests" / "user_code.py"}"') for line in lines)  # from the worker
     assert "Traceback" not in result.stderr
     found = latest_valid_checkpoint(tmp_path / "run")
     assert found is not None and 0 < found[1]["step"] < 200
@@ -207,13 +209,20 @@ def test_bad_user_code_and_data_fail_in_one_line_before_any_file(tmp_path, overr
     assert not (tmp_path / "run").exists()
 
 
-def test_cli_user_model_error_is_one_line_with_no_run_dir(tmp_path):
+def test_cli_user_model_error_is_one_line_plus_the_frames_in_the_users_file(tmp_path):
+    """An error raised in the user's own code: the one line, then where in their file (no frame of
+    the harness, torch or Hydra), and the run dir's train.log keeps both."""
     result = run_cli(["model._target_=user_code.Exploding", "model=mlp", "data=synthetic",
                       f"hydra.run.dir={tmp_path / 'run'}"], env=USER_ENV)
-    assert one_line_error(result, "model._target_") == (
-        "error: model._target_='user_code.Exploding' is invalid: a model that builds: "
-        "Exploding(in_features=32) raised ValueError: cannot build for 32 features")
-    assert not (tmp_path / "run").exists()
+    assert result.returncode == 2 and "Traceback" not in result.stderr, result.stderr
+    line, *frames = result.stderr.strip().splitlines()
+    assert line == ("error: model._target_='user_code.Exploding' is invalid: a model that builds: "
+                    "Exploding(in_features=32) raised ValueError: cannot build for 32 features")
+    user_file = ROOT / "tests" / "user_code.py"
+    assert frames[0].startswith(f'  File "{user_file}", line ') and frames[0].endswith("in __init__")
+    assert "raise ValueError" in frames[1] and frames[-1].startswith("(the frames above are in your code")
+    assert all("harness" not in f and "site-packages" not in f for f in frames[:-1])
+    assert f'File "{user_file}"' in (tmp_path / "run" / "train.log").read_text()
 
 
 def test_doctor_and_lr_find_work_on_a_user_model(tmp_path):

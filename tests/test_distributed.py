@@ -110,3 +110,15 @@ def test_an_update_empty_on_every_rank_is_skipped_by_both_and_one_empty_on_one_r
     summary = json.loads((run_dir / "summary.json").read_text())
     assert summary["empty_steps"] == 1 and summary["skipped_steps"] == 0 and summary["status"] == "completed"
     assert [e["step"] for e in summary["events"] if e["kind"] == "skip_empty"] == [3]
+
+
+def test_a_refused_config_under_torchrun_prints_once_and_leaves_nothing(tmp_path):
+    """Every rank meets the same bad value: rank 0 says it, once; the run dir, with the other
+    rank's train_rank1.log, is gone; rank 0's console carries no INFO of rank 1 either."""
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2", str(ROOT / "train.py"),
+           "model=mlp", "data=synthetic", "debug=smoke", "optim.lr=-1", f"hydra.run.dir={tmp_path / 'run'}"]
+    result = subprocess.run(cmd, capture_output=True, text=True, timeout=180, env={**os.environ, "OMP_NUM_THREADS": "1"})
+    assert result.returncode != 0
+    errors = [line for line in (result.stdout + result.stderr).splitlines() if line.startswith("error:")]
+    assert errors == ["error: optim.lr=-1 is invalid: a finite number > 0"]
+    assert not (tmp_path / "run").exists()

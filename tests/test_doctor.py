@@ -51,6 +51,7 @@ def test_doctor_passes_on_defaults(overrides, tmp_path):
     report = json.loads((tmp_path / "doctor.json").read_text())
     assert report["counts"]["fail"] == report["counts"]["warn"] == 0 and report["counts"]["pass"] >= 6, report
     assert "doctor passed" in result.stderr + result.stdout
+    assert f"[INFO] run dir: {tmp_path}" in result.stdout  # the first line, as every run
     assert (tmp_path / "doctor.md").read_text().count("| PASS |") == report["counts"]["pass"]
 
 

@@ -146,6 +146,7 @@ def test_a_sharded_checkpoint_is_verified_file_by_file(tmp_path):
     assert "__0_0.distcp is damaged" in checkpoint_problem(zeroed)
 
 
+@pytest.mark.slow  # ~16 s; the manifest's checks run in the default suite, bench_faults resumes past shards
 def test_fsdp_resume_passes_over_a_truncated_shard(tmp_path):
     from conftest import torchrun
 
@@ -206,6 +207,7 @@ def small_disk(tmp_path):
     subprocess.run(["umount", "-l", str(mount)], check=False)
 
 
+@pytest.mark.slow  # ~19 s; the default suite covers a refused write in one process (EFBIG), bench_faults this
 def test_a_full_disk_is_one_line_under_fsdp_and_leaves_no_temporary_directory(small_disk, tmp_path):
     from conftest import torchrun
 
@@ -295,6 +297,7 @@ def test_a_second_run_into_a_running_runs_directory_is_refused_naming_the_holder
     assert (run_dir / LOCK_FILE).read_text() == ""  # released at the end
 
 
+@pytest.mark.slow  # ~7 s; a second run into a running run's dir is refused in the default suite
 def test_two_runs_started_together_into_one_directory_one_trains_the_other_is_refused(tmp_path):
     for trial in range(2):
         run_dir = tmp_path / f"run{trial}"
@@ -310,6 +313,7 @@ def test_two_runs_started_together_into_one_directory_one_trains_the_other_is_re
         assert steps == list(range(1, 151))
 
 
+@pytest.mark.slow  # ~6 s; the killed-launcher test checks the takeover line in the default suite
 def test_a_killed_runs_lock_is_taken_over_with_a_line(tmp_path):
     run_dir = tmp_path / "run"
     first = subprocess.Popen([sys.executable, str(ROOT / "train.py"), *LONG, f"hydra.run.dir={run_dir}"],
@@ -352,3 +356,43 @@ def test_the_remedy_restart_copy_is_atomic_and_checked_against_the_story(tmp_pat
     zero(source)  # the story's checkpoint is gone bad: refused, not run from scratch
     with pytest.raises(ConfigError, match="attempts.json and checkpoints agree.*is zeroed"):
         attempt_config(cfg, attempt, attempt_dir)
+
+
+def test_ctrl_c_checkpoints_the_current_step_and_stops_without_a_traceback(tmp_path):
+    """Ctrl-C reaches the terminal's whole process group (DataLoader workers included): the run
+    takes SIGTERM's path, with status `interrupted` and exit status 130; a second one stops at once."""
+    run_dir = tmp_path / "run"
+    proc = subprocess.Popen([sys.executable, str(ROOT / "train.py"), *LONG, "data.num_workers=2",
+                             f"hydra.run.dir={run_dir}"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            start_new_session=True)
+    try:
+        wait_until(lambda: len(read_metrics(run_dir)) > 30, "the run to train")
+        os.killpg(proc.pid, signal.SIGINT)
+        out, err = proc.communicate(timeout=120)
+    finally:
+        proc.kill()
+    assert proc.returncode == 130 and "Traceback" not in out + err, err[-2000:]
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert summary["status"] == "interrupted"
+    assert step_checkpoints(run_dir)[0].name == f"step_{summary['steps']:08d}.pt"
+    assert f"Ctrl-C at step {summary['steps']}: checkpoint saved" in out + err
+
+
+
+def test_a_second_ctrl_c_stops_at_once(monkeypatch):
+    """The first Ctrl-C arms the second: it ends the process on the spot, exit status 130."""
+    from harness import hooks
+    from harness.hooks import StopRequest, _stop_now
+
+    monkeypatch.setattr(hooks, "_interrupted", False)
+    before = signal.getsignal(signal.SIGINT)
+    try:
+        request = StopRequest()
+        request.install()
+        os.kill(os.getpid(), signal.SIGINT)
+        assert request.interrupted and signal.getsignal(signal.SIGINT) is _stop_now
+    finally:
+        signal.signal(signal.SIGINT, before)
+    code = "import os, signal; from harness.hooks import _stop_now; _stop_now(signal.SIGINT, None)"
+    result = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert result.returncode == 130 and result.stderr.startswith("Ctrl-C again: stopped now")

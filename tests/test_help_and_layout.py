@@ -9,7 +9,7 @@ import pytest
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 from tensorboard.plugins.custom_scalar import layout_pb2, metadata
 
-from conftest import run_cli, train
+from conftest import ROOT, run_cli, train
 from harness.diagnosis.load import RunData, load_run
 from harness.diagnosis.plots import MAX_LEGEND, PLOTS, draw_figure
 from harness.sinks.tensorboard import PER_TENSOR_GROUPS, TB_LATER_PREFIX
@@ -38,6 +38,14 @@ def test_help_names_modes_groups_presets_sweeps_and_torchrun() -> None:
                    "-m hydra/sweeper=optuna", "hydra/launcher=torchrun", "README.md"):
         assert needle in text, needle
     assert "Powered by Hydra" not in text  # the project's help, not Hydra's default page
+    # every top-level key of conf/train.yaml a user sets by hand is named, with its default
+    import yaml
+
+    defaults = yaml.safe_load((ROOT / "conf" / "train.yaml").read_text())
+    for key in ("seed", "device", "batch_size", "accum", "clip", "resume", "overwrite", "compile",
+                "activation_swap", "objective"):
+        shown = str(defaults[key]).lower() if defaults[key] is not None else "null"
+        assert f"\n{key}={shown} " in text, key
 
 
 def test_tensorboard_lists_the_vital_groups_first(deep_run: Path) -> None:

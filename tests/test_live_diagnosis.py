@@ -114,6 +114,7 @@ def test_a_sweep_records_the_sick_trial_as_fail_with_the_finding(tmp_path: Path)
          f"hydra.sweep.dir={tmp_path}"],
         cwd=REPO, env=sweep_env(), capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stderr[-3000:]
+    assert not (REPO / "'").exists()  # the trials' quoted hydra.run.dir made no folder of its own
     trials = {t.params["optim.lr"]: t for t in load_study(tmp_path).trials}
     sick, healthy = trials[0.5], trials[0.003]
     assert sick.state == TrialState.FAIL and "diverging [critical]" in sick.user_attrs["reason"]

@@ -175,6 +175,7 @@ def test_cli_writes_plot_and_json_and_prints_the_override(tmp_path):
     assert len(data["lrs"]) == len(data["losses"]) == len(data["smoothed"]) == len(data["curve"]) <= 40
     assert data["lrs"][0] == pytest.approx(1e-7) and data["rule"] and data["settings"]["num_steps"] == 40
     assert f"use {data['override']}" in result.stdout + result.stderr
+    assert f"[INFO] run dir: {tmp_path}" in result.stdout
     assert data["override"] == f"optim.lr={data['suggestion']:.1e}"
     assert (tmp_path / "lr_find.png").read_bytes()[:4] == b"\x89PNG"
 

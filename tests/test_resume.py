@@ -4,7 +4,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from conftest import TINY_GPT, train
+from conftest import TINY_GPT, run_cli, train
 from harness.checkpoint import load_checkpoint, step_checkpoints
 from harness.tracking import read_metrics
 
@@ -93,3 +93,22 @@ def test_a_resume_that_turns_loss_scaling_on_or_off_starts_the_scaler_fresh(tmp_
     assert summary["status"] == "completed" and summary["steps"] == 12
     scaler = final_state(run)["scaler"]
     assert bool(scaler) is (after == "true")  # the scaler the run finished with
+
+
+def test_a_resume_in_a_run_dir_reuses_its_saved_overrides(tmp_path):
+    """`resume=auto` with nothing else typed continues the run as it was started (the command's own
+    overrides still win); a directory with no run says so at WARNING level."""
+    run_dir = tmp_path / "run"
+    started = [*MODELS["mlp"], *COMMON, "logger=none", "model.width=48", "optim.lr=0.003"]
+    first = run_cli([*started, "trainer.stop_after=8", f"hydra.run.dir={run_dir}"])
+    assert first.returncode == 0, first.stderr[-2000:]
+    resumed = run_cli(["resume=auto", f"hydra.run.dir={run_dir}"])
+    assert resumed.returncode == 0, resumed.stderr[-2000:]
+    assert "with the run's own overrides" in resumed.stdout and "trainer.stop_after" not in resumed.stdout
+    straight = tmp_path / "straight"
+    assert run_cli([*started, f"hydra.run.dir={straight}"]).returncode == 0
+    assert losses(straight) == losses(run_dir)
+    mistyped = run_cli([*started, "resume=auto", f"hydra.run.dir={tmp_path / 'nope'}", "trainer.max_steps=4"])
+    assert mistyped.returncode == 0, mistyped.stderr[-2000:]
+    (line,) = [line for line in (mistyped.stdout + mistyped.stderr).splitlines() if "holds no run" in line]
+    assert "[WARNING]" in line and str(tmp_path / "nope") in line

@@ -47,3 +47,16 @@ def test_resume_auto_continues_and_removes_stale_temp_files(tmp_path):
     _, summary = train([*SMOKE, "resume=auto"], tmp_path / "run")
     assert summary["status"] == "completed" and summary["steps"] == 6
     assert not stale.exists()
+
+
+def test_a_quoted_run_dir_is_the_folder_hydra_reads_and_nothing_else_is_made(tmp_path):
+    """`hydra.run.dir='runs/a b'` (the form a sweep's trials get) names the folder `runs/a b`: no
+    `'runs` folder beside it, from the run-dir check or its lock."""
+    result = run_cli([*SMOKE, "hydra.run.dir='runs/a b'"], cwd=tmp_path)
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["runs"]
+    assert (tmp_path / "runs" / "a b" / "summary.json").is_file()
+    refused = run_cli([*SMOKE, "hydra.run.dir='runs/a b'"], cwd=tmp_path)
+    assert "runs/a b" in one_line_error(refused, "hydra.run.dir")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["runs"]
+

@@ -66,13 +66,16 @@ def _train(tmp_path, run: str, *extra: str):
 def test_a_raising_callback_stops_the_run_in_one_line_and_the_last_checkpoint_resumes(tmp_path):
     result = _train(tmp_path, "run", "+callbacks.boom._target_=mycb.Boom", "+callbacks.boom.at=14")
     assert result.returncode == 2 and "Traceback" not in result.stderr
-    (line,) = result.stderr.strip().splitlines()
+    line, *frames = result.stderr.strip().splitlines()
     assert line.startswith("error: callback 'boom' (mycb.Boom) raised ValueError: the disk is full")
+    assert f'File "{tmp_path / "mycb.py"}", line' in frames[0] and "raise ValueError" in "\n".join(frames)
+    assert "the disk is full" in (tmp_path / "run" / "train.log").read_text()
     assert "at step 14" in line
     run_dir = tmp_path / "run"
     assert sorted(p.name for p in (run_dir / "checkpoints").glob("step_*.pt"))[-1] == "step_00000010.pt"
     assert not (run_dir / "summary.json").exists()
-    resumed = _train(tmp_path, "run", "resume=auto")  # the callback fixed (here: left out)
+    resumed = _train(tmp_path, "run", "resume=auto", "~callbacks.boom")  # the callback left out: its saved
+    # overrides are dropped with it
     assert resumed.returncode == 0, resumed.stderr[-2000:]
     summary = json.loads((run_dir / "summary.json").read_text())
     assert summary["status"] == "completed" and summary["steps"] == 30

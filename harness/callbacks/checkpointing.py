@@ -1,5 +1,5 @@
 """Step checkpoints: every trainer.ckpt_every steps, at the last step and before a stop; a stop
-signal (SIGTERM/SIGUSR1/SIGUSR2: preemption) is answered with a checkpoint and a clean exit."""
+signal (SIGTERM/SIGUSR1/SIGUSR2: preemption; SIGINT: Ctrl-C) is answered with a checkpoint and a clean exit."""
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
@@ -22,7 +22,12 @@ class Checkpointing(Callback):
         if tick.checkpoint:
             trainer.save_checkpoint()
         if tick.preempted:
-            signal_name = trainer.cadence.stop_request.signal_name or "signal"
-            trainer.event("preempted", f"{signal_name} at step {tick.step}: checkpoint saved, stopping")
+            request = trainer.cadence.stop_request
+            if request.interrupted:
+                trainer.event("interrupted", f"Ctrl-C at step {tick.step}: checkpoint saved, stopping; "
+                                             f"resume=auto continues from it")
+                return Stop("interrupted", save=False)
+            trainer.event("preempted", f"{request.signal_name or 'signal'} at step {tick.step}: checkpoint saved, "
+                                       f"stopping")
             return Stop("preempted", save=False)
         return Stop("stopped", save=False) if tick.stop else None

@@ -35,8 +35,8 @@ class LiveDiagnosisCallback(Callback):
         stop = None
         if trainer.dist.is_main and self.live.history is not None:  # the metrics it logs are what the rules read
             for finding in self.live.new_findings(trainer.summary("running")):
-                trainer.event("diagnosis", f"step {trainer.state.step}: {finding.summary_line()}",
-                              finding=finding.name)
+                trainer.event("diagnosis", f"step {trainer.state.step}: {finding.headline()} (evidence and fix: "
+                                           f"report.md)", finding=finding.name, detail=finding.summary_line())
                 if self.live.abort_on and stop is None and (self.live.abort_on == "critical" or finding.remedy):
                     stop = "diverged" if finding.name == "diverging" else "sick"
         if self.live.abort_on and any_rank(stop is not None, trainer.dist, trainer.device):

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import random
 from collections.abc import Callable, Iterator, Mapping, Sequence
+import signal
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
@@ -25,11 +26,18 @@ from torch.utils.data import DataLoader, Dataset, default_collate, get_worker_in
 from harness.data.base import ArrayDataset
 from harness.data.sampler import BatchStream, MicroBatch, split_for_rank
 from harness.callables import locate
-from harness.errors import ConfigError, DataError, one_line
+from harness.errors import ConfigError, DataError, one_line, user_frames
 
 EVAL_EPOCH = -1  # validation samples get the same transforms at every eval
 # conf/train.yaml's `data:` block: the keys every data option shares (the sampler's and the loader's)
 SHARED_DATA_KEYS = ("shuffle", "num_workers", "pin_memory", "persistent_workers", "prefetch_factor", "collate_fn")
+
+
+def ignore_ctrl_c(_worker_id: int) -> None:
+    """A worker ignores SIGINT: Ctrl-C in a terminal reaches the whole process group, and a worker
+    that died of it would fail the very batch the run needs to reach its checkpoint. The main
+    process stops the workers when it stops."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
 @dataclass(frozen=True)
@@ -44,6 +52,7 @@ class LoaderSettings:
     def loader_kwargs(self) -> dict[str, Any]:
         kwargs: dict[str, Any] = {"num_workers": self.num_workers, "pin_memory": self.pin_memory}
         if self.num_workers:
+            kwargs["worker_init_fn"] = ignore_ctrl_c
             kwargs["persistent_workers"] = self.persistent_workers
             if self.prefetch_factor is not None:
                 kwargs["prefetch_factor"] = self.prefetch_factor
@@ -115,9 +124,11 @@ class Fetched(NamedTuple):
 
 
 class FetchFailure(NamedTuple):
-    """Returned instead of raised, so the message survives the trip back from a worker intact."""
+    """Returned instead of raised, so the message (and the user's frames: a traceback does not
+    cross from a worker) survives the trip back intact."""
 
     message: str
+    frames: str = ""
 
 
 def _sample_seed(seed: int, epoch: int, index: int) -> int:
@@ -166,12 +177,13 @@ def read_batch(dataset: Dataset, recipe: BatchRecipe, seed: int, ticket: Ticket)
             try:
                 samples.append(_read_sample(dataset, index, seed, ticket.epoch))
             except Exception as err:  # noqa: BLE001 - whatever a user's __getitem__ raises
-                return FetchFailure(f"sample {index} could not be read: {one_line(err)}")
+                return FetchFailure(f"sample {index} could not be read: {one_line(err)}", user_frames(err))
         try:
             batch = (recipe.collate_fn or default_collate)(samples)
             return Fetched(ticket.indices, *recipe.pair(batch))
         except Exception as err:  # noqa: BLE001 - a user's collate_fn, or samples that do not stack
-            return FetchFailure(f"samples {_shorten(ticket.indices)} could not be collated: {one_line(err)}")
+            return FetchFailure(f"samples {_shorten(ticket.indices)} could not be collated: {one_line(err)}",
+                                user_frames(err))
     finally:
         if snapshot is not None:
             snapshot.restore()
@@ -215,7 +227,9 @@ def shut_down(loader: DataLoader, iterator: Iterator | None = None) -> None:
 
 def _unpack(result: Fetched | FetchFailure, split: str) -> Fetched:
     if isinstance(result, FetchFailure):
-        raise DataError(f"data: {split} {result.message}")
+        error = DataError(f"data: {split} {result.message}")
+        error.frames = result.frames
+        raise error
     return result
 
 

@@ -59,4 +59,8 @@ class Finding:
         return self.remedies[0] if self.remedies else None
 
     def summary_line(self) -> str:
-        return f"{self.name} [{self.severity.value}]: {self.title}. {self.evidence} Fix: {self.fix}"
+        return f"{self.headline()}. {self.evidence} Fix: {self.fix}"
+
+    def headline(self) -> str:
+        """What the console shows: one line; the evidence and the fix are in report.md."""
+        return f"{self.name} [{self.severity.value}]: {self.title}"

@@ -86,8 +86,10 @@ def _lr(run: RunData, ax: Axes) -> bool:
 
 def _grad_norm(run: RunData, ax: Axes) -> bool:
     pre, post = run.series(GRAD_NORM_PRECLIP).finite(), run.series(GRAD_NORM_POSTCLIP).finite()
-    _line(ax, pre, "pre-clip")
-    _line(ax, post, "post-clip", ls="--")
+    clipped = run.cfg("clip") is not None
+    _line(ax, pre, "pre-clip" if clipped else "no clipping (clip=null)")
+    if clipped:  # without clipping the post-clip norm is the same line drawn twice
+        _line(ax, post, "post-clip", ls="--")
     if run.cfg("clip") and run.cfg("clip_mode", "norm") == "norm":
         ax.axhline(float(run.cfg("clip")), color="tab:red", lw=1, label=f"clip = {run.cfg('clip'):g}")
     _scale_for(ax, np.concatenate([pre.values, post.values]))

@@ -66,7 +66,7 @@ def probe_model(model: nn.Module, picker: OutputPicker, meta: DataMeta, x: torch
                 raw = model(x)
             except Exception as err:  # noqa: BLE001 - the user's forward
                 raise ConfigError("model._target_", path, f"a model whose forward runs on a batch of inputs "
-                                  f"{describe(x)}: {name}.forward raised {one_line(err)}") from None
+                                  f"{describe(x)}: {name}.forward raised {one_line(err)}").in_user_code(err) from None
     finally:
         model.train(was_training)
     if picker.key != AUTO and isinstance(raw, torch.Tensor):

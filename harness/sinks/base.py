@@ -22,4 +22,4 @@ class RunInfo:
 
 # A run's status (summary.json) as trackers file it: finished, failed or killed.
 FAILED_STATUSES = ("diverged", "sick", "failed")
-KILLED_STATUSES = ("preempted",)
+KILLED_STATUSES = ("preempted", "interrupted")

@@ -16,7 +16,7 @@ if TYPE_CHECKING:
 log = logging.getLogger("harness")
 
 
-def _shown(path: Path) -> Path:
+def shown_path(path: Path) -> Path:
     """`outputs/...` as the user typed it: relative to the working directory when inside it
     (and not the directory itself, as under hydra.job.chdir=true), else absolute."""
     path, cwd = path.resolve(), Path.cwd()
@@ -28,20 +28,41 @@ def _fmt(scalars: dict[str, float], key: str, spec: str) -> str | None:
     return None if value is None else format(value, spec)
 
 
+def loss_text(value: float) -> str:
+    """Four decimals where a loss usually lives; a blown-up or tiny one in scientific notation
+    (520660758855335673856.0000 would take the whole line)."""
+    return f"{value:.4f}" if 1e-3 <= abs(value) < 1e5 or value == 0 else f"{value:.3e}"
+
+
+def rate_text(value: float) -> str:
+    """12400 -> 12.4k: a throughput at a glance."""
+    for scale, suffix in ((1e9, "G"), (1e6, "M"), (1e3, "k")):
+        if abs(value) >= scale:
+            return f"{value / scale:.3g}{suffix}"
+    return f"{value:.3g}"
+
+
+def _fields(scalars: dict[str, float]) -> list[str]:
+    """The train figures, the ones that matter most first: loss, LR, throughput, then gnorm, ms/step."""
+    rate_key = PERF_TOKENS if PERF_TOKENS in scalars else PERF_SAMPLES
+    parts = [] if TRAIN_LOSS not in scalars else [f"loss {loss_text(scalars[TRAIN_LOSS])}"]
+    parts += [f"lr {text}" for text in [_fmt(scalars, TRAIN_LR, ".2e")] if text]
+    if rate_key in scalars:
+        parts.append(f"{rate_text(scalars[rate_key])} {rate_key.split('/')[1].replace('_per_s', '/s')}")
+    parts += [f"gnorm {text}" for text in [_fmt(scalars, GRAD_NORM_PRECLIP, ".3g")] if text]
+    parts += [f"{text} ms/step" for text in [_fmt(scalars, PERF_STEP_MS, ".1f")] if text]
+    if scalars.get(TRAIN_SKIPPED):
+        parts.append(f"skipped {int(scalars[TRAIN_SKIPPED])}")
+    return parts
+
+
 def console_line(step: int, max_steps: int, scalars: dict[str, float], kind: str) -> str:
     if kind == "eval":
-        parts = [f"val loss {scalars[VAL_LOSS]:.4f}"]
+        parts = [f"val loss {loss_text(scalars[VAL_LOSS])}"]
         if VAL_ACCURACY in scalars:
             parts.append(f"acc {scalars[VAL_ACCURACY]:.3f}")
     else:
-        rate_key = PERF_TOKENS if PERF_TOKENS in scalars else PERF_SAMPLES
-        fields = [("loss", TRAIN_LOSS, ".4f"), ("lr", TRAIN_LR, ".2e"),
-                  ("gnorm", GRAD_NORM_PRECLIP, ".3g"),
-                  (rate_key.split("/")[1].replace("_per_s", "/s"), rate_key, ".4g"),
-                  ("ms/step", PERF_STEP_MS, ".1f")]
-        parts = [f"{name} {text}" for name, key, spec in fields if (text := _fmt(scalars, key, spec)) is not None]
-        if scalars.get(TRAIN_SKIPPED):
-            parts.append(f"skipped {int(scalars[TRAIN_SKIPPED])}")
+        parts = _fields(scalars)
     return f"step {step}/{max_steps} | " + " | ".join(parts)
 
 
@@ -52,7 +73,7 @@ class ConsoleSink:
     so a log line prints above the bar instead of being glued onto its line."""
 
     def __init__(self, run_dir: Path, total: int, start: int) -> None:
-        log.info("run dir: %s", _shown(run_dir))
+        log.info("run dir: %s", shown_path(run_dir))
         self.total = total
         self.bar = None
         self._rerouted: list[tuple[logging.StreamHandler, TextIO]] = []
@@ -72,7 +93,7 @@ class ConsoleSink:
         if self.bar is None or kind == "eval":
             log.info(line)
         if self.bar is not None:
-            desc = line.split(" | ", 1)[1] if kind == "train" else self.bar.tasks[0].description
+            desc = "  ".join(_fields(scalars)) if kind == "train" else self.bar.tasks[0].description
             self.bar.update(self.task, completed=step, description=desc)
 
     def text(self, tag: str, message: str, step: int) -> None:
@@ -87,15 +108,14 @@ class ConsoleSink:
 
 
 def _progress_bar() -> Progress:
-    """Step count, percentage and ETA keep their width; the metrics text takes what is left and
-    is cut with an ellipsis, so an 80-column terminal still shows where the run is."""
-    from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TaskProgressColumn, TextColumn,
-                               TimeRemainingColumn)
+    """Bar, step count and ETA keep ~30 columns; the figures take what is left, loss, LR and
+    throughput first, cut with an ellipsis: an 80-column terminal shows the four that matter."""
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
     from rich.table import Column
 
     metrics = TextColumn("{task.description}", table_column=Column(no_wrap=True, overflow="ellipsis", ratio=1))
-    return Progress(TextColumn("train"), BarColumn(bar_width=20), MofNCompleteColumn(), TaskProgressColumn(),
-                    TimeRemainingColumn(), metrics, expand=True, transient=False)
+    return Progress(BarColumn(bar_width=10), MofNCompleteColumn(), TimeRemainingColumn(), metrics, expand=True,
+                    transient=False)
 
 
 def _reroute_console_handlers(proxies: dict[int, TextIO]) -> list[tuple[logging.StreamHandler, TextIO]]:

@@ -1,0 +1,88 @@
+"""mode=eval: score a trained checkpoint on the whole validation split, into RUN_DIR/eval.json.
+
+Lightning's `trainer.test`, HF Trainer's `evaluate()`: a number measured after training, on every
+validation sample (training's evals score a fixed sample of `trainer.eval_batches` batches). The
+run's own files are left as they were: the model is built in a scratch directory, and only
+eval.json (and eval.log) are written into the run dir.
+
+    python train.py mode=eval hydra.run.dir=outputs/exp1                       # checkpoints/best.pt
+    python train.py mode=eval hydra.run.dir=outputs/exp1 eval.checkpoint=last  # the newest step checkpoint
+"""
+from __future__ import annotations
+
+import logging
+import shutil
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import torch
+from omegaconf import DictConfig, open_dict
+
+from harness.assembly import build_trainer
+from harness.callbacks.evaluation import Evaluation
+from harness.checkpoint import atomic_json_dump, is_sharded_checkpoint, step_checkpoints, verified_checkpoint
+from harness.distributed import DistInfo
+from harness.errors import ConfigError
+from harness.metric_names import VAL_ACCURACY, VAL_LOSS
+from harness.rundir import BEST_LINK, CKPT_DIR
+
+log = logging.getLogger("harness")
+EVAL_FILE = "eval.json"
+ALL_BATCHES = 10**9  # eval_indices takes every sample of a split smaller than the count asked for
+
+
+def run_eval(cfg: DictConfig, run_dir: Path, device: torch.device, dist: DistInfo = DistInfo()) -> float:
+    """Returns the validation loss over the whole split (what a sweep would take)."""
+    path, state = eval_checkpoint(str(cfg.eval.checkpoint), run_dir)
+    whole = cfg.copy()
+    with open_dict(whole):  # every validation sample; no tracker, no diagnosis: only the numbers
+        whole.trainer.eval_batches = cfg.eval.get("batches") or ALL_BATCHES
+        whole.logger = {}
+        whole.diagnose = False
+    scratch = Path(tempfile.mkdtemp(prefix="harness-eval-"))
+    try:
+        trainer = build_trainer(whole, scratch, device, resume_from=None, dist=dist, console=False)
+        try:
+            trainer.parts["model"].load_state_dict(state["model"])
+            evaluator = next(cb.evaluator for cb in trainer.callbacks.all if isinstance(cb, Evaluation))
+            evaluator.train_batches = None  # training samples in eval mode: a training-time check only
+            measured = evaluator.evaluate()
+            samples = evaluator.prior["eval_samples"]
+        finally:
+            trainer.close()
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+    result: dict[str, Any] = {"checkpoint": str(path), "step": int(state["step"]), "split": "val",
+                              "whole_split": not cfg.eval.get("batches"),
+                              "samples": samples, "val_loss": measured[VAL_LOSS]}
+    if VAL_ACCURACY in measured:
+        result["val_accuracy"] = measured[VAL_ACCURACY]
+    if dist.is_main:
+        atomic_json_dump(result, run_dir / EVAL_FILE)
+        accuracy = f", accuracy {result['val_accuracy']:.4f}" if "val_accuracy" in result else ""
+        log.info("eval of %s (step %d) on %s %d validation samples: loss %.4f%s -> %s", path, result["step"],
+                 "all" if result["whole_split"] else "the first", samples, result["val_loss"], accuracy,
+                 run_dir / EVAL_FILE)
+    return result["val_loss"]
+
+
+def eval_checkpoint(choice: str, run_dir: Path) -> tuple[Path, dict[str, Any]]:
+    """`best` (checkpoints/best.pt, or best.dcp), `last` (the newest step checkpoint), or a path:
+    a checkpoint, or a run dir (its best). Verified like a resume's."""
+    source = run_dir if choice in ("best", "last") else Path(choice)
+    folder = source / CKPT_DIR
+    if source.is_file() or is_sharded_checkpoint(source):
+        candidates = [source]
+    elif choice == "last":
+        candidates = step_checkpoints(source)[:1]
+    else:
+        candidates = [p for p in (folder / "best.pt", folder / BEST_LINK) if p.exists()]
+    if not candidates:
+        raise ConfigError("eval.checkpoint", choice, f"best, last or a checkpoint path; {source} holds no "
+                                                     f"{'step' if choice == 'last' else 'best'} checkpoint (train it "
+                                                     f"first, or name a checkpoint file)")
+    state, problem = verified_checkpoint(candidates[0])
+    if state is None:
+        raise ConfigError("eval.checkpoint", choice, f"a checkpoint that can be trusted: {candidates[0]} is {problem}")
+    return candidates[0], state
