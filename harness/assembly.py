@@ -89,6 +89,23 @@ def check_resume_point(cfg: DictConfig, saved: dict[str, Any] | None, step: int,
         check_schedule_continues(OmegaConf.create(saved), cfg, step)
 
 
+PER_INVOCATION_KEYS = ("resume", "overwrite", "mode")
+
+
+def same_run(cfg: DictConfig, saved: dict[str, Any] | None) -> bool:
+    """Whether `cfg` is the configuration that wrote a checkpoint (what one invocation alone sets
+    aside): a resume of the same run, not a new one started from its checkpoint."""
+    if saved is None:
+        return False
+    return _run_defining(OmegaConf.to_container(cfg, resolve=True)) == _run_defining(saved)
+
+
+def _run_defining(config: dict[str, Any]) -> dict[str, Any]:
+    kept = {key: value for key, value in config.items() if key not in PER_INVOCATION_KEYS}
+    kept["trainer"] = {key: value for key, value in config.get("trainer", {}).items() if key != "stop_after"}
+    return kept
+
+
 def build_trainer(cfg: DictConfig, run_dir: Path, device: torch.device,
                   resume_from: tuple[Path, dict[str, Any]] | None, dist: DistInfo = DistInfo(),
                   console: bool = True) -> Trainer:
@@ -193,6 +210,8 @@ def build_trainer(cfg: DictConfig, run_dir: Path, device: torch.device,
             raise ConfigError("resume", str(resume_from[0]), f"a checkpoint written by this configuration: "
                                                              f"loading it raised {one_line(err)}") from None
         check_resume_point(cfg, resume_from[1].get("config"), trainer.state.step, resume_from[0])
+        if trainer.state.ended and not same_run(cfg, resume_from[1].get("config")):
+            trainer.state.ended = None  # another config (a remedy, an extension) trains on from the stop
         log.info("resumed from %s at step %d", resume_from[0], trainer.state.step)
     run_dir.mkdir(parents=True, exist_ok=True)  # only now: a configuration that cannot train, or a
     # checkpoint that does not fit it, leaves nothing

@@ -49,6 +49,7 @@ class TrainState:
     rollbacks: int = 0
     lr_scale: float = 1.0  # product of the rollbacks' LR factors
     events: list[dict[str, Any]] = field(default_factory=list)
+    ended: str | None = None  # the status a stop ended the run with, in the checkpoint written at that stop
 
 
 @dataclass(frozen=True)
@@ -87,11 +88,14 @@ class Trainer:
         """Train until trainer.max_steps or a callback's stop; returns the run's status."""
         self.cadence.start_step = self.state.step
         self.callbacks.call("on_fit_start", self)
+        if self.state.ended:  # resumed from the checkpoint its stop wrote: a kill came before summary.json
+            return self.state.ended
         while self.state.step < self.cadence.max_steps:
             result = self.update()
             outcome = self.callbacks.call("on_step_end", self, self.cadence.tick(self.state.step), result)
             if isinstance(outcome, Stop):
                 if outcome.save:
+                    self.state.ended = outcome.status
                     self.save_checkpoint()
                 return outcome.status
         return "completed"

@@ -396,3 +396,22 @@ def test_a_second_ctrl_c_stops_at_once(monkeypatch):
     code = "import os, signal; from harness.hooks import _stop_now; _stop_now(signal.SIGINT, None)"
     result = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=60)
     assert result.returncode == 130 and result.stderr.startswith("Ctrl-C again: stopped now")
+
+
+def test_a_kill_after_a_stops_checkpoint_resumes_to_the_same_end(tmp_path):
+    """A stop that writes a checkpoint (a NaN loss: diverged) and a kill before summary.json: the
+    resume ends there with the same status, instead of training on from the stop."""
+    nan_run = [*SMALL, "optim=sgd", "optim.lr=1000", "guard=off", "clip=null", "schedule.warmup=0",
+               "trainer.max_steps=200"]
+    straight = tmp_path / "straight"
+    assert run_cli([*nan_run, f"hydra.run.dir={straight}"]).returncode == 0
+    expected = json.loads((straight / "summary.json").read_text())
+    assert expected["status"] == "diverged" and expected["steps"] < 200
+    run_dir = tmp_path / "run"
+    assert run_cli([*nan_run, f"hydra.run.dir={run_dir}"]).returncode == 0
+    (run_dir / "summary.json").unlink()  # as if killed between the stop's checkpoint and summary.json
+    resumed = run_cli([*nan_run, "resume=auto", f"hydra.run.dir={run_dir}"])
+    assert resumed.returncode == 0, resumed.stderr[-2000:]
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert (summary["status"], summary["steps"]) == (expected["status"], expected["steps"])
+    assert [r["step"] for r in read_metrics(run_dir)] == [r["step"] for r in read_metrics(straight)]
