@@ -72,19 +72,25 @@ def straight(tmp_path_factory) -> Path:
     return run_dir
 
 
-def stopped_at_8(tmp_path: Path) -> Path:
-    run_dir = tmp_path / "run"
+@pytest.fixture(scope="module")
+def stopped(tmp_path_factory) -> Path:
+    """A run stopped at step 8 (checkpoints 0, 4 and 8, best.pt): each test damages a copy."""
+    run_dir = tmp_path_factory.mktemp("stopped") / "run"
     result = run_cli([*SMALL, "trainer.stop_after=8", f"hydra.run.dir={run_dir}"])
     assert result.returncode == 0, result.stderr[-2000:]
     assert [p.name for p in step_checkpoints(run_dir)] == ["step_00000008.pt", "step_00000004.pt", "step_00000000.pt"]
     return run_dir
 
 
+def stopped_at_8(tmp_path: Path, stopped: Path) -> Path:
+    return Path(shutil.copytree(stopped, tmp_path / "run"))
+
+
 @pytest.mark.parametrize("damage", ["truncated", "one byte flipped",
                                     *(pytest.param(d, marks=pytest.mark.slow) for d in ("zeroed", "emptied"))])
 def test_a_damaged_newest_checkpoint_is_passed_over_with_a_warning_and_the_run_ends_bitwise_equal(
-        damage, straight, tmp_path):
-    run_dir = stopped_at_8(tmp_path)
+        damage, straight, stopped, tmp_path):
+    run_dir = stopped_at_8(tmp_path, stopped)
     DAMAGES[damage](run_dir / "checkpoints" / "step_00000008.pt")
     result = run_cli([*SMALL, "resume=auto", f"hydra.run.dir={run_dir}"])
     assert result.returncode == 0, result.stderr[-2000:]
@@ -95,8 +101,8 @@ def test_a_damaged_newest_checkpoint_is_passed_over_with_a_warning_and_the_run_e
     same_run(straight, run_dir)
 
 
-def test_every_step_checkpoint_damaged_resumes_from_best(straight, tmp_path):
-    run_dir = stopped_at_8(tmp_path)
+def test_every_step_checkpoint_damaged_resumes_from_best(straight, stopped, tmp_path):
+    run_dir = stopped_at_8(tmp_path, stopped)
     for path in step_checkpoints(run_dir):
         truncate(path)
     best_step = load_checkpoint(run_dir / "checkpoints" / "best.pt")["step"]
@@ -108,8 +114,8 @@ def test_every_step_checkpoint_damaged_resumes_from_best(straight, tmp_path):
     same_run(straight, run_dir)
 
 
-def test_a_run_whose_checkpoints_are_all_damaged_is_refused_in_one_line_not_restarted(tmp_path):
-    run_dir = stopped_at_8(tmp_path)
+def test_a_run_whose_checkpoints_are_all_damaged_is_refused_in_one_line_not_restarted(stopped, tmp_path):
+    run_dir = stopped_at_8(tmp_path, stopped)
     for path in [*step_checkpoints(run_dir), run_dir / "checkpoints" / "best.pt"]:
         zero(path)
     before = {p: p.read_bytes() for p in (run_dir / "checkpoints").iterdir()}
@@ -119,8 +125,8 @@ def test_a_run_whose_checkpoints_are_all_damaged_is_refused_in_one_line_not_rest
     assert json.loads((run_dir / "summary.json").read_text())["status"] == "stopped"  # not a fresh run's
 
 
-def test_an_explicit_damaged_checkpoint_is_refused_in_one_line(tmp_path):
-    run_dir = stopped_at_8(tmp_path)
+def test_an_explicit_damaged_checkpoint_is_refused_in_one_line(stopped, tmp_path):
+    run_dir = stopped_at_8(tmp_path, stopped)
     flip_a_byte(run_dir / "checkpoints" / "step_00000008.pt")
     line = one_line_error(run_cli([*SMALL, f"resume={run_dir / 'checkpoints' / 'step_00000008.pt'}",
                                    f"hydra.run.dir={tmp_path / 'other'}"]), "resume")

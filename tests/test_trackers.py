@@ -64,6 +64,7 @@ def _config_value(run_dir, *keys):
     return str(node)
 
 
+@pytest.mark.slow  # ~17 s; kill -9 resumes are bitwise-checked in test_faults and test_fsdp by default
 def test_a_resume_after_kill_9_logs_no_step_twice(tmp_path):
     (tmp_path / "killer.py").write_text(KILLER)
     common = [*SMALL, "logger=mlflow", f"hydra.run.dir={tmp_path / 'run'}"]
