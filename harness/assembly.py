@@ -3,6 +3,7 @@ together, resumed when asked. Training (run.py), the doctor and the LR finder al
 so imports flow one way: entry -> modes -> assembly -> components."""
 from __future__ import annotations
 
+import copy
 import logging
 import os
 import random
@@ -23,6 +24,7 @@ from harness.callbacks.evaluation import BestCheckpoint, EarlyStop, Evaluation
 from harness.callbacks.guard_watch import GuardWatch
 from harness.callbacks.live_diagnosis import LiveDiagnosisCallback
 from harness.callbacks.metrics import MetricsLog
+from harness.config_keys import PER_INVOCATION
 from harness.callbacks.sweep import SweepReport
 from harness.callbacks.user import build_user_callbacks
 from harness.checkpoint import FileCheckpoints
@@ -89,9 +91,6 @@ def check_resume_point(cfg: DictConfig, saved: dict[str, Any] | None, step: int,
         check_schedule_continues(OmegaConf.create(saved), cfg, step)
 
 
-PER_INVOCATION_KEYS = ("resume", "overwrite", "mode")
-
-
 def same_run(cfg: DictConfig, saved: dict[str, Any] | None) -> bool:
     """Whether `cfg` is the configuration that wrote a checkpoint (what one invocation alone sets
     aside): a resume of the same run, not a new one started from its checkpoint."""
@@ -101,8 +100,15 @@ def same_run(cfg: DictConfig, saved: dict[str, Any] | None) -> bool:
 
 
 def _run_defining(config: dict[str, Any]) -> dict[str, Any]:
-    kept = {key: value for key, value in config.items() if key not in PER_INVOCATION_KEYS}
-    kept["trainer"] = {key: value for key, value in config.get("trainer", {}).items() if key != "stop_after"}
+    """The config without the keys one invocation sets (config_keys.PER_INVOCATION, dotted)."""
+    kept = copy.deepcopy(config)
+    for dotted in PER_INVOCATION:
+        *parents, leaf = dotted.split(".")
+        node = kept
+        for parent in parents:
+            node = node.get(parent) if isinstance(node, dict) else None
+        if isinstance(node, dict):
+            node.pop(leaf, None)
     return kept
 
 

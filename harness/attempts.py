@@ -33,7 +33,7 @@ from typing import Any, Callable
 import numpy as np
 from omegaconf import DictConfig, OmegaConf
 
-from harness.checkpoint import (atomic_json_dump, checkpoint_problem, copy_checkpoint, load_checkpoint,
+from harness.checkpoint import (atomic_json_dump, best_checkpoints, checkpoint_problem, copy_checkpoint, load_checkpoint,
                                step_checkpoints, step_of)
 from harness.config import validate_config
 from harness.config_keys import CONF_DIR
@@ -47,7 +47,7 @@ from harness.diagnosis.signals import noise_level
 from harness.metric_names import VAL_LOSS
 from harness.distributed import DistInfo, barrier, broadcast_object
 from harness.errors import ConfigError
-from harness.rundir import BEST_LINK, CKPT_DIR, stored_objective
+from harness.rundir import CKPT_DIR, stored_objective
 
 log = logging.getLogger("harness")
 STORY = "attempts.json"
@@ -300,8 +300,8 @@ def _restart_point(attempt_dir: Path, before_step: int | None) -> tuple[Path, in
     end: a step checkpoint, or best.pt (best.dcp, sharded) when the rotation (trainer.keep_last)
     already removed the older ones."""
     steps = [(path, step_of(path)) for path in step_checkpoints(attempt_dir)]
-    for best in (attempt_dir / CKPT_DIR / "best.pt", attempt_dir / CKPT_DIR / BEST_LINK):
-        if best.exists():  # its step is inside it
+    for best in best_checkpoints(attempt_dir):
+        if best.exists():  # its step is inside it (a broken best.dcp link holds none)
             steps.append((best, int(load_checkpoint(best)["step"])))
     end = json.loads((attempt_dir / "summary.json").read_text())["max_steps"]  # a checkpoint there trains nothing
     before = [(path, step) for path, step in steps if 0 < step < end and (before_step is None or step < before_step)]

@@ -27,7 +27,7 @@ import torch
 from harness.checksums import ChecksumWriter, footer_problem, manifest_problem
 from harness.distributed import DistInfo, all_gather_objects
 from harness.errors import WriteError, one_line, write_error
-from harness.rundir import BEST_LINK, CKPT_DIR
+from harness.rundir import BEST_LINK, CKPT_DIR, remove_path
 
 STEP_PATTERN = re.compile(r"step_(\d{8})\.(pt|dcp)$")
 SHARDED_SUFFIX = ".dcp"
@@ -98,7 +98,7 @@ def copy_checkpoint(source: Path, target: Path) -> None:
     """Copy a checkpoint (a .pt file or a .dcp directory) under a temporary name, fsync and verify
     the copy, then rename it into place: a kill mid-copy leaves no torn checkpoint under `target`."""
     tmp = target.with_name(f".{target.name}.tmp")  # a stale temp name: removed at the next start
-    _remove(tmp)
+    remove_path(tmp)
     try:
         if source.is_dir():
             shutil.copytree(source, tmp)
@@ -114,11 +114,7 @@ def copy_checkpoint(source: Path, target: Path) -> None:
     except OSError as err:
         raise write_error(target, err) from None
     finally:
-        _remove(tmp)
-
-
-def _remove(path: Path) -> None:
-    shutil.rmtree(path) if path.is_dir() and not path.is_symlink() else path.unlink(missing_ok=True)
+        remove_path(tmp)
 
 
 def _fsync_file(path: Path) -> None:
@@ -266,12 +262,17 @@ def verified_checkpoint(path: Path) -> tuple[dict[str, Any] | None, str | None]:
     return None, problem
 
 
+def best_checkpoints(run_dir: Path) -> list[Path]:
+    """The run's best checkpoint as it is on disk: best.pt, or a sharded run's best.dcp link (a
+    broken link included, so that a resume can say so)."""
+    folder = run_dir / CKPT_DIR
+    return [p for p in (folder / "best.pt", folder / BEST_LINK) if p.exists() or p.is_symlink()]
+
+
 def resume_candidates(run_dir: Path) -> list[Path]:
     """Where a resume may start, in the order tried: the step checkpoints newest first, then the
     best checkpoint (best.pt, or best.dcp of a sharded run) when every step checkpoint failed."""
-    folder = run_dir / CKPT_DIR
-    best = [p for p in (folder / "best.pt", folder / BEST_LINK) if p.exists() or p.is_symlink()]
-    return [*step_checkpoints(run_dir), *best]
+    return [*step_checkpoints(run_dir), *best_checkpoints(run_dir)]
 
 
 def latest_valid_checkpoint(run_dir: Path, skipped: Callable[[Path, str], None] | None = None

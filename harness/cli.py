@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import NoReturn
 
-from harness.config_keys import CONF_DIR, missing_key_hint
+from harness.config_keys import CONF_DIR, PER_INVOCATION, missing_key_hint
 from harness.errors import DISK_ERRNOS, ConfigError, HarnessError, RunDirBusy, WriteError, write_error
 from harness.run_lock import LOCK_FILE, hold_run_dir, release_all
 from harness.rundir import claim_run_dir
@@ -249,7 +249,6 @@ def check_run_dir(command: CommandLine) -> None:
         _created_run_dir = run_dir  # a command refused from here on leaves nothing behind
 
 
-PER_INVOCATION = ("resume", "overwrite", "trainer.stop_after", "mode", "eval.checkpoint")  # never carried over
 EVAL_OWN_FILES = ["hydra.output_subdir=null", "hydra.job.name=eval"]  # eval.log; the run's .hydra/ untouched
 
 

@@ -22,6 +22,9 @@ from harness.errors import ConfigError
 
 CONF_DIR = Path(__file__).resolve().parent.parent / "conf"
 USER_NODES = ("vars", "model", "optim", "callbacks", "hydra")  # checked elsewhere, or free
+# What one invocation sets and a run's identity leaves aside: never carried over from a run's saved
+# overrides on resume, and no difference between a checkpoint's config and the run resuming it.
+PER_INVOCATION = ("resume", "overwrite", "trainer.stop_after", "mode", "eval.checkpoint")
 FREE_DATA = "custom"  # data=custom: every key the harness does not read goes to the user's factory
 
 

@@ -21,11 +21,16 @@ from omegaconf import DictConfig, open_dict
 
 from harness.assembly import build_trainer
 from harness.callbacks.evaluation import Evaluation
-from harness.checkpoint import atomic_json_dump, is_sharded_checkpoint, step_checkpoints, verified_checkpoint
+from harness.checkpoint import (
+    atomic_json_dump,
+    best_checkpoints,
+    is_sharded_checkpoint,
+    step_checkpoints,
+    verified_checkpoint,
+)
 from harness.distributed import DistInfo
 from harness.errors import ConfigError
 from harness.metric_names import VAL_ACCURACY, VAL_LOSS
-from harness.rundir import BEST_LINK, CKPT_DIR
 
 log = logging.getLogger("harness")
 EVAL_FILE = "eval.json"
@@ -71,13 +76,12 @@ def eval_checkpoint(choice: str, run_dir: Path) -> tuple[Path, dict[str, Any]]:
     """`best` (checkpoints/best.pt, or best.dcp), `last` (the newest step checkpoint), or a path:
     a checkpoint, or a run dir (its best). Verified like a resume's."""
     source = run_dir if choice in ("best", "last") else Path(choice)
-    folder = source / CKPT_DIR
     if source.is_file() or is_sharded_checkpoint(source):
         candidates = [source]
     elif choice == "last":
         candidates = step_checkpoints(source)[:1]
     else:
-        candidates = [p for p in (folder / "best.pt", folder / BEST_LINK) if p.exists()]
+        candidates = best_checkpoints(source)
     if not candidates:
         raise ConfigError("eval.checkpoint", choice, f"best, last or a checkpoint path; {source} holds no "
                                                      f"{'step' if choice == 'last' else 'best'} checkpoint (train it "

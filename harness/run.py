@@ -19,8 +19,8 @@ from harness.errors import ConfigError, WriteError
 from harness.lr_scaling import apply_lr_scaling
 from harness.parallel import is_sharded, parallel_config
 from harness.run_lock import run_dir_held
-from harness.sinks.console import shown_path
 from harness.rundir import claim_run_dir, results_in, stored_objective, sweep_value
+from harness.sinks.console import shown_path
 from harness.trainer import Trainer
 
 log = logging.getLogger("harness")

@@ -41,6 +41,11 @@ def claim_run_dir(run_dir: Path, resume: object, overwrite: bool) -> None:
         shutil.rmtree(path) if path.is_dir() else path.unlink()
 
 
+def remove_path(path: Path) -> None:
+    """A file, a link (not what it points to) or a folder, gone; nothing if it is already gone."""
+    shutil.rmtree(path) if path.is_dir() and not path.is_symlink() else path.unlink(missing_ok=True)
+
+
 def remove_stale_temp_files(run_dir: Path) -> list[Path]:
     """What a checkpoint write that a kill interrupted left: temporary files and directories
     (checkpoint.atomic_write's and sharded_checkpoint's names), and a sharded best checkpoint
@@ -50,7 +55,7 @@ def remove_stale_temp_files(run_dir: Path) -> list[Path]:
     current = os.readlink(link) if link.is_symlink() else None
     stale = sorted([*folder.glob(".*.tmp"), *(p for p in folder.glob("best_*.dcp") if p.name != current)])
     for path in stale:
-        shutil.rmtree(path) if path.is_dir() and not path.is_symlink() else path.unlink(missing_ok=True)
+        remove_path(path)
     return stale
 
 
