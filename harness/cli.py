@@ -20,8 +20,8 @@ from harness.run_lock import LOCK_FILE, hold_run_dir, release_all
 from harness.rundir import claim_run_dir
 
 ROOT = Path(__file__).resolve().parent.parent
-HYDRA_FILES = {".hydra", "train.log", LOCK_FILE}
-RANK_LOG = re.compile(r"train_rank\d+\.log")
+HYDRA_FILES = {".hydra", LOCK_FILE}
+JOB_LOG = re.compile(r"(train|eval)(_rank\d+)?\.log")  # Hydra's job log: train.log, eval.log (mode=eval), per rank
 SHELL_COMPLETION = ("install", "uninstall", "query")  # -sc takes one of these as an override
 _created_run_dir: Path | None = None  # the explicit run dir this command made: removed again if it is refused
 
@@ -216,9 +216,9 @@ def _hydra_output_dir() -> str:
 
 
 def _remove_empty_run_dir(run_dir: Path) -> None:
-    """A refused run leaves nothing: a run dir holding only Hydra's files (and, under torchrun, the
-    other ranks' train_rankN.log) goes."""
-    if run_dir.is_dir() and all(p.name in HYDRA_FILES or RANK_LOG.fullmatch(p.name) for p in run_dir.iterdir()):
+    """A refused run leaves nothing: a run dir holding only Hydra's files (.hydra/, the job's log and,
+    under torchrun, the other ranks' logs) goes."""
+    if run_dir.is_dir() and all(p.name in HYDRA_FILES or JOB_LOG.fullmatch(p.name) for p in run_dir.iterdir()):
         release_all()  # its lock file goes with it
         shutil.rmtree(run_dir, ignore_errors=True)
 

@@ -131,7 +131,8 @@ def validate_config(cfg: DictConfig, world_size: int = 1, choices: Mapping[str, 
     perf_config(cfg.perf)
     validate_resume(cfg.resume)
     checkpoint = cfg.get("eval", {}).get("checkpoint")
-    if not isinstance(checkpoint, str) or not checkpoint:
+    if not isinstance(checkpoint, (str, int)) or isinstance(checkpoint, bool) or checkpoint == "":
+        # an int is a path Hydra read as a number (a run dir named 2024)
         raise ConfigError("eval.checkpoint", checkpoint, "best, last, or the path of a checkpoint or run dir")
     batches = cfg.get("eval", {}).get("batches")
     if batches is not None and (not is_whole(batches) or batches < 1):

@@ -50,3 +50,11 @@ def test_eval_of_the_last_step_matches_the_models_own_loss(tmp_path):
 def test_eval_without_a_checkpoint_is_one_line(tmp_path):
     line = one_line_error(run_cli(["mode=eval", *RUN, f"hydra.run.dir={tmp_path / 'none'}"]), "eval.checkpoint")
     assert "holds no best checkpoint" in line
+
+
+def test_bad_eval_keys_are_one_line(tmp_path):
+    for override, key in (("eval.batches=0", "eval.batches"), ("eval.batches=half", "eval.batches"),
+                          ("eval.checkpoint=null", "eval.checkpoint"), ("eval.checkpoint=true", "eval.checkpoint")):
+        line = one_line_error(run_cli(["mode=eval", *RUN, override, f"hydra.run.dir={tmp_path / 'x'}"]), key)
+        assert "is invalid" in line, line
+    assert not (tmp_path / "x").exists()
