@@ -20,6 +20,7 @@ from harness.cli import (
     write_errors_in_one_line,
 )
 from harness.errors import HarnessError
+from harness.mode_probe import skip_mode_probe
 from harness.parent_death import die_with_launcher
 from harness.resolvers import register_resolvers
 from hydra_plugins.harness_slurm_launcher.single import submit_run, wants_slurm_job
@@ -59,5 +60,6 @@ if __name__ == "__main__":
     if command.runs_job:
         check_run_dir(command)
         relaunch_if_asked(sys.argv)
+        skip_mode_probe(command)
     with write_errors_in_one_line(command), composition_errors_in_one_line(command.overrides):
         main()

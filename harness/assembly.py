@@ -28,7 +28,7 @@ from harness.config_keys import PER_INVOCATION
 from harness.callbacks.sweep import SweepReport
 from harness.callbacks.user import build_user_callbacks
 from harness.checkpoint import FileCheckpoints
-from harness.data import BatchRecipe, DataMeta, LoaderSettings, build_data, loader_settings
+from harness.data import BatchRecipe, DataMeta, LoaderSettings, build_splits, loader_settings
 from harness.data.checks import spread_indices
 from harness.data.facts import input_stats, split_facts
 from harness.data.loader import EvalBatches, TrainBatches, fetch
@@ -119,7 +119,8 @@ def build_trainer(cfg: DictConfig, run_dir: Path, device: torch.device,
     the doctor and the LR finder all build here; `console=False` keeps the progress line quiet
     (benchmarks)."""
     seed_everything(cfg.seed)
-    train_set, val_set, meta = build_data(cfg.data, cfg.loss.get("ignore_index"))
+    splits = build_splits(cfg.data, cfg.loss.get("ignore_index"))
+    train_set, val_set, meta = splits.train, splits.val, splits.meta
     check_batch_fits(cfg.batch_size, len(train_set), cfg.data.name)
     recipe = BatchRecipe.from_config(cfg.data)
     raw_model = build_model(cfg.model, meta)
@@ -137,7 +138,8 @@ def build_trainer(cfg: DictConfig, run_dir: Path, device: torch.device,
     facts = None
     if dist.is_main and cfg.mode == "train":  # what summary.json tells the diagnosis; only rank 0 writes it
         facts = {"parameters": parameter_counts(raw_model), **split_facts(train_set, val_set, recipe, meta.task),
-                 "input_stats": input_stats(train_set, recipe), "activation_swap": swapped}
+                 "input_stats": input_stats(train_set, recipe), "activation_swap": swapped,
+                 "test_samples": len(splits.test) if splits.test is not None else None}
     user_callbacks = build_user_callbacks(cfg.get("callbacks"))
     seed_everything(cfg.seed + dist.rank)  # identical weights on every rank, own dropout draws per rank
     parallel = parallel_config(cfg.get("parallel"))
@@ -205,7 +207,7 @@ def build_trainer(cfg: DictConfig, run_dir: Path, device: torch.device,
                              "scheduler": scheduler,
                              "scaler": ScalerState(precision.scaler), "data": batches, "faults": faults, "monitor": monitor},
                       built=Built(train_set, val_set, recipe, micro_batch, cfg.accum, pick_output, precision, optimizer,
-                                  scheduler, evaluator.loss_fn),
+                                  scheduler, evaluator.loss_fn, splits.test),
                       checkpoints=ShardedCheckpoints(dist) if sharded else FileCheckpoints(dist),
                       meta=meta, raw_model=raw_model, device=device, dist=dist, run_dir=run_dir,
                       tracker=tracker, facts=facts)
@@ -246,20 +248,25 @@ def build_evaluator(cfg: DictConfig, *, raw_model: nn.Module, model: nn.Module, 
                     sharded: bool = False) -> Evaluator:
     """The same validation samples at every eval, each rank its share; plus training samples in
     eval mode for models whose eval mode differs (batch norm, dropout)."""
-    count = cfg.trainer.eval_batches * micro_batch * dist.world_size
-    eval_sample = _equal_shares(eval_indices(len(val_set), count), dist, sharded)
-    eval_share = eval_sample.tensor_split(dist.world_size)[dist.rank]
+    val_batches, eval_sample = eval_batches(cfg, val_set, recipe, loader, micro_batch, dist, sharded)
     prior = {"val_prior_loss": prior_loss(val_set, meta, eval_sample),
              "val_majority_share": majority_share(val_set, meta, eval_sample), "eval_samples": len(eval_sample)}
-    val_batches = EvalBatches(val_set, recipe, loader, eval_share, micro_batch, cfg.seed)
     train_batches = None
     if behaves_differently_in_eval(raw_model):
-        train_share = _equal_shares(eval_indices(len(train_set), count), dist, sharded).tensor_split(
-            dist.world_size)[dist.rank]
-        train_batches = EvalBatches(train_set, recipe, loader, train_share, micro_batch, cfg.seed, "train")
+        train_batches, _ = eval_batches(cfg, train_set, recipe, loader, micro_batch, dist, sharded, "train")
     return Evaluator(model=model, pick_output=pick_output, precision=precision,
                      loss_fn=partial(compute_loss, task=meta.task, ignore_index=meta.ignore_index), meta=meta,
                      batches=val_batches, train_batches=train_batches, prior=prior, device=device, dist=dist)
+
+
+def eval_batches(cfg: DictConfig, dataset: Dataset, recipe: BatchRecipe, loader: LoaderSettings, micro_batch: int,
+                 dist: DistInfo, sharded: bool = False, split: str = "val") -> tuple[EvalBatches, torch.Tensor]:
+    """A split's fixed eval sample (`trainer.eval_batches` micro-batches per rank) as this rank's
+    batches, and the whole sample (every rank's)."""
+    count = cfg.trainer.eval_batches * micro_batch * dist.world_size
+    sample = _equal_shares(eval_indices(len(dataset), count), dist, sharded)
+    share = sample.tensor_split(dist.world_size)[dist.rank]
+    return EvalBatches(dataset, recipe, loader, share, micro_batch, cfg.seed, split), sample
 
 
 def _equal_shares(sample: torch.Tensor, dist: DistInfo, sharded: bool) -> torch.Tensor:

@@ -1,6 +1,7 @@
 """Validation passes: the mean loss (and accuracy for classification) over the same fixed samples
-every time, and, for models whose eval mode differs (batch norm, dropout), over fixed training
-samples in eval mode, which tells a train/eval-mode gap apart from overfitting."""
+every time (mode=eval: over a test split too), and, for models whose eval mode differs (batch norm,
+dropout), over fixed training samples in eval mode, which tells a train/eval-mode gap apart from
+overfitting."""
 from __future__ import annotations
 
 import math
@@ -13,7 +14,7 @@ from harness.data import DataMeta
 from harness.data.loader import EvalBatches
 from harness.distributed import DistInfo, all_reduce_mean
 from harness.loss import counted_targets
-from harness.metric_names import VAL_ACCURACY, VAL_LOSS, VAL_LOSS_ON_TRAIN
+from harness.metric_names import TEST_ACCURACY, TEST_LOSS, VAL_ACCURACY, VAL_LOSS, VAL_LOSS_ON_TRAIN
 from harness.models.output import OutputPicker
 from harness.models.probe import OUTPUT_ROWS, output_directions
 from harness.precision import Precision
@@ -44,6 +45,14 @@ class Evaluator:
             result[VAL_LOSS_ON_TRAIN], _ = self._pass(self.train_batches)
         self.model.train()
         return result
+
+    @torch.no_grad()
+    def test(self, batches: EvalBatches) -> dict[str, float]:
+        """The same measure over a test split's batches (mode=eval), named as test metrics."""
+        self.model.eval()
+        loss, accuracy = self._pass(batches)
+        self.model.train()
+        return {TEST_LOSS: loss, **({TEST_ACCURACY: accuracy} if self.meta.task == "classification" else {})}
 
     def _pass(self, batches: EvalBatches, keep_logits: bool = False) -> tuple[float, float]:
         """(mean loss, accuracy) of the model as it is, over one fixed set of micro-batches; with

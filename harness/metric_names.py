@@ -26,6 +26,8 @@ PERF_MFU = "perf/mfu"
 VAL_LOSS = "val/loss"
 VAL_ACCURACY = "val/accuracy"
 VAL_LOSS_ON_TRAIN = "val/loss_on_train"  # training samples in eval mode (models with batch norm or dropout)
+TEST_LOSS = "test/loss"  # mode=eval only: the held-out test split
+TEST_ACCURACY = "test/accuracy"
 
 # families: the prefix, then a parameter tensor's or a module's name (the monitor's statistics)
 GRAD_NORM = "grad_norm/"
@@ -36,3 +38,8 @@ ACT_DEAD = "act_dead/"
 ACT_MEAN = "act_mean/"
 ACT_STD = "act_std/"
 ATTN_ENTROPY = "attn_entropy/"
+
+
+def flat(name: str) -> str:
+    """A metric as a JSON field or user-attribute key (eval.json, a sweep's study): val/loss -> val_loss."""
+    return name.replace("/", "_")

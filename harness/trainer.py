@@ -66,6 +66,7 @@ class Built:
     optimizer: torch.optim.Optimizer
     scheduler: torch.optim.lr_scheduler.LRScheduler
     eval_loss_fn: LossFn  # without label smoothing or z-loss
+    test_set: Dataset | None = None  # built for mode=eval to score; the loop never reads it
 
 
 class Trainer:

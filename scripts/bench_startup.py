@@ -21,7 +21,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 from harness.diagnosis.report import PLOTS_PENDING, REPORT_FILE  # noqa: E402
 
-TARGET_OVERHEAD_S = 1.5
+TARGET_OVERHEAD_S = 0.5
 BARE_CODE = "import torch; torch.optim.AdamW(torch.nn.Linear(8, 8).parameters())"
 BARE = [sys.executable, "-c", BARE_CODE]
 # train.py ends a finished run with os._exit (no interpreter teardown); the same for the bare

@@ -109,6 +109,12 @@ CONFIG_CASES = [
     (["data=digits", "model=mlp", "data.shift=4"], "data.shift", "4"), (["data=digits", "model=mlp", "data.shift=-1"], "data.shift", "-1"),
     (["data=digits", "model=mlp", "data.seed=x"], "data.seed", "x"),
     ([*VECTOR, "data.sort_by_target=yes"], "data.sort_by_target", "yes"),
+    ([*VECTOR, "data.test_fraction=-0.1"], "data.test_fraction", "(0, 1)"),
+    ([*VECTOR, "data.test_fraction=1"], "data.test_fraction", "(0, 1)"),
+    ([*VECTOR, "data.test_fraction=half"], "data.test_fraction", "half"),
+    ([*VECTOR, "data.test_fraction=0.8"], "data.test_fraction", "holds out 4096 and leaves 0 to train on"),
+    ([*VECTOR, "data.test_fraction=1e-6"], "data.test_fraction", "holds out 0"),
+    (["data.test_fraction=0.9"], "data.test_fraction", "(0, 0.9)"),  # stdlib: validation holds 0.1
     (["data.tokenizer=wordpiece"], "data.tokenizer", "wordpiece"),
     (["data.tokenizer=/nonexistent/tokenizer.json"], "data.tokenizer", "/nonexistent/tokenizer.json"),
     (["data.tokenizer=bpe", "data.vocab_size=256"], "data.vocab_size", "256"),
@@ -240,6 +246,7 @@ CLI_CASES = [
     (["--experimental-rerun", "/nonexistent/config.pickle"], "command line", "no such file"),
     (["--cfg", "job", "optim=adamm"], "optim", "adamw"),
     ([*VECTOR, "batch_size=5000"], "batch_size", "at most the 4096 training samples"),
+    ([*VECTOR, "data.test_fraction=0.8"], "data.test_fraction", "leaves 0 to train on"),
     (["+experiment=baby_gpt"], "+experiment", "choose it with experiment=baby_gpt (no +)"),
     (["optimizer=sgd"], "optimizer", "did you mean optim?"),
 ]

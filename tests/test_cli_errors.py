@@ -32,6 +32,7 @@ BAD_VALUES = [
     (["monitor.every=0"], "monitor.every", "0"),
     (["monitor.level=verbose"], "monitor.level", "verbose"),
     (["scale_lr.rule=cubic"], "scale_lr.rule", "cubic"),
+    (["data.worker_start=thread"], "data.worker_start", "thread"),
 ]
 
 

@@ -1,10 +1,19 @@
-"""mode=eval: a trained checkpoint scored on the whole validation split, the run left untouched."""
+"""mode=eval: a trained checkpoint scored on the whole validation split, and on a test split where the
+data holds one, the run left untouched."""
 from __future__ import annotations
 
 import json
 
-from conftest import one_line_error, run_cli
+import numpy as np
+import pytest
+import torch
+import torch.nn.functional as F
+
+from conftest import ROOT, compose_cfg, one_line_error, run_cli
 from harness.checkpoint import load_checkpoint
+from harness.data import build_splits
+from harness.errors import ConfigError
+from harness.models import build_model
 
 RUN = ["model=mlp", "data=synthetic", "model.width=32", "data.n_val=300", "trainer.max_steps=40",
        "trainer.eval_every=20", "trainer.ckpt_every=20", "logger=none", "diagnose=false", "batch_size=32"]
@@ -24,9 +33,11 @@ def test_eval_scores_best_on_every_validation_sample_and_touches_nothing_of_the_
     report = json.loads((run_dir / "eval.json").read_text())
     best = load_checkpoint(run_dir / "checkpoints" / "best.pt")
     assert report["checkpoint"].endswith("best.pt") and report["step"] == best["step"]
-    assert report["split"] == "val" and report["samples"] == 300  # all of them, not trainer.eval_batches' sample
+    assert report["val_samples"] == 300  # all of them, not trainer.eval_batches' sample
     assert 0 < report["val_loss"] < 3 and 0 <= report["val_accuracy"] <= 1
     assert f"on all 300 validation samples: loss {report['val_loss']:.4f}" in result.stdout + result.stderr
+    assert report["test_samples"] is None and "test_loss" not in report  # data=synthetic holds none by default
+    assert "no test split: data=synthetic holds none" in result.stdout + result.stderr
     after = snapshot(run_dir)
     assert {p: v for p, v in after.items() if p.name not in ("eval.json", "eval.log")} == before
 
@@ -44,7 +55,7 @@ def test_eval_of_the_last_step_matches_the_models_own_loss(tmp_path):
     summary = json.loads((run_dir / "summary.json").read_text())
     report = json.loads((run_dir / "eval.json").read_text())
     # 64 samples = the 2 eval batches of 32 training scored at its last step: the same samples, the same weights
-    assert report["samples"] == 64 and report["val_loss"] == summary["final_val_loss"]
+    assert report["val_samples"] == 64 and report["val_loss"] == summary["final_val_loss"]
 
 
 def test_eval_without_a_checkpoint_is_one_line(tmp_path):
@@ -58,3 +69,91 @@ def test_bad_eval_keys_are_one_line(tmp_path):
         line = one_line_error(run_cli(["mode=eval", *RUN, override, f"hydra.run.dir={tmp_path / 'x'}"]), key)
         assert "is invalid" in line, line
     assert not (tmp_path / "x").exists()
+
+
+CUSTOM = ["model=mlp", "model.width=16", "data=custom", "data.task=classification", "trainer.max_steps=30",
+          "trainer.eval_every=10", "logger=none", "diagnose=false", "batch_size=32"]
+
+
+def test_custom_data_with_a_test_split_is_scored_on_it_as_an_independent_evaluation_does(tmp_path):
+    run_dir = tmp_path / "run"
+    args = [*CUSTOM, "data._target_=user_code.pairs_with_test"]
+    trained = run_cli([*args, f"hydra.run.dir={run_dir}"], cwd=ROOT / "tests")
+    assert trained.returncode == 0, trained.stderr[-2000:]
+    assert json.loads((run_dir / "summary.json").read_text())["test_samples"] == 96
+    result = run_cli(["mode=eval", f"hydra.run.dir={run_dir}"], cwd=ROOT / "tests")
+    assert result.returncode == 0, result.stderr[-2000:]
+    report = json.loads((run_dir / "eval.json").read_text())
+    assert report["val_samples"] == 64 and report["test_samples"] == 96
+    assert report["test_loss"] != report["val_loss"]
+
+    # the best checkpoint's weights, scored on the test tensors by hand
+    splits = build_splits(compose_cfg(args).data)
+    model = build_model(compose_cfg(args).model, splits.meta)
+    model.load_state_dict(load_checkpoint(run_dir / "checkpoints" / "best.pt")["model"])
+    x, y = splits.test.tensors
+    as_dict = build_splits(compose_cfg([*args, "+data.as_dict=true"]).data).test  # the factory's dict form
+    assert all(torch.equal(a, b) for a, b in zip(as_dict.tensors, splits.test.tensors))
+    with torch.no_grad():
+        logits = model.eval()(x)
+    assert report["test_loss"] == pytest.approx(F.cross_entropy(logits, y).item(), rel=1e-5)
+    assert report["test_accuracy"] == pytest.approx((logits.argmax(1) == y).float().mean().item())
+    assert (f"; on all 96 test samples: loss {report['test_loss']:.4f}, accuracy {report['test_accuracy']:.4f}"
+            in result.stdout + result.stderr)
+
+
+def test_a_test_fraction_holds_out_the_tail_of_training_and_leaves_val_as_it_was(tmp_path):
+    plain = build_splits(compose_cfg(["data=synthetic"]).data)
+    zero = build_splits(compose_cfg(["data=synthetic", "data.test_fraction=0"]).data)
+    held = build_splits(compose_cfg(["data=synthetic", "data.test_fraction=0.1"]).data)
+    assert zero.test is None and held.test is not None
+    assert torch.equal(zero.train.x, plain.train.x) and torch.equal(zero.val.x, plain.val.x)
+    assert torch.equal(held.val.x, plain.val.x) and torch.equal(held.val.y, plain.val.y)
+    assert len(held.test) == int(0.1 * (4096 + 1024)) == 4096 - len(held.train)
+    assert torch.equal(torch.cat([held.train.x, held.test.x]), plain.train.x)  # train | test = the old train
+
+    digits = ["data=digits", "model=mlp"]
+    plain, zero, held = (build_splits(compose_cfg([*digits, *extra]).data)
+                         for extra in ([], ["data.test_fraction=0"], ["data.test_fraction=0.1"]))
+    assert torch.equal(zero.train.images, plain.train.images) and torch.equal(zero.val.x, plain.val.x)
+    assert torch.equal(held.val.y, plain.val.y)  # the same validation images (standardised by the new train's stats)
+    assert (len(held.train), len(held.test)) == (1797 - 359 - 179, 179)
+    assert torch.equal(torch.cat([held.train.labels, held.test.y]), plain.train.labels)
+
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text("".join(f"line {i}: the quick brown fox\n" for i in range(400)))
+    text = ["data=text", f"data.path={corpus}", "model.block_size=16"]
+    plain, held = (build_splits(compose_cfg([*text, *extra]).data) for extra in ([], ["data.test_fraction=0.2"]))
+    ids = lambda windows: np.asarray(windows.tokens).tolist()  # noqa: E731
+    assert plain.test is None and ids(held.val) == ids(plain.val)
+    assert ids(held.train) + ids(held.test) == ids(plain.train)  # contiguous: train, test, val
+    assert len(held.test.tokens) == int(0.2 * len(corpus.read_text()))
+
+
+def test_eval_scores_the_test_fraction_of_built_in_data(tmp_path):
+    run_dir = tmp_path / "run"
+    trained = run_cli([*RUN, "data.test_fraction=0.1", f"hydra.run.dir={run_dir}"])
+    assert trained.returncode == 0, trained.stderr[-2000:]
+    result = run_cli(["mode=eval", f"hydra.run.dir={run_dir}"])  # the saved overrides carry test_fraction
+    assert result.returncode == 0, result.stderr[-2000:]
+    report = json.loads((run_dir / "eval.json").read_text())
+    assert report["val_samples"] == 300 and report["test_samples"] == int(0.1 * (4096 + 300))
+    assert 0 < report["test_loss"] < 3 and 0 <= report["test_accuracy"] <= 1
+
+
+def test_hf_data_reads_the_test_split_it_is_told_to(tmp_path):
+    datasets = pytest.importorskip("datasets", reason="the hf extra is not installed")
+    rows = {split: {"x": [[float(i + k)] * 4 for i in range(n)], "label": [i % 3 for i in range(n)]}
+            for k, (split, n) in enumerate((("train", 90), ("validation", 30), ("test", 40)))}
+    datasets.DatasetDict({name: datasets.Dataset.from_dict(r) for name, r in rows.items()}).save_to_disk(
+        str(tmp_path / "ds"))
+    hf = ["data=hf", f"data.path={tmp_path / 'ds'}", "data.task=classification", "data.input_key=x",
+          "data.num_classes=3", "data.val_split=validation"]
+    plain = build_splits(compose_cfg(hf).data)
+    held = build_splits(compose_cfg([*hf, "data.test_split=test"]).data)
+    assert plain.test is None and (len(held.train), len(held.val), len(held.test)) == (90, 30, 40)
+    x, _ = held.test.gather(torch.arange(40))
+    assert x[:, 0].tolist() == [float(i + 2) for i in range(40)]  # the test split's rows, not another's
+    with pytest.raises(ConfigError) as err:
+        build_splits(compose_cfg([*hf, "data.test_split=holdout"]).data)
+    assert err.value.key == "data.test_split" and "['train', 'validation', 'test']" in str(err.value)

@@ -101,3 +101,16 @@ def test_no_module_imports_its_importers():
     graph = import_graph()
     assert "hydra_plugins.harness_optuna_sweeper._sweep" in graph and graph["harness.trainer"]
     assert circles(graph) == []
+
+
+def test_hydra_plugin_scan_imports_neither_torch_nor_optuna():
+    """Hydra imports every module under hydra_plugins/ when any Hydra app starts (a sweep's fake
+    app, a trial, train.py's --help): a top-level torch import there costs each of them ~1.5 s."""
+    import subprocess
+    import sys
+
+    code = ("from hydra.core.plugins import Plugins; Plugins.instance(); import sys; "
+            "print(sorted(m for m in ('torch', 'optuna') if m in sys.modules))")
+    done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.strip() == "[]"

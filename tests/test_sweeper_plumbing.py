@@ -94,7 +94,7 @@ def test_storage_defaults_to_the_sweep_dir_and_sqlite_paths_become_absolute(
         settings = parse_settings(dict(
             sampler={"name": "random"}, pruner={"name": "none"}, direction="minimize",
             n_trials=1, n_jobs=1, seed=None, storage=storage, study_name=None, params=None,
-            plots=False, tensorboard=False))
+            plots=False, tensorboard=False, test_best=False))
         return storage_url(settings, tmp_path / "sweep")
 
     monkeypatch.chdir(tmp_path)
@@ -119,7 +119,8 @@ def test_a_launcher_offering_a_trial_runner_runs_the_trials() -> None:
 
     sweeper = OptunaSweeper(sampler=None, pruner=None, runner=TrialRunner(grace_s=3.0),
                             direction="minimize", n_trials=1, n_jobs=2, seed=None, storage=None,
-                            study_name=None, params=None, plots=False, tensorboard=False)
+                            study_name=None, params=None, plots=False, tensorboard=False,
+                            test_best=False)
     from hydra._internal.core_plugins.basic_launcher import BasicLauncher
 
     from harness.errors import ConfigError

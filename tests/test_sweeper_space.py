@@ -27,7 +27,7 @@ def space(*overrides: str) -> SearchSpace:
 def options(**changes: object) -> dict:
     base = dict(sampler={"name": "tpe"}, pruner={"name": "none"}, direction="minimize",
                 n_trials=10, n_jobs=1, seed=None, storage=None, study_name=None, params=None,
-                plots=False, tensorboard=False)
+                plots=False, tensorboard=False, test_best=False)
     return {**base, **changes}
 
 

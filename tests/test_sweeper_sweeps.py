@@ -7,13 +7,17 @@ import json
 import signal
 from pathlib import Path
 
+import optuna
 from optuna.distributions import FloatDistribution
 from optuna.trial import TrialState
 
 from apps.sweep_helpers import held, load_study, run_sweep, start_sweep
 from conftest import wait_until
+from hydra_plugins.harness_optuna_sweeper._test_best import score_best_trial
+from hydra_plugins.harness_optuna_sweeper.runner import AppCommand
 
 DONE = (TrialState.COMPLETE, TrialState.PRUNED, TrialState.FAIL)
+NO_APP = AppCommand(python="/nonexistent/python", entry=(), args=(), cwd="/")  # starting it would raise
 
 
 def summaries(sweep_dir: Path) -> list[dict]:
@@ -138,3 +142,33 @@ def test_multi_objective_sweep_saves_the_pareto_front(tmp_path: Path) -> None:
     front = result["pareto_front"]
     assert front and all(len(t["values"]) == 2 for t in front)
 
+
+
+def test_the_best_trial_alone_is_scored_on_its_test_split_and_the_study_keeps_it(tmp_path: Path) -> None:
+    """The app's mode=eval runs once, in the best trial's run dir; its eval.json becomes the study's
+    `best_trial_test` attr, the summary's and the closing line's test scores."""
+    proc = run_sweep(tmp_path, "hydra/sweeper/sampler=grid", "x=choice(0.9,0.3)", "test_samples=7")
+    study = load_study(tmp_path)
+    best = study.best_trial
+    assert best.params["x"] == 0.3
+    scores = study.user_attrs["best_trial_test"]
+    assert scores["trial"] == best.number and scores["test_samples"] == 7
+    assert scores["test_loss"] == best.value + 1.0  # the fake eval's score of that trial
+    assert [p.parent.name for p in tmp_path.glob("*/eval.json")] == [str(best.number)]
+    summary = json.loads((tmp_path / "sweep_summary.json").read_text())
+    assert summary["best_trial"]["test"] == scores
+    assert f"on its 7 test samples: test_loss {scores['test_loss']:.6g}" in proc.stdout + proc.stderr
+    # a rerun of the sweep keeps the scores of an unchanged best trial: nothing is started
+    assert score_best_trial(study, NO_APP, tmp_path) == scores
+
+
+def test_a_best_trial_without_a_test_split_is_not_evaluated(tmp_path: Path) -> None:
+    study = optuna.create_study()
+    study.add_trial(optuna.trial.create_trial(value=1.0, user_attrs={"summary": {"test_samples": None}}))
+    assert score_best_trial(study, NO_APP, tmp_path) is None and "best_trial_test" not in study.user_attrs
+
+
+def test_test_best_false_turns_the_test_eval_off(tmp_path: Path) -> None:
+    run_sweep(tmp_path, "hydra/sweeper/sampler=grid", "x=choice(0.3)", "test_samples=7",
+              "hydra.sweeper.test_best=false")
+    assert "best_trial_test" not in load_study(tmp_path).user_attrs and not list(tmp_path.glob("*/eval.json"))

@@ -2,11 +2,14 @@
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 
 import pytest
 from omegaconf import OmegaConf
 
-from conftest import run_cli
+from conftest import one_line_error, run_cli
 from hydra_plugins.harness_torchrun_launcher.command import torchrun_prefix
 from hydra_plugins.harness_torchrun_launcher.config import TorchrunLauncherConf
 from hydra_plugins.harness_torchrun_launcher.packing import gpus_per_job, plan_slots, slot_env
@@ -82,3 +85,37 @@ def test_single_run_under_torchrun_launcher(tmp_path):
     (run_dir,) = (tmp_path / "outputs" / "torchrun").iterdir()
     assert (run_dir / "train_rank1.log").exists()
     assert json.loads((run_dir / "summary.json").read_text())["status"] == "completed"
+
+
+def test_a_refused_config_under_the_torchrun_launcher_is_one_line_and_exit_2(tmp_path):
+    """Both ranks refuse; the launcher adds neither torchrun's ChildFailedError traceback nor its ERROR log."""
+    result = run_cli(["hydra/launcher=torchrun", "hydra.launcher.nproc_per_node=2", "model=mlp", "data=synthetic",
+                      "debug=smoke", "optim.lr=-1", f"hydra.run.dir={tmp_path / 'run'}"], cwd=tmp_path,
+                     env={"OMP_NUM_THREADS": "1"})
+    assert one_line_error(result, "optim.lr") == "error: optim.lr=-1 is invalid: a finite number > 0"
+    assert result.stdout.strip() == "" and not (tmp_path / "run").exists()
+
+
+RANK_SCRIPT = """import os, signal, sys
+if os.environ["RANK"] == "1":
+    {action}
+"""
+
+
+@pytest.mark.parametrize("action,code,killed", [
+    ("sys.exit(3)", 3, False),  # a rank that failed said why itself: nothing is added
+    ("os.kill(os.getpid(), signal.SIGKILL)", 137, True),  # it could not: one line says what happened
+])
+def test_quiet_torchrun_ends_with_the_failed_rank_exit_code(tmp_path, action, code, killed):
+    script = tmp_path / "job.py"
+    script.write_text(RANK_SCRIPT.format(action=action))
+    result = subprocess.run([sys.executable, "-m", "hydra_plugins.harness_torchrun_launcher.quiet", "--standalone",
+                             "--nproc_per_node=2", str(script)], capture_output=True, text=True, timeout=120,
+                            env={**os.environ, "OMP_NUM_THREADS": "1"})
+    assert result.returncode == code, result.stderr[-2000:]
+    assert "Traceback" not in result.stderr and "ChildFailedError" not in result.stderr
+    errors = [ln for ln in result.stderr.splitlines() if ln.startswith("error:")]
+    if killed:
+        assert len(errors) == 1 and errors[0].startswith("error: rank 1 (pid ") and errors[0].endswith("SIGKILL")
+    else:
+        assert errors == []

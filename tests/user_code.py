@@ -113,6 +113,14 @@ def pairs(n_train: int = 256):
     return TensorDataset(x[:n_train], y[:n_train]), TensorDataset(x[n_train:], y[n_train:])
 
 
+def pairs_with_test(n_train: int = 256, as_dict: bool = False):
+    """`pairs` plus a test split of other samples, which mode=eval scores: (train, val, test) or a dict."""
+    train, val = pairs(n_train)
+    x = torch.randn(96, 8, generator=torch.Generator().manual_seed(1))
+    test = TensorDataset(x, (x[:, 0] > 0).long() + 2 * (x[:, 1] > 0).long())
+    return {"train": train, "val": val, "test": test} if as_dict else (train, val, test)
+
+
 def scalar_targets(n_train: int = 512):
     """Regression with one float per sample (targets shaped [B]), noise-free: the optimum MSE is 0."""
     g = torch.Generator().manual_seed(0)

@@ -1,6 +1,7 @@
 """What every data option hands the trainer: map-style datasets and the facts the model needs."""
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Union
 
@@ -11,6 +12,7 @@ from torch.utils.data import Dataset
 from harness.data.token_file import TokenFile
 
 TASKS = ("lm", "classification", "regression")
+SPLITS = ("train", "val", "test")  # in the order builders and caches list them
 # What a model's constructor may ask for by name; the data decides these.
 MODEL_FIELDS = ("vocab_size", "block_size", "in_features", "out_features", "num_classes", "input_shape")
 
@@ -44,6 +46,16 @@ class DataMeta:
         """What a model's constructor may ask for by name."""
         fields = {name: getattr(self, name) for name in MODEL_FIELDS}
         return {k: v for k, v in fields.items() if v is not None}
+
+
+@dataclass(frozen=True)
+class Splits:
+    """What a data option builds. `test` is scored by mode=eval only: training never reads it."""
+
+    train: Dataset
+    val: Dataset
+    meta: DataMeta
+    test: Dataset | None = None
 
 
 class ArrayDataset(Dataset):
@@ -97,3 +109,9 @@ class TensorPairs(ArrayDataset):
     def gather(self, idx: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         return self.x[idx], self.y[idx]
 
+
+
+def token_splits(streams: Mapping[str, Tokens], meta: DataMeta) -> Splits:
+    """Language-model splits from token streams by split name (`test` optional)."""
+    windows = {name: TokenWindows(tokens, int(meta.block_size)) for name, tokens in streams.items()}
+    return Splits(windows["train"], windows["val"], meta, windows.get("test"))

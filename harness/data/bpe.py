@@ -26,6 +26,7 @@ from omegaconf import DictConfig
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 
 from harness.errors import ConfigError, one_line
+from harness.data.base import SPLITS
 from harness.data.token_file import TokenFile
 from harness.validation import is_whole
 
@@ -49,10 +50,9 @@ PIECE_CUT = re.compile(r"(?=[ \n]\S)")
 
 @dataclass(frozen=True)
 class Tokenized:
-    """A corpus's train and val token ids, and the tokenizer that maps them back to text."""
+    """A corpus's token ids by split (train, val and maybe test), and the tokenizer that maps them back to text."""
 
-    train: TokenFile
-    val: TokenFile
+    streams: dict[str, TokenFile]
     vocab_size: int  # 1 + the largest id the tokenizer can emit: the model's output count
     tokenizer_file: Path
 
@@ -169,26 +169,29 @@ def encode(tokenizer: Tokenizer, text: str) -> np.ndarray:
     return np.fromiter((i for e in encodings for i in e.ids), dtype=np.uint16)
 
 
-def tokenize_corpus(cfg: DictConfig, cache_dir: Path, corpus: str, read: Callable[[], tuple[str, str]]) -> Tokenized:
-    """The corpus's (train, val) text as token ids, from the cache or built into it.
+def tokenize_corpus(cfg: DictConfig, cache_dir: Path, corpus: str, read: Callable[[], tuple[str, ...]]) -> Tokenized:
+    """The corpus's (train, val[, test]) text as token ids, from the cache or built into it.
 
-    `corpus` names the text without reading it (a fingerprint); `read` returns the train and val
-    text, and is called only when the cache lacks this corpus, split and tokenizer."""
+    `corpus` names the text without reading it (a fingerprint); `read` returns the split texts,
+    and is called only when the cache lacks this corpus, split and tokenizer."""
     if cfg.tokenizer == BPE:
         spec = f"bpe{cfg.vocab_size}"
     else:
         spec = f"file-{short_hash(Path(cfg.tokenizer).read_bytes())}"
-    target = cache_dir / f"tokens-{fingerprint(corpus, float(cfg.val_fraction), spec)}"
+    held_out = float(cfg.get("test_fraction") or 0)  # named only when set: the caches of earlier runs stay valid
+    split_key = (float(cfg.val_fraction), *([held_out] if held_out else []))
+    target = cache_dir / f"tokens-{fingerprint(corpus, *split_key, spec)}"
     if not (target / DONE_FILE).exists():
-        _build(cfg, target, {"corpus": corpus, "val_fraction": float(cfg.val_fraction), "tokenizer": spec}, read)
+        _build(cfg, target, {"corpus": corpus, "val_fraction": float(cfg.val_fraction), "tokenizer": spec,
+                             **({"test_fraction": held_out} if held_out else {})}, read)
     meta = json.loads((target / DONE_FILE).read_text())
-    train, val = (TokenFile(target / f"{name}.bin") for name in ("train", "val"))
-    return Tokenized(train, val, meta["vocab_size"], target / TOKENIZER_FILE)
+    streams = {name: TokenFile(target / f"{name}.bin") for name in SPLITS if (target / f"{name}.bin").exists()}
+    return Tokenized(streams, meta["vocab_size"], target / TOKENIZER_FILE)
 
 
-def _build(cfg: DictConfig, target: Path, key: dict[str, object], read: Callable[[], tuple[str, str]]) -> None:
+def _build(cfg: DictConfig, target: Path, key: dict[str, object], read: Callable[[], tuple[str, ...]]) -> None:
     started = time.perf_counter()
-    texts = dict(zip(("train", "val"), read()))
+    texts = dict(zip(SPLITS, read()))
     tokenizer = train_bpe(texts["train"], cfg.vocab_size) if cfg.tokenizer == BPE else load_tokenizer(cfg.tokenizer)
     trained = time.perf_counter()
     vocab_size, counts = vocab_size_of(tokenizer), {}

@@ -10,7 +10,8 @@ from typing import TypeVar
 import numpy as np
 from omegaconf import DictConfig
 
-from harness.data.base import DataMeta, Tokens, TokenWindows
+from harness.data.base import SPLITS, DataMeta, Splits, Tokens, token_splits
+from harness.data.holdout import cut_tail, test_size
 from harness.data.id_cache import cached_ids
 from harness.data.token_file import TokenFile
 from harness.data.bpe import CHAR, fingerprint, short_hash, tokenize_corpus, validate_tokenizer
@@ -47,8 +48,15 @@ def encode_chars(text: str) -> tuple[np.ndarray, list[str]]:
 def split(ids: Text, val_fraction: float) -> tuple[Text, Text]:
     """The tail is validation: contiguous, so no window straddles both sides. Text for subword
     tokens is cut by characters before tokenizing, at the same place as the character ids."""
-    n_val = int(len(ids) * val_fraction)
-    return ids[: len(ids) - n_val], ids[len(ids) - n_val :]
+    return cut_tail(ids, int(len(ids) * val_fraction))
+
+
+def held_out(ids: Text, cfg: DictConfig) -> tuple[Text, ...]:
+    """(train, val), or (train, val, test) with data.test_fraction: validation is the same tail as
+    without one, and the test split is the end of what it leaves."""
+    rest, val = split(ids, float(cfg.val_fraction))
+    train, test = cut_tail(rest, test_size(cfg, len(ids), len(val), int(cfg.block_size) + 2, "characters"))
+    return (train, val, test) if len(test) else (train, val)
 
 
 def cache_root(cfg: DictConfig) -> Path:
@@ -75,28 +83,29 @@ def _char_corpus(folder: Path, read: Callable[[], str]) -> tuple[TokenFile, list
     return ids, facts["vocab"]
 
 
-def _lm_data(train: Tokens, val: Tokens, vocab_size: int, cfg: DictConfig, tokenizer_file: str | None = None):
-    check_long_enough("data.path", cfg.get("path", "stdlib"), {"train": train, "val": val}, int(cfg.block_size))
+def _lm_data(parts: tuple[Tokens, ...], vocab_size: int, cfg: DictConfig, tokenizer_file: str | None = None) -> Splits:
+    streams = dict(zip(SPLITS, parts))
+    check_long_enough("data.path", cfg.get("path", "stdlib"), streams, int(cfg.block_size))
     meta = DataMeta(task="lm", vocab_size=vocab_size, block_size=int(cfg.block_size), tokenizer_file=tokenizer_file)
-    return TokenWindows(train, meta.block_size), TokenWindows(val, meta.block_size), meta
+    return token_splits(streams, meta)
 
 
-def _char_data(ids: Tokens, vocab: list[str], cfg: DictConfig):
-    return _lm_data(*split(ids, float(cfg.val_fraction)), len(vocab), cfg)
+def _char_data(ids: Tokens, vocab: list[str], cfg: DictConfig) -> Splits:
+    return _lm_data(held_out(ids, cfg), len(vocab), cfg)
 
 
-def subword_data(cfg: DictConfig, corpus: str, read: Callable[[], tuple[str, str]]):
+def subword_data(cfg: DictConfig, corpus: str, read: Callable[[], tuple[str, ...]]) -> Splits:
     """Windows of subword tokens (data.tokenizer=bpe or a tokenizer.json); `corpus` fingerprints the
-    text and its split, and `read` returns (train, val) text only when the cache must be built."""
+    text and its split, and `read` returns (train, val[, test]) text only when the cache must be built."""
     tokens = tokenize_corpus(cfg, cache_root(cfg), corpus, read)
-    return _lm_data(tokens.train, tokens.val, tokens.vocab_size, cfg, str(tokens.tokenizer_file))
+    return _lm_data(tuple(tokens.streams.values()), tokens.vocab_size, cfg, str(tokens.tokenizer_file))
 
 
-def build_stdlib(cfg: DictConfig):
+def build_stdlib(cfg: DictConfig) -> Splits:
     files = stdlib_files()
     if cfg.get("tokenizer", CHAR) != CHAR:
         return subword_data(cfg, f"stdlib-{stdlib_fingerprint(files)}",
-                            lambda: split(stdlib_text(files), float(cfg.val_fraction)))
+                            lambda: held_out(stdlib_text(files), cfg))
     ids, vocab = _char_corpus(cache_root(cfg) / f"stdlib-{stdlib_fingerprint(files)}", lambda: stdlib_text(files))
     return _char_data(ids, vocab, cfg)
 
@@ -114,11 +123,11 @@ def _read_text(path: str) -> str:
     return text
 
 
-def build_text(cfg: DictConfig):
+def build_text(cfg: DictConfig) -> Splits:
     stat = Path(cfg.path).stat()  # an edited file gets a new mtime, hence a new cache
     name = fingerprint(Path(cfg.path).resolve(), stat.st_size, stat.st_mtime_ns)
     if cfg.get("tokenizer", CHAR) != CHAR:
-        return subword_data(cfg, f"text-{name}", lambda: split(_read_text(cfg.path), float(cfg.val_fraction)))
+        return subword_data(cfg, f"text-{name}", lambda: held_out(_read_text(cfg.path), cfg))
     ids, vocab = _char_corpus(cache_root(cfg) / f"text-chars-{name}", lambda: _read_text(cfg.path))
     return _char_data(ids, vocab, cfg)
 

@@ -1,4 +1,4 @@
-"""Before training: a sample of both splits is read and checked against what the data declares,
+"""Before training: a sample of both splits (before scoring it, of the test split) is read and checked against what the data declares,
 so a label past num_classes or a token id past vocab_size fails in one line, not as a CUDA
 device-side assert an hour in."""
 from __future__ import annotations
@@ -39,8 +39,8 @@ def _ids_in_range(t: torch.Tensor, size: int, key: str, split: str, what: str, i
                                      f"the model gets {size} outputs, so each must lie in {allowed}")
 
 
-def check_samples(train: Dataset, val: Dataset, meta: DataMeta, recipe: BatchRecipe) -> None:
-    for split, dataset in (("train", train), ("val", val)):
+def check_samples(splits: dict[str, Dataset], meta: DataMeta, recipe: BatchRecipe) -> None:
+    for split, dataset in splits.items():
         if len(dataset) == 0:
             raise ConfigError("data", split, "a non-empty split: it has no samples")
         x, y = fetch(dataset, recipe, spread_indices(len(dataset), CHECKED_SAMPLES), split=split)

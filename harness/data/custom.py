@@ -1,6 +1,7 @@
 """`data=custom data._target_=mypkg.build`: your own map-style torch Datasets.
 
-The factory returns `(train, val)` (or a dict with `train` and `val`). Samples are `(input,
+The factory returns `(train, val)` or `(train, val, test)` (or a dict with `train`, `val` and
+maybe `test`); a test split is scored by mode=eval only, never trained or validated on. Samples are `(input,
 target)` pairs or dicts (pick the fields with data.input_key / data.target_key) of tensors,
 numpy arrays or numbers. The task is declared by `data.task`; the sizes the model needs are read
 from the data when that is cheap and safe (`.classes`, `.num_classes`, `.vocab_size`, a
@@ -16,7 +17,7 @@ from omegaconf import DictConfig, OmegaConf
 from torch.utils.data import Dataset, IterableDataset, TensorDataset
 
 from harness.callables import call, check_accepts, locate
-from harness.data.base import TASKS, DataMeta
+from harness.data.base import SPLITS, TASKS, DataMeta, Splits
 from harness.data.loader import SHARED_DATA_KEYS, BatchRecipe, fetch, peek
 from harness.errors import ConfigError
 from harness.validation import is_whole
@@ -44,18 +45,20 @@ def validate_custom(cfg: DictConfig) -> None:
     check_accepts(target, factory_kwargs(cfg), "data", cfg._target_)
 
 
-def _splits(result: Any, path: str) -> tuple[Dataset, Dataset]:
+def _splits(result: Any, path: str) -> list[Dataset]:
+    """[train, val] or [train, val, test]."""
     if isinstance(result, Mapping) and {"train", "val"} <= set(result):
-        result = (result["train"], result["val"])
-    if not (isinstance(result, (tuple, list)) and len(result) == 2):
-        raise ConfigError("data._target_", path, f"a factory that returns (train, val) datasets, "
-                                                 f"not a {type(result).__name__}")
-    for split, dataset in zip(("train", "val"), result):
+        result = [result[name] for name in SPLITS if name in result]
+    if not (isinstance(result, (tuple, list)) and len(result) in (2, 3)):
+        raise ConfigError("data._target_", path, f"a factory that returns (train, val) or (train, val, test) "
+                                                 f"datasets, not a {type(result).__name__}"
+                                                 + (f" of {len(result)}" if isinstance(result, (tuple, list)) else ""))
+    for split, dataset in zip(SPLITS, result):
         if isinstance(dataset, IterableDataset) or not (hasattr(dataset, "__getitem__") and hasattr(dataset, "__len__")):
             raise ConfigError("data._target_", path, f"map-style datasets (__getitem__ and __len__); the {split} "
                                                      f"one is a {type(dataset).__name__} (iterable/streaming "
                                                      f"datasets are not supported: exact resume needs random access)")
-    return result[0], result[1]
+    return list(result)
 
 
 def _declared_or_read(cfg: DictConfig, key: str, dataset: Dataset, attrs: tuple[str, ...]) -> int:
@@ -87,10 +90,10 @@ def _check_fields(cfg: DictConfig, train: Dataset) -> None:
             raise ConfigError(f"data.{key}", wanted, f"a field of {cfg._target_}'s dict samples: one of {fields}")
 
 
-def build_custom(cfg: DictConfig) -> tuple[Dataset, Dataset, DataMeta]:
+def build_custom(cfg: DictConfig) -> Splits:
     path = cfg._target_
     result = call(locate("data._target_", path), factory_kwargs(cfg), "data._target_", path, "a factory that runs")
-    train, val = _splits(result, path)
+    train, val, *test = _splits(result, path)
     if len(train) == 0:
         raise ConfigError("data", "train", "a non-empty split: it has no samples")
     _check_fields(cfg, train)
@@ -105,4 +108,4 @@ def build_custom(cfg: DictConfig) -> tuple[Dataset, Dataset, DataMeta]:
                         in_features=x.numel(), input_shape=tuple(x.shape))
     else:
         meta = DataMeta("regression", out_features=max(y.numel(), 1), in_features=x.numel(), input_shape=tuple(x.shape))
-    return train, val, meta
+    return Splits(train, val, meta, test[0] if test else None)

@@ -15,7 +15,8 @@ import torch.nn.functional as F
 from omegaconf import DictConfig
 from torch.utils.data import Dataset
 
-from harness.data.base import DataMeta, TensorPairs
+from harness.data.base import DataMeta, Splits, TensorPairs
+from harness.data.holdout import cut_tail, test_size
 from harness.errors import ConfigError
 from harness.validation import is_whole
 
@@ -61,15 +62,17 @@ def validate_digits(cfg: DictConfig) -> None:
         raise ConfigError("data", "digits", INSTALL)
 
 
-def build_digits(cfg: DictConfig) -> tuple[Dataset, Dataset, DataMeta]:
+def build_digits(cfg: DictConfig) -> Splits:
     images, labels = _load_digits()
     order = torch.randperm(len(images), generator=torch.Generator().manual_seed(int(cfg.seed)))
     n_val = int(len(images) * float(cfg.val_fraction))
-    train_idx, val_idx = order[n_val:], order[:n_val]
+    val_idx = order[:n_val]
+    train_idx, test_idx = cut_tail(order[n_val:], test_size(cfg, len(images), n_val, unit="images"))
     mean, std = images[train_idx].mean(), images[train_idx].std()
     images = (images - mean) / std
     train_x, train_y = images[train_idx], labels[train_idx]
     background = float(-mean / std)  # a raw 0 pixel, standardised
     train = ShiftedDigits(train_x, train_y, int(cfg.shift), background) if cfg.shift else TensorPairs(train_x, train_y)
     meta = DataMeta("classification", in_features=SIDE * SIDE, out_features=NUM_CLASSES, input_shape=(1, SIDE, SIDE))
-    return train, TensorPairs(images[val_idx], labels[val_idx]), meta
+    test = TensorPairs(images[test_idx], labels[test_idx]) if len(test_idx) else None
+    return Splits(train, TensorPairs(images[val_idx], labels[val_idx]), meta, test)

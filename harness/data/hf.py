@@ -5,6 +5,7 @@ data_files=path)` for local text/json/csv/parquet files. Language modelling toke
 column (the harness's character vocabulary, a byte-level BPE trained on the train split, a
 tokenizer.json file, or a local transformers tokenizer directory) into one token stream cut into
 windows, as `data=text` does; classification and regression read feature and label columns.
+`data.test_split` names a split that mode=eval scores; training never reads it.
 """
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ import numpy as np
 import torch
 from omegaconf import DictConfig, OmegaConf
 
-from harness.data.base import TASKS, ArrayDataset, DataMeta, TokenWindows
+from harness.data.base import TASKS, ArrayDataset, DataMeta, Splits, token_splits
 from harness.data.bpe import fingerprint, short_hash, uses_tokenizers, validate_tokenizer
 from harness.data.chars import cache_root, check_long_enough, encode_chars, split, subword_data
 from harness.data.id_cache import Built, cached_ids
@@ -72,8 +73,9 @@ def _load(cfg: DictConfig) -> Any:
 def _split(loaded: Any, name: str | None, key: str) -> Any:
     """One split of a DatasetDict; a plain Dataset is its own train split."""
     if not hasattr(loaded, "keys"):
-        if key == "data.val_split":
-            raise ConfigError(key, name, "null: the dataset has a single split (val_fraction of it is held out)")
+        if key != "data.train_split":
+            held_out = " (val_fraction of it is held out)" if key == "data.val_split" else ""
+            raise ConfigError(key, name, f"null: the dataset has a single split{held_out}")
         return loaded
     if name not in loaded:
         raise ConfigError(key, name, f"one of the dataset's splits {list(loaded.keys())}")
@@ -85,13 +87,14 @@ def _column(dataset: Any, column: str, key: str) -> None:
         raise ConfigError(key, column, f"a column of the dataset: {dataset.column_names}")
 
 
-def build_hf(cfg: DictConfig) -> tuple[ArrayDataset, ArrayDataset, DataMeta]:
+def build_hf(cfg: DictConfig) -> Splits:
     loaded = _load(cfg)
     train = _split(loaded, cfg.get("train_split", "train"), "data.train_split")
-    val = _split(loaded, cfg.val_split, "data.val_split") if cfg.get("val_split") is not None else None
+    val, test = (_split(loaded, cfg[key], f"data.{key}") if cfg.get(key) is not None else None
+                 for key in ("val_split", "test_split"))
     if cfg.task == "lm":
-        return _token_windows(cfg, train, val)
-    return _columns(cfg, train, val)
+        return _token_windows(cfg, train, val, test)
+    return _columns(cfg, train, val, test)
 
 
 def _texts(dataset: Any, column: str) -> list[str]:
@@ -99,12 +102,13 @@ def _texts(dataset: Any, column: str) -> list[str]:
     return [t for t in dataset[column] if isinstance(t, str) and t]
 
 
-def _token_windows(cfg: DictConfig, train: Any, val: Any) -> tuple[ArrayDataset, ArrayDataset, DataMeta]:
+def _token_windows(cfg: DictConfig, train: Any, val: Any, test: Any) -> Splits:
     """Documents joined into one stream (newline or the tokenizer's EOS between them); the val split,
     or the stream's tail when there is none, is validation."""
     texts = {"train": _texts(train, cfg.text_column)}
-    if val is not None:
-        texts["val"] = _texts(val, cfg.text_column)
+    for name, split_set in (("val", val), ("test", test)):
+        if split_set is not None:
+            texts[name] = _texts(split_set, cfg.text_column)
     if uses_tokenizers(cfg.tokenizer):
         return _subword_windows(cfg, texts)
     joined = {name: "\n".join(docs) for name, docs in texts.items()}
@@ -119,15 +123,16 @@ def _token_windows(cfg: DictConfig, train: Any, val: Any) -> tuple[ArrayDataset,
         streams["train"], streams["val"] = split(streams["train"], float(cfg.val_fraction))
     block = int(cfg.block_size)
     check_long_enough("data.path", cfg.path, streams, block)
-    meta = DataMeta("lm", vocab_size=vocab_size, block_size=block)
-    return TokenWindows(streams["train"], block), TokenWindows(streams["val"], block), meta
+    return token_splits(streams, DataMeta("lm", vocab_size=vocab_size, block_size=block))
 
 
-def _subword_windows(cfg: DictConfig, texts: dict[str, list[str]]) -> tuple[ArrayDataset, ArrayDataset, DataMeta]:
+def _subword_windows(cfg: DictConfig, texts: dict[str, list[str]]) -> Splits:
     """BPE or a tokenizer.json: without a val split, the tail is cut by characters before tokenizing
     (as data=text does), so the BPE never trains on validation text."""
     train = "\n".join(texts["train"])
     parts = (train, "\n".join(texts["val"])) if "val" in texts else split(train, float(cfg.val_fraction))
+    if "test" in texts:
+        parts = (*parts, "\n".join(texts["test"]))
     return subword_data(cfg, f"hf-{fingerprint(*parts)}", lambda: parts)  # the text itself names the corpus
 
 
@@ -186,12 +191,13 @@ class HFColumns(ArrayDataset):
         return x, (y.float() if y.dtype == torch.float64 else y)
 
 
-def _columns(cfg: DictConfig, train: Any, val: Any) -> tuple[ArrayDataset, ArrayDataset, DataMeta]:
+def _columns(cfg: DictConfig, train: Any, val: Any, test: Any) -> Splits:
     inputs = cfg.input_key if isinstance(cfg.input_key, str) else list(OmegaConf.to_container(cfg.input_key))
     inputs = [inputs] if isinstance(inputs, str) else inputs
     target = cfg.get("target_key") or "label"
-    for column, key in [*((c, "data.input_key") for c in inputs), (target, "data.target_key")]:
-        _column(train, column, key)
+    for split_set in (train, test) if test is not None else (train,):
+        for column, key in [*((c, "data.input_key") for c in inputs), (target, "data.target_key")]:
+            _column(split_set, column, key)
     if val is None:
         parts = train.train_test_split(test_size=float(cfg.val_fraction), seed=0, shuffle=True)
         train, val = parts["train"], parts["test"]
@@ -206,4 +212,4 @@ def _columns(cfg: DictConfig, train: Any, val: Any) -> tuple[ArrayDataset, Array
     else:
         meta = DataMeta("regression", out_features=max(y[0].numel(), 1), in_features=x[0].numel(),
                         input_shape=tuple(x[0].shape))
-    return train_set, val_set, meta
+    return Splits(train_set, val_set, meta, HFColumns(test, inputs, target) if test is not None else None)

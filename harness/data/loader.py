@@ -12,10 +12,16 @@ resumed run draws exactly what an uninterrupted one would have drawn.
 """
 from __future__ import annotations
 
+import logging
+import multiprocessing
+import pickle
 import random
-from collections.abc import Callable, Iterator, Mapping, Sequence
 import signal
+import sys
+import threading
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from multiprocessing.context import BaseContext
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -28,9 +34,12 @@ from harness.data.sampler import BatchStream, MicroBatch, split_for_rank
 from harness.callables import locate
 from harness.errors import ConfigError, DataError, one_line, user_frames
 
+log = logging.getLogger("harness")
 EVAL_EPOCH = -1  # validation samples get the same transforms at every eval
 # conf/train.yaml's `data:` block: the keys every data option shares (the sampler's and the loader's)
-SHARED_DATA_KEYS = ("shuffle", "num_workers", "pin_memory", "persistent_workers", "prefetch_factor", "collate_fn")
+SHARED_DATA_KEYS = ("shuffle", "num_workers", "pin_memory", "persistent_workers", "prefetch_factor", "collate_fn",
+                    "worker_start")
+WORKER_STARTS = ("auto", "fork", "forkserver", "spawn")
 
 
 def ignore_ctrl_c(_worker_id: int) -> None:
@@ -38,6 +47,87 @@ def ignore_ctrl_c(_worker_id: int) -> None:
     that died of it would fail the very batch the run needs to reach its checkpoint. The main
     process stops the workers when it stops."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
+def fork_hazards() -> list[str]:
+    """What runs threads in this process besides torch's own pools (which torch re-creates in a
+    forked child): a process group's (gloo's, NCCL's, the TCP store's native threads) and Python
+    threads (a tracker's uploader, the user's own)."""
+    hazards = []
+    if torch.distributed.is_available() and torch.distributed.is_initialized():
+        hazards.append(f"the {torch.distributed.get_backend()} process group's threads")
+    others = [t.name for t in threading.enumerate() if t is not threading.main_thread()]
+    if others:
+        hazards.append(f"Python threads {', '.join(sorted(others))}")
+    return hazards
+
+
+class _Discard:
+    """A file that keeps nothing."""
+
+    def write(self, data: bytes) -> int:
+        return len(data)
+
+
+class _ProbePickler(pickle.Pickler):
+    """Pickles a dataset's Python objects and skips its arrays: what cannot travel to a fresh
+    process is a lambda, an open file or a lock, never a tensor (workers get those by a shared
+    memory handle), and skipping them keeps the check free of a copy of the data."""
+
+    def persistent_id(self, obj: Any) -> int | None:
+        return id(obj) if isinstance(obj, (torch.Tensor, torch.UntypedStorage, np.ndarray)) else None
+
+
+def pickle_problem(reader: Dataset) -> str | None:
+    """Why the workers' dataset cannot be sent to a fresh process, or None when it can."""
+    try:
+        _ProbePickler(_Discard(), pickle.HIGHEST_PROTOCOL).dump(reader)
+    except Exception as err:  # noqa: BLE001 - whatever a user's dataset holds (a lambda, a handle, a lock)
+        return one_line(err)
+    return None
+
+
+_warned: set[str] = set()
+
+
+def _warn_once(message: str, *args: Any) -> None:
+    """The training and the validation loader meet the same dataset problem: one line says it."""
+    if message not in _warned:
+        _warned.add(message)
+        log.warning(message, *args)
+
+
+def worker_context(choice: str, reader: Dataset) -> BaseContext | None:
+    """How DataLoader workers start (`data.worker_start`).
+
+    fork copies the training process as it is, other threads' locks included: with a process
+    group's threads alive (DDP, FSDP) a worker can inherit a lock that nobody will release and
+    hang before its first batch, which is why CPython 3.12 warns on such forks and 3.14 made
+    forkserver Linux's default. `auto` forks when nothing but torch's pools runs threads
+    (fastest: nothing is pickled, and the dataset's memory is shared) and otherwise starts the
+    workers from a forkserver, which imports torch once, before any thread exists. A dataset that
+    cannot be pickled cannot reach a forkserver's worker: `auto` then forks with a warning, and an
+    explicit forkserver or spawn is refused in one line."""
+    method = choice
+    if choice == "auto":
+        hazards = fork_hazards()
+        if sys.platform != "linux" or not hazards:
+            return None  # the platform's own default: fork on Linux, spawn elsewhere
+        method = "forkserver"
+    if method == "fork":
+        return multiprocessing.get_context("fork")
+    problem = pickle_problem(reader)
+    if problem is not None and choice == "auto":
+        _warn_once("data: the dataset cannot be pickled (%s), so its workers are forked beside %s, where a "
+                   "worker can rarely hang; a picklable dataset is started safely (data.worker_start=fork "
+                   "silences this)", problem, " and ".join(hazards))
+        return multiprocessing.get_context("fork")
+    if problem is not None:
+        raise ConfigError("data.worker_start", choice, f"fork, or a picklable dataset ({problem})")
+    context = multiprocessing.get_context(method)
+    if method == "forkserver":
+        context.set_forkserver_preload(["__main__", "torch", "harness.data.loader"])  # each worker forks from these
+    return context
 
 
 @dataclass(frozen=True)
@@ -48,12 +138,14 @@ class LoaderSettings:
     pin_memory: bool = False
     persistent_workers: bool = True
     prefetch_factor: int | None = None
+    worker_start: str = "auto"
 
-    def loader_kwargs(self) -> dict[str, Any]:
+    def loader_kwargs(self, reader: Dataset) -> dict[str, Any]:
         kwargs: dict[str, Any] = {"num_workers": self.num_workers, "pin_memory": self.pin_memory}
         if self.num_workers:
             kwargs["worker_init_fn"] = ignore_ctrl_c
             kwargs["persistent_workers"] = self.persistent_workers
+            kwargs["multiprocessing_context"] = worker_context(self.worker_start, reader)
             if self.prefetch_factor is not None:
                 kwargs["prefetch_factor"] = self.prefetch_factor
         return kwargs
@@ -212,8 +304,9 @@ def _as_is(batch: Any) -> Any:
 
 def _loader(dataset: Dataset, recipe: BatchRecipe, seed: int, tickets: Any, settings: LoaderSettings) -> DataLoader:
     # Its own generator: creating an iterator must not draw from the global RNG (dropout's).
-    return DataLoader(_Reader(dataset, recipe, seed), batch_sampler=tickets, collate_fn=_as_is,
-                      generator=torch.Generator().manual_seed(seed), **settings.loader_kwargs())
+    reader = _Reader(dataset, recipe, seed)
+    return DataLoader(reader, batch_sampler=tickets, collate_fn=_as_is,
+                      generator=torch.Generator().manual_seed(seed), **settings.loader_kwargs(reader))
 
 
 def shut_down(loader: DataLoader, iterator: Iterator | None = None) -> None:

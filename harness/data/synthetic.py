@@ -7,7 +7,8 @@ from dataclasses import replace
 import torch
 from omegaconf import DictConfig
 
-from harness.data.base import DataMeta, TensorPairs
+from harness.data.base import DataMeta, Splits, TensorPairs
+from harness.data.holdout import cut_tail, test_size
 from harness.data.prior import label_entropy
 from harness.errors import ConfigError
 
@@ -30,8 +31,9 @@ def validate_synthetic(cfg: DictConfig) -> None:
         raise ConfigError("data.noise", cfg.noise, "a number >= 0")
 
 
-def build_synthetic(cfg: DictConfig):
-    """A random linear teacher labels Gaussian inputs; fixed by data.seed, not the run seed."""
+def build_synthetic(cfg: DictConfig) -> Splits:
+    """A random linear teacher labels Gaussian inputs; fixed by data.seed, not the run seed. The
+    test split (data.test_fraction of all samples) is the tail of the n_train ones."""
     g = torch.Generator().manual_seed(int(cfg.seed))
     n, d = cfg.n_train + cfg.n_val, cfg.in_features
     x = torch.randn(n, d, generator=g)
@@ -47,11 +49,12 @@ def build_synthetic(cfg: DictConfig):
         y = y[torch.randperm(n, generator=g)]
         if cfg.task == "classification":  # nothing to learn: the best loss is the labels' entropy
             meta = replace(meta, optimum_loss=label_entropy(y))
-    train_x, train_y = x[: cfg.n_train], y[: cfg.n_train]
+    n_test = test_size(cfg, n, cfg.n_val)
+    (train_x, test_x), (train_y, test_y) = cut_tail(x[: cfg.n_train], n_test), cut_tail(y[: cfg.n_train], n_test)
     if cfg.get("sort_by_target", False):  # stored like a file sorted by its label column
         order = torch.argsort(train_y if train_y.ndim == 1 else train_y[:, 0], stable=True)
         train_x, train_y = train_x[order], train_y[order]
     train = TensorPairs(train_x, train_y)
     val = TensorPairs(x[cfg.n_train :], y[cfg.n_train :])
-    return train, val, meta
+    return Splits(train, val, meta, TensorPairs(test_x, test_y) if n_test else None)
 

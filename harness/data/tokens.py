@@ -1,4 +1,5 @@
-"""Pre-tokenized corpora in nanoGPT's layout: uint16 memmaps DIR/train.bin and DIR/val.bin."""
+"""Pre-tokenized corpora in nanoGPT's layout: uint16 memmaps DIR/train.bin and DIR/val.bin (and DIR/test.bin,
+scored by mode=eval only, when present)."""
 from __future__ import annotations
 
 import json
@@ -6,7 +7,7 @@ from pathlib import Path
 
 from omegaconf import DictConfig
 
-from harness.data.base import DataMeta, TokenWindows
+from harness.data.base import SPLITS, DataMeta, Splits, token_splits
 from harness.data.chars import check_long_enough
 from harness.data.token_file import TokenFile
 from harness.errors import ConfigError
@@ -29,7 +30,8 @@ def _vocab_size(cfg: DictConfig) -> int | None:
 
 def validate_tokens(cfg: DictConfig) -> None:
     root = cfg.get("dir")
-    for split in ("train.bin", "val.bin"):
+    optional = ["test.bin"] if root and (Path(root) / "test.bin").is_file() else []
+    for split in ("train.bin", "val.bin", *optional):
         if not root or not (Path(root) / split).is_file():
             raise ConfigError("data.dir", root, f"a directory holding train.bin and val.bin (uint16); {split} is missing")
         size = (Path(root) / split).stat().st_size
@@ -43,11 +45,9 @@ def validate_tokens(cfg: DictConfig) -> None:
         raise ConfigError("data.vocab_size", None, f"a positive integer, or {root}/meta.json with a vocab_size field")
 
 
-def build_tokens(cfg: DictConfig):
+def build_tokens(cfg: DictConfig) -> Splits:
     root = Path(cfg.dir)
     block = int(cfg.block_size)
-    train, val = TokenFile(root / "train.bin"), TokenFile(root / "val.bin")
-    check_long_enough("data.dir", cfg.dir, {"train": train, "val": val}, block)
-    meta = DataMeta(task="lm", vocab_size=_vocab_size(cfg), block_size=block)
-    return TokenWindows(train, block), TokenWindows(val, block), meta
-
+    streams = {name: TokenFile(root / f"{name}.bin") for name in SPLITS if (root / f"{name}.bin").is_file()}
+    check_long_enough("data.dir", cfg.dir, streams, block)
+    return token_splits(streams, DataMeta(task="lm", vocab_size=_vocab_size(cfg), block_size=block))

@@ -29,6 +29,9 @@ ATTR_REMEDIES = "remedies"  # diagnose.remedy=auto: the overrides each attempt a
 ATTR_REMEDY_VERDICT = "remedy_verdict"  # healthy | healed | unchanged | sick
 STUDY_SEARCH_SPACE = "search_space"  # study user attrs: {name: sweep text}
 STUDY_N_TRIALS = "n_trials"  # the target of the latest run
+# {"trial", "checkpoint", "step", "test_samples", "test_loss", ...}: the best trial's test scores (mode=eval's
+# eval.json). A study attr: Optuna refuses user attrs on a trial once it has finished.
+STUDY_BEST_TEST = "best_trial_test"
 INTERRUPTED = "interrupted"
 SURPLUS = "surplus: another sweeper sharing the study took the last trial"
 HEARTBEAT_S = 30.0

@@ -1,6 +1,7 @@
 """Results of a sweep, from its study alone (so `scripts/sweep_report.py` can redo them):
 
-    sweep_summary.json     best trial (or Pareto front), counts by state, wall time, files
+    sweep_summary.json     best trial (or Pareto front) with its test scores when taken, counts by
+                           state, wall time, files
     trials.csv, trials.md  one row per trial: state, values, params, duration, reason
     *.png                  optuna.visualization.matplotlib plots (Agg backend)
     tb_hparams/            every finished trial's hparams + metrics for TensorBoard's HParams tab
@@ -20,6 +21,7 @@ from optuna.trial import FrozenTrial, TrialState
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ArgumentError
 
+from harness.metric_names import TEST_ACCURACY, TEST_LOSS, flat
 from harness.validation import is_number
 from hydra_plugins.harness_optuna_sweeper._ledger import (
     ATTR_OVERRIDES,
@@ -28,12 +30,14 @@ from hydra_plugins.harness_optuna_sweeper._ledger import (
     ATTR_RUN_DIR,
     ATTR_SUMMARY,
     INTERRUPTED,
+    STUDY_BEST_TEST,
     STUDY_N_TRIALS,
     STUDY_SEARCH_SPACE,
     is_done,
 )
 
 SUMMARY_FILE = "sweep_summary.json"
+TEST_SCORES = (flat(TEST_LOSS), flat(TEST_ACCURACY))
 MIN_TRIALS_FOR_IMPORTANCE = 4
 TB_DIR = "tb_hparams"
 
@@ -82,7 +86,12 @@ def best_line(summary: dict[str, Any]) -> str:
     values = best["values"]
     if summary.get("metric_names"):
         values = ", ".join(f"{name} {value:.6g}" for name, value in zip(summary["metric_names"], values))
-    return f"best trial {best['number']}: {values} with {' '.join(best['overrides'])}"
+    line = f"best trial {best['number']}: {values} with {' '.join(best['overrides'])}"
+    test = best.get("test")
+    if test:
+        scores = ", ".join(f"{key} {test[key]:.6g}" for key in TEST_SCORES if test.get(key) is not None)
+        line += f"; on its {test['test_samples']} test samples: {scores}"
+    return line
 
 
 def _summary(study: optuna.Study, trials: list[FrozenTrial], storage_url: str) -> dict[str, Any]:
@@ -109,6 +118,9 @@ def _summary(study: optuna.Study, trials: list[FrozenTrial], storage_url: str) -
     else:
         completed = any(t.state == TrialState.COMPLETE for t in trials)
         summary["best_trial"] = _brief(study.best_trial) if completed else None
+        test = study.user_attrs.get(STUDY_BEST_TEST)
+        if summary["best_trial"] and isinstance(test, dict) and test.get("trial") == study.best_trial.number:
+            summary["best_trial"]["test"] = test
     return summary
 
 

@@ -54,6 +54,7 @@ class SweepSettings:
     pruner: Algorithm
     plots: bool
     tensorboard: bool
+    test_best: bool  # score the best trial on its test split after the sweep (when it has one)
 
     @property
     def is_grid(self) -> bool:
@@ -91,6 +92,7 @@ def parse_settings(options: Mapping[str, Any]) -> SweepSettings:
         pruner=pruner,
         plots=bool(options["plots"]),
         tensorboard=bool(options["tensorboard"]),
+        test_best=bool(options["test_best"]),
     )
 
 

@@ -1,4 +1,5 @@
-"""One sweep from start to end: settings -> search space -> study -> trial loop -> report."""
+"""One sweep from start to end: settings -> search space -> study -> trial loop -> the best trial's
+test scores -> report."""
 from __future__ import annotations
 
 import logging
@@ -21,6 +22,7 @@ from hydra_plugins.harness_optuna_sweeper._loop import TrialLoop, trial_dir
 from hydra_plugins.harness_optuna_sweeper._settings import SweepSettings, parse_settings
 from hydra_plugins.harness_optuna_sweeper._space import SearchSpace, parse_search_space
 from hydra_plugins.harness_optuna_sweeper._study import objective_names, open_study, storage_url
+from hydra_plugins.harness_optuna_sweeper._test_best import score_best_trial
 from hydra_plugins.harness_optuna_sweeper.runner import TrialRunner
 
 log = logging.getLogger(__name__)
@@ -50,15 +52,18 @@ def run_sweep(cfg: DictConfig, options: dict[str, Any], config_loader: ConfigLoa
     n_jobs = runner.capacity(settings.n_jobs)
     if n_jobs < settings.n_jobs:
         log.info("n_jobs=%d requested; %d trial(s) fit the free GPUs at once", settings.n_jobs, n_jobs)
+    app = app_command(cfg)
     loop = TrialLoop(
         study=study, space=space, runner=runner,
-        app=app_command(cfg), sweep_dir=sweep_dir, n_jobs=n_jobs, target=target,
+        app=app, sweep_dir=sweep_dir, n_jobs=n_jobs, target=target,
         grid=settings.is_grid, storage_url=url, pruner_spec=settings.pruner_spec(), rejoin=rejoin,
     )
     if not loop.run():
         _report.write_report(study, sweep_dir, url, plots=False, tensorboard=False)
         log.warning("sweep stopped; rerun the same command to resume study '%s'", study.study_name)
         sys.exit(EXIT_INTERRUPTED)
+    if settings.test_best:
+        score_best_trial(study, app, sweep_dir)
     summary = _report.write_report(study, sweep_dir, url, plots=settings.plots,
                                    tensorboard=settings.tensorboard)
     log.info("%s", _report.best_line(summary))

@@ -164,6 +164,9 @@ class OptunaSweeperConf:
     params: Optional[Dict[str, Any]] = None
     plots: bool = True  # PNGs from optuna.visualization.matplotlib in the sweep dir
     tensorboard: bool = True  # every trial's hparams + metrics in <sweep dir>/tb_hparams
+    # After the sweep, score the best trial's best checkpoint on its test split (the app's
+    # mode=eval), when its data holds one; kept as the study's `best_trial_test` user attr.
+    test_best: bool = True
 
 
 _SAMPLERS = {

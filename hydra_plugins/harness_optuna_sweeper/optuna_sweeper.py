@@ -33,6 +33,7 @@ class OptunaSweeper(Sweeper):
         params: Optional[DictConfig],
         plots: bool,
         tensorboard: bool,
+        test_best: bool,
     ) -> None:
         # Validation happens in sweep(): errors raised here would reach the user wrapped in
         # Hydra's multi-line instantiation error.
@@ -48,6 +49,7 @@ class OptunaSweeper(Sweeper):
             params=params,
             plots=plots,
             tensorboard=tensorboard,
+            test_best=test_best,
         )
         self.runner = runner
         self.hydra_context: Optional[HydraContext] = None

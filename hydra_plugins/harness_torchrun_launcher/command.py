@@ -4,15 +4,17 @@ from typing import List
 
 from omegaconf import DictConfig
 
+QUIET_TORCHRUN = "hydra_plugins.harness_torchrun_launcher.quiet"
+
 
 def torchrun_prefix(conf: DictConfig, slot_index: int = 0) -> List[str]:
-    """`python -m torch.distributed.run FLAGS` for `conf` (the launcher's keys).
+    """`python -m ...quiet FLAGS` (torchrun, ending in the ranks' own words) for `conf` (the launcher's keys).
 
     Single-node jobs without an endpoint use --standalone, which picks a free rendezvous port,
     so concurrent jobs never collide. With an explicit endpoint, concurrent jobs get
     consecutive ports (HOST:PORT+slot).
     """
-    argv = [sys.executable, "-m", "torch.distributed.run", f"--nproc_per_node={conf.nproc_per_node}"]
+    argv = [sys.executable, "-m", QUIET_TORCHRUN, f"--nproc_per_node={conf.nproc_per_node}"]
     if str(conf.nnodes) == "1" and not conf.rdzv_endpoint:
         return [*argv, "--standalone"]
     argv += [f"--nnodes={conf.nnodes}", f"--rdzv_backend={conf.rdzv_backend}"]

@@ -2,7 +2,8 @@
 
 It writes summary.json into its Hydra run dir like the real app, reports intermediate values
 through harness.trial.TrialReporter when `evals` > 0, and can be told to misbehave (`mode`).
-It also records when it ran, so tests can check that trials overlapped, and can hold trials until
+`mode=eval` in a trial's run dir stands in for train.py's: eval.json with a test loss derived
+from that trial's summary. It also records when it ran, so tests can check that trials overlapped, and can hold trials until
 a test opens a gate (a file), so a test stops a sweep mid-run by an event, not by a sleep.
 """
 from __future__ import annotations
@@ -34,6 +35,12 @@ def write_summary(run_dir: Path, summary: dict) -> None:
 def main(cfg: DictConfig) -> float:
     started = time.time()
     run_dir = Path(HydraConfig.get().runtime.output_dir)
+    if cfg.mode == "eval":
+        trained = json.loads((run_dir / "summary.json").read_text())
+        (run_dir / "eval.json").write_text(json.dumps({"checkpoint": str(run_dir / "best.pt"), "step": trained["steps"],
+                                                       "test_samples": trained["test_samples"],
+                                                       "test_loss": trained["final_val_loss"] + 1.0}))
+        return trained["final_val_loss"]
     if cfg.mode == "crash":
         raise RuntimeError("simulated crash")
     if cfg.mode == "hang":
@@ -81,6 +88,7 @@ def main(cfg: DictConfig) -> float:
         "ended_at": ended,
         "env": {k: os.environ.get(k) for k in ("FAKE_SLOT", "FAKE_WRAPPED", "OMP_NUM_THREADS")},
         "job_num": job_num,
+        "test_samples": cfg.test_samples,
     })
     return loss
 
