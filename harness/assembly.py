@@ -31,6 +31,7 @@ from harness.checkpoint import FileCheckpoints
 from harness.data import BatchRecipe, DataMeta, LoaderSettings, build_splits, loader_settings
 from harness.data.checks import spread_indices
 from harness.data.facts import input_stats, split_facts
+from harness.data.standardize import with_input_scale
 from harness.data.loader import EvalBatches, TrainBatches, fetch
 from harness.data.prior import majority_share, prior_loss
 from harness.data.sampler import BatchStream, eval_indices
@@ -122,7 +123,7 @@ def build_trainer(cfg: DictConfig, run_dir: Path, device: torch.device,
     splits = build_splits(cfg.data, cfg.loss.get("ignore_index"))
     train_set, val_set, meta = splits.train, splits.val, splits.meta
     check_batch_fits(cfg.batch_size, len(train_set), cfg.data.name)
-    recipe = BatchRecipe.from_config(cfg.data)
+    recipe = with_input_scale(BatchRecipe.from_config(cfg.data), train_set, bool(cfg.data.get("standardize", False)))
     raw_model = build_model(cfg.model, meta)
     apply_init(raw_model, cfg.init)
     raw_model.to(device)

@@ -148,8 +148,13 @@ def _next_candidate(cfg: DictConfig, story: dict[str, Any], current: dict[str, A
 
 
 def _best(story: dict[str, Any]) -> dict[str, Any]:
-    """The attempt with the lowest best val loss (no val loss ranks last; the earlier one on a tie)."""
-    return min(story["attempts"], key=lambda a: (ranked_loss(a.get("best_val_loss")), a["number"]))
+    """The attempt with the lowest best val loss (no val loss ranks last; the earlier one on a tie)
+    among those that may be the result: the run as given, remedies kept for doing measurably
+    better, and the continuations that finish them. A rejected remedy is not, however low it ended:
+    it did not beat its base where both had trained, and a base the live diagnosis stopped early is
+    finished instead, so that remedy=auto never ends below the run as given."""
+    eligible = [a for a in story["attempts"] if a.get("outcome") != "rejected" or a.get("finishes")]
+    return min(eligible, key=lambda a: (ranked_loss(a.get("best_val_loss")), a["number"]))
 
 
 def _finish_best(story: dict[str, Any], run_dir: Path) -> dict[str, Any] | None:

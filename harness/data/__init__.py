@@ -49,6 +49,9 @@ def _validate_loader(cfg: DictConfig) -> None:
         raise ConfigError("data.shuffle", cfg.get("shuffle"), "true (a new sample order every epoch) or false")
     if not isinstance(cfg.get("persistent_workers", True), bool):
         raise ConfigError("data.persistent_workers", cfg.get("persistent_workers"), "true or false")
+    if not isinstance(cfg.get("standardize", False), bool):
+        raise ConfigError("data.standardize", cfg.get("standardize"),
+                          "true (each input feature scaled by the training split's mean and std) or false")
     prefetch = cfg.get("prefetch_factor")
     if prefetch is not None and (not is_whole(prefetch) or prefetch < 1):
         raise ConfigError("data.prefetch_factor", prefetch, "null (torch's default, 2) or an integer >= 1")

@@ -38,7 +38,7 @@ log = logging.getLogger("harness")
 EVAL_EPOCH = -1  # validation samples get the same transforms at every eval
 # conf/train.yaml's `data:` block: the keys every data option shares (the sampler's and the loader's)
 SHARED_DATA_KEYS = ("shuffle", "num_workers", "pin_memory", "persistent_workers", "prefetch_factor", "collate_fn",
-                    "worker_start")
+                    "worker_start", "standardize")
 WORKER_STARTS = ("auto", "fork", "forkserver", "spawn")
 
 
@@ -152,12 +152,24 @@ class LoaderSettings:
 
 
 @dataclass(frozen=True)
+class InputScale:
+    """Per-element statistics every input batch is standardised with (`data.standardize`)."""
+
+    mean: torch.Tensor  # the shape of one sample's input
+    std: torch.Tensor
+
+    def __call__(self, x: torch.Tensor) -> torch.Tensor:
+        return (x - self.mean) / self.std
+
+
+@dataclass(frozen=True)
 class BatchRecipe:
     """How a list of samples becomes one (input, target) batch."""
 
     collate_fn: Callable[[list[Any]], Any] | None = None  # None: torch's default_collate
     input_key: str | list[str] | None = None  # dict samples: the input field(s)
     target_key: str | None = None  # dict samples: the target field
+    scale: InputScale | None = None  # data.standardize: the training split's statistics
 
     @classmethod
     def from_config(cls, cfg: DictConfig) -> BatchRecipe:
@@ -180,7 +192,10 @@ class BatchRecipe:
             x, y = batch[0], batch[1]
         else:
             raise ValueError(f"a sample must be an (input, target) pair or a dict, not {type(batch).__name__}")
-        return _as_tensor(x, "input"), _as_tensor(y, "target")
+        return self.scaled(_as_tensor(x, "input")), _as_tensor(y, "target")
+
+    def scaled(self, x: torch.Tensor) -> torch.Tensor:
+        return self.scale(x) if self.scale is not None else x
 
     @staticmethod
     def _field(batch: Mapping, key: str | list[str] | None, name: str) -> Any:
@@ -261,7 +276,8 @@ def peek(dataset: Dataset, index: int) -> Any:
 def read_batch(dataset: Dataset, recipe: BatchRecipe, seed: int, ticket: Ticket) -> Fetched | FetchFailure:
     """Read and collate one micro-batch; any error becomes a one-line FetchFailure naming the sample."""
     if isinstance(dataset, ArrayDataset) and recipe.collate_fn is None:
-        return Fetched(ticket.indices, *dataset.gather(torch.tensor(ticket.indices, dtype=torch.long)))
+        x, y = dataset.gather(torch.tensor(ticket.indices, dtype=torch.long))
+        return Fetched(ticket.indices, recipe.scaled(x), y)
     snapshot = _RngSnapshot() if get_worker_info() is None else None  # a worker's RNG is its own
     try:
         samples = []

@@ -64,6 +64,17 @@ def adaptive_optimizer(run: RunData) -> Remedy | None:
                   "does at a shared LR; the optimizer changes, so the run starts over", kind="optimizer")
 
 
+def standardised_inputs(run: RunData) -> Candidates:
+    """unnormalised_inputs that hurt: each input feature standardised with the training split's own
+    statistics (`data.standardize`), from scratch. It comes before any LR change a symptom beside
+    it offers: a lower LR only slows a first layer whose pre-activations are 100x too large."""
+    if run.cfg("data.standardize"):
+        return ()
+    return (Remedy(("data.standardize=true",), Restart.SCRATCH, "inputs centred and scaled to unit variance keep the "
+                   "first layer's pre-activations near 1, where the init, the activations and the LR were designed to "
+                   "work; the inputs change, so the run starts over", kind="inputs"),)
+
+
 def bound_gradients(run: RunData, recurrent: bool) -> Candidates:
     """exploding_gradients: clip the global norm (tighter for recurrent models); then a lower LR."""
     clip = RECURRENT_CLIP if recurrent else SAFE_CLIP

@@ -7,6 +7,7 @@ import math
 
 from harness.diagnosis.findings import Finding, Severity
 from harness.diagnosis.load import RunData
+from harness.diagnosis.remedies import standardised_inputs
 from harness.diagnosis.rules.common import name_some
 from harness.diagnosis.signals import fmt
 from harness.metric_names import TRAIN_LOSS_FIRST
@@ -25,7 +26,9 @@ OVERLAP_MIN_FOUND = 8
 # than twice where an untrained model starts (ln K, or the prior for regression): the first layer's
 # outputs were tens of times larger than its init assumed. Without that, an info: Adam or a
 # saturating tanh can absorb the scale at the first update (first loss 1.0-1.6x ln K in the suite)
-# and still train slowly; a model that normalises its own inputs (a LayerNorm first) is fine.
+# and still train slowly; a model that normalises its own inputs (a LayerNorm first) is fine. A
+# critical when it hurt and the run never got back below that start: its best val loss is no better
+# than an untrained model's, and no other cause is as plain.
 INPUT_SCALE = 10.0
 FIRST_LOSS_OVER_START = 2.0
 
@@ -72,16 +75,22 @@ def unnormalised_inputs(run: RunData) -> Finding | None:
         return None
     first_loss = float(first.values[0])
     hurt = first_loss > FIRST_LOSS_OVER_START * start
-    return Finding("unnormalised_inputs", Severity.WARNING if hurt else Severity.INFO, "the inputs are not normalised",
+    best = run.summary.get("best_val_loss")
+    never_recovered = hurt and not (isinstance(best, (int, float)) and math.isfinite(best) and best < start)
+    severity = Severity.CRITICAL if never_recovered else Severity.WARNING if hurt else Severity.INFO
+    return Finding("unnormalised_inputs", severity, "the inputs are not normalised",
                    f"input features reach |median| {fmt(stats['max_abs_feature_median'])} and robust std "
                    f"{fmt(stats['max_feature_spread'])} (rms {fmt(stats.get('rms', math.nan))}; standardised "
                    f"inputs: ~1); the first update's loss was {fmt(first_loss)}, {fmt(first_loss / start)}x "
                    f"{what} {fmt(start)} where an untrained model starts"
                    + ("." if hurt else " (the scale did not show there; a model that normalises its own inputs "
-                      "is fine)."),
-                   "standardise each input feature with the training split's mean and std (images: scale to "
-                   "[0, 1], then per-channel mean/std) in the dataset or a transform; the same statistics for "
-                   "the validation split.")
+                      "is fine).")
+                   + (f" The best val loss, {fmt(best) if isinstance(best, (int, float)) else best}, never got below "
+                      f"that start." if never_recovered else ""),
+                   "data.standardize=true scales each input feature by the training split's mean and std (the "
+                   "same statistics for validation and test); or standardise in the dataset or a transform "
+                   "(images: scale to [0, 1], then per-channel mean/std).",
+                   standardised_inputs(run) if hurt else ())
 
 
 def _untrained_start(run: RunData) -> tuple[float | None, str]:
