@@ -11,6 +11,7 @@ import torch.nn.functional as F
 
 from conftest import ROOT, compose_cfg, one_line_error, run_cli
 from harness.checkpoint import load_checkpoint
+from harness.config import validate_config
 from harness.data import build_splits
 from harness.errors import ConfigError
 from harness.models import build_model
@@ -63,12 +64,19 @@ def test_eval_without_a_checkpoint_is_one_line(tmp_path):
     assert "holds no best checkpoint" in line
 
 
-def test_bad_eval_keys_are_one_line(tmp_path):
-    for override, key in (("eval.batches=0", "eval.batches"), ("eval.batches=half", "eval.batches"),
-                          ("eval.checkpoint=null", "eval.checkpoint"), ("eval.checkpoint=true", "eval.checkpoint")):
-        line = one_line_error(run_cli(["mode=eval", *RUN, override, f"hydra.run.dir={tmp_path / 'x'}"]), key)
-        assert "is invalid" in line, line
-    assert not (tmp_path / "x").exists()
+@pytest.mark.parametrize("override,key", [("eval.batches=half", "eval.batches"),
+                                          ("eval.checkpoint=null", "eval.checkpoint"),
+                                          ("eval.checkpoint=true", "eval.checkpoint")])
+def test_bad_eval_keys_are_refused_by_the_config_checks(override, key):
+    with pytest.raises(ConfigError) as err:
+        validate_config(compose_cfg(["mode=eval", *RUN, override]))
+    assert err.value.key == key
+
+
+def test_a_bad_eval_key_is_one_line_and_leaves_no_run_dir(tmp_path):
+    line = one_line_error(run_cli(["mode=eval", *RUN, "eval.batches=0", f"hydra.run.dir={tmp_path / 'x'}"]),
+                          "eval.batches")
+    assert "an integer >= 1" in line and not (tmp_path / "x").exists()
 
 
 CUSTOM = ["model=mlp", "model.width=16", "data=custom", "data.task=classification", "trainer.max_steps=30",

@@ -208,3 +208,23 @@ def test_the_verdict_needs_a_better_attempt_without_critical_findings_that_learn
     for told, verdict, best in cases:
         _conclude(told)
         assert (told["verdict"], told["best_attempt"]) == (verdict, best)
+
+
+def test_a_rejected_remedy_is_never_the_result_and_a_stopped_base_is_finished_instead(tmp_path):
+    """The live diagnosis stopped the run as given at step 200; the remedy trained 1000 steps to a
+    hair below it, but was not better where both had trained (rejected): the result is the run
+    as given, finished to its end, not the rejected attempt (which ended above remedy=off)."""
+    from harness.attempts import _best, _finish_best
+
+    attempts = [{"number": 1, "overrides": [], "best_val_loss": 1188.87, "critical": ["unnormalised_inputs"]},
+                {"number": 2, "overrides": ["data.standardize=true"], "best_val_loss": 1188.79, "critical": [],
+                 "base": 1, "outcome": "rejected"}]
+    story = {"attempts": attempts, "verdict": None}
+    assert _best(story)["number"] == 1
+    first = tmp_path / "attempts" / "1"
+    (first / "checkpoints").mkdir(parents=True)
+    (first / "summary.json").write_text(json.dumps({"reason": "unnormalised_inputs [critical] ...", "steps": 200,
+                                                    "max_steps": 1000}))
+    torch.save({"step": 200}, first / "checkpoints" / "step_00000200.pt")
+    following = _finish_best(story, tmp_path)
+    assert following is not None and following["finishes"] == 1 and following["overrides"] == []

@@ -121,6 +121,7 @@ def test_each_trial_is_its_own_slurm_job_and_max_parallel_caps_the_jobs_in_fligh
     assert in_flight == 2
 
 
+@pytest.mark.slow  # ~37 s; by default SIGTERM (SIGUSR1's handler) checkpoints and resumes exactly under torchrun
 def test_a_job_signalled_before_its_limit_is_requeued_as_the_same_trial_and_ends_with_the_same_weights(slurm, tmp_path,
                                                                                                       cleanup):
     steps = ["model.width=256", "trainer.max_steps=3000", "trainer.ckpt_every=200", "trainer.log_every=50",
