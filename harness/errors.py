@@ -27,7 +27,8 @@ class ConfigError(HarnessError, ValueError):
 
     def __init__(self, key: str, value: Any, allowed: str) -> None:
         self.key, self.value, self.allowed = key, value, allowed
-        super().__init__(f"{key}={value!r} is invalid: {allowed}")
+        shown = str(value).lower() if isinstance(value, bool) else repr(value)  # as typed: true, not True
+        super().__init__(f"{key}={shown} is invalid: {allowed}")
 
 
 class DataError(HarnessError):

@@ -49,6 +49,7 @@ def test_integer_inputs_are_refused_in_one_line(tmp_path):
     with pytest.raises(ConfigError) as err:
         with_input_scale(BatchRecipe(), ids, standardize=True)
     assert err.value.key == "data.standardize" and "token ids" in str(err.value)
+    assert str(err.value).startswith("data.standardize=true is invalid")  # as typed, not Python's True
     result = run_cli(["debug=smoke", "data.standardize=yes", f"hydra.run.dir={tmp_path / 'run'}"], cwd=tmp_path)
     assert "true (each input feature" in one_line_error(result, "data.standardize")
     assert not (tmp_path / "run").exists()

@@ -59,4 +59,5 @@ def test_defaults_fill_absent_keys_and_numbers_become_floats():
 def test_each_failure_is_one_line_naming_the_key_the_value_and_what_is_allowed(node, key, allowed):
     err = _error(node)
     assert err.key == key and err.allowed == allowed and err.value == next(iter(node.values()))
-    assert str(err) == f"{key}={err.value!r} is invalid: {allowed}"
+    shown = "true" if err.value is True else repr(err.value)  # a bool as it is typed on the command line
+    assert str(err) == f"{key}={shown} is invalid: {allowed}"
