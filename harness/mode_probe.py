@@ -14,6 +14,7 @@ from pathlib import Path
 from harness.cli import CommandLine
 
 MODE_KEY = "hydra.mode"
+MAX_SCANNED = 500  # YAML files read per search path (this project's conf/ holds ~80)
 
 
 def mode_decided_by_command_line(command: CommandLine) -> bool:
@@ -24,7 +25,12 @@ def mode_decided_by_command_line(command: CommandLine) -> bool:
 
 
 def _names_multirun(directory: Path) -> bool:
-    return any("MULTIRUN" in path.read_text(errors="replace") for path in directory.rglob("*.yaml"))
+    """Whether a YAML file under `directory` names MULTIRUN; a search path too large to read quickly
+    (a project root holding runs' .hydra/ files) counts as one that may, and Hydra's probe runs."""
+    for count, path in enumerate(directory.rglob("*.yaml")):
+        if count >= MAX_SCANNED or "MULTIRUN" in path.read_text(errors="replace"):
+            return True
+    return False
 
 
 def skip_mode_probe(command: CommandLine) -> None:

@@ -5,7 +5,7 @@ import pytest
 
 from conftest import run_cli
 from harness.cli import parse_command_line
-from harness.mode_probe import mode_decided_by_command_line
+from harness.mode_probe import MAX_SCANNED, mode_decided_by_command_line
 
 
 @pytest.mark.parametrize("argv,decided", [
@@ -40,3 +40,10 @@ def test_hydra_mode_multirun_in_a_config_file_still_sweeps_without_dash_m(tmp_pa
                      cwd=tmp_path)
     assert result.returncode == 0, result.stderr[-2000:]
     assert sorted(p.name for p in (tmp_path / "sweep").iterdir() if p.is_dir()) == ["0", "1"]
+
+
+def test_a_search_path_too_large_to_read_quickly_keeps_the_probe(tmp_path):
+    """A project root on the search path (every run's .hydra/ files below it) is not read through."""
+    for i in range(MAX_SCANNED + 1):
+        (tmp_path / f"c{i}.yaml").write_text("lr: 1\n")
+    assert not mode_decided_by_command_line(parse_command_line([f"hydra.searchpath=[file://{tmp_path}]"]))

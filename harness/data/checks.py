@@ -1,6 +1,6 @@
-"""Before training: a sample of both splits (before scoring it, of the test split) is read and checked against what the data declares,
-so a label past num_classes or a token id past vocab_size fails in one line, not as a CUDA
-device-side assert an hour in."""
+"""Before training (and before mode=eval scores a test split), a sample of each split is read and
+checked against what the data declares, so a label past num_classes or a token id past vocab_size
+fails in one line, not as a CUDA device-side assert an hour in."""
 from __future__ import annotations
 
 import numpy as np

@@ -91,10 +91,12 @@ _warned: set[str] = set()
 
 
 def _warn_once(message: str, *args: Any) -> None:
-    """The training and the validation loader meet the same dataset problem: one line says it."""
-    if message not in _warned:
-        _warned.add(message)
-        log.warning(message, *args)
+    """The training and the validation loader meet the same dataset problem: one line says it (a
+    different problem still gets its own)."""
+    line = message % args
+    if line not in _warned:
+        _warned.add(line)
+        log.warning(line)
 
 
 def worker_context(choice: str, reader: Dataset) -> BaseContext | None:

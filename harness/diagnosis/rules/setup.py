@@ -76,7 +76,8 @@ def unnormalised_inputs(run: RunData) -> Finding | None:
     first_loss = float(first.values[0])
     hurt = first_loss > FIRST_LOSS_OVER_START * start
     best = run.summary.get("best_val_loss")
-    never_recovered = hurt and not (isinstance(best, (int, float)) and math.isfinite(best) and best < start)
+    finite_best = isinstance(best, (int, float)) and math.isfinite(best)
+    never_recovered = hurt and not (finite_best and best < start)
     severity = Severity.CRITICAL if never_recovered else Severity.WARNING if hurt else Severity.INFO
     return Finding("unnormalised_inputs", severity, "the inputs are not normalised",
                    f"input features reach |median| {fmt(stats['max_abs_feature_median'])} and robust std "
@@ -85,8 +86,8 @@ def unnormalised_inputs(run: RunData) -> Finding | None:
                    f"{what} {fmt(start)} where an untrained model starts"
                    + ("." if hurt else " (the scale did not show there; a model that normalises its own inputs "
                       "is fine).")
-                   + (f" The best val loss, {fmt(best) if isinstance(best, (int, float)) else best}, never got below "
-                      f"that start." if never_recovered else ""),
+                   + ("" if not never_recovered else f" The best val loss, {fmt(best)}, never got below that start."
+                      if finite_best else " No val loss was finite."),
                    "data.standardize=true scales each input feature by the training split's mean and std (the "
                    "same statistics for validation and test); or standardise in the dataset or a transform "
                    "(images: scale to [0, 1], then per-channel mean/std).",
