@@ -12,7 +12,9 @@ run has not tried yet (a second LR cut is not a new idea), on top of the attempt
 An attempt is judged by outcome: it is kept when its best val loss, up to the last step both it and
 the attempt it builds on reached, beats that attempt's by more than 1% and twice the eval-to-eval
 noise. A kept attempt is what the next remedy builds on; a rejected one is set aside and the next
-candidate starts from where it did. After `max_attempts` remedies, or when no candidate is left,
+candidate starts from where it did. A kept LR move names the LR as the cause, so an LR search
+follows it: the same factor again from the same point while each step is kept, and the geometric
+midpoint once after a 10x step that overshot. After `max_attempts` remedies, or when no candidate is left,
 the run ends with its best attempt (lowest best val loss): RUN_DIR/summary.json is that attempt's
 (plus the story), and so is the objective a sweep gets, so remedies never leave a run worse than
 it was given. The verdict: `healthy` (nothing to remedy), `healed` (the best attempt is a remedied
@@ -41,6 +43,7 @@ from harness.diagnosis import diagnose, load_run
 from harness.diagnosis.load import RunData, Series
 from harness.diagnosis.findings import Finding, Remedy, Restart, Severity
 from harness.diagnosis.live import diagnose_settings
+from harness.diagnosis.remedies import LR_KINDS, lr_step
 from harness.diagnosis.report import PLOTS_PENDING
 from harness.diagnosis.rules.curves import guessing_accuracy_bound
 from harness.diagnosis.signals import noise_level
@@ -52,6 +55,9 @@ from harness.rundir import CKPT_DIR, stored_objective
 log = logging.getLogger("harness")
 STORY = "attempts.json"
 ATTEMPTS = "attempts"
+FURTHER, MIDPOINT = "further", "midpoint"  # the LR search's steps: the same factor again; half of an overshoot
+KEPT_AT_THE_END = "kept at the end"  # rejected where its base stopped early, better once the base was finished
+SEARCH_NOTE = {FURTHER: " (LR search: the kept factor again)", MIDPOINT: " (LR search: the midpoint of an overshoot)"}
 
 TrainOne = Callable[[DictConfig, Path], Any]  # trains one attempt's config in its run dir; returns the objective
 
@@ -104,11 +110,12 @@ def _judge(cfg: DictConfig, story: dict[str, Any], run_dir: Path, scope: str, wo
         findings = diagnose(load_run(current_dir))
     remedies = sum(1 for a in story["attempts"] if a.get("applied"))
     if attempt.get("finishes"):  # the run as it was, finished: nothing follows it
+        _rejudge_at_the_end(story, attempt, noise_level(run.series(VAL_LOSS, kind="eval")))
         _conclude(story)
         return
     following = None
     if remedies < story["max_attempts"]:
-        following = _next_candidate(cfg, story, current, current_dir, findings, scope, world_size)
+        following = _next_attempt(cfg, story, attempt, current, current_dir, findings, scope, world_size)
     if following is None:
         following = _finish_best(story, run_dir)
         if following is None:
@@ -120,9 +127,10 @@ def _judge(cfg: DictConfig, story: dict[str, Any], run_dir: Path, scope: str, wo
         return
     story["attempts"].append(following)
     applied = following["applied"]
-    log.warning("remedy: attempt %d (%s) found %s; attempt %d starts %s with %s", attempt["number"],
-                attempt.get("outcome", "as given"), applied["finding"], following["number"], following["restart"],
-                " ".join(applied["overrides"]))
+    found = f"found {applied['finding']}" if not applied.get("search") else "ended"
+    log.warning("remedy: attempt %d (%s) %s; attempt %d starts %s with %s%s", attempt["number"],
+                attempt.get("outcome", "as given"), found, following["number"], following["restart"],
+                " ".join(applied["overrides"]), f" ({applied['why']})" if applied.get("search") else "")
 
 
 def _next_candidate(cfg: DictConfig, story: dict[str, Any], current: dict[str, Any], current_dir: Path,
@@ -131,9 +139,11 @@ def _next_candidate(cfg: DictConfig, story: dict[str, Any], current: dict[str, A
     allowed by `diagnose.remedy_scope`), on top of `current`; None when there is none. A candidate
     the config checks refuse is recorded and skipped."""
     tried = {a["applied"]["kind"] or " ".join(a["applied"]["overrides"]) for a in story["attempts"] if a.get("applied")}
+    refused_before = [r["overrides"] for r in story.get("refused", [])]  # a scope-limited pass may have met them
     for finding in (f for f in findings if f.severity is Severity.CRITICAL):
         for remedy in finding.remedies:
-            if (remedy.kind or " ".join(remedy.overrides)) in tried or (remedy.changes_model and scope == "training"):
+            if ((remedy.kind or " ".join(remedy.overrides)) in tried or (remedy.changes_model and scope == "training")
+                    or list(remedy.overrides) in refused_before):
                 continue
             following = _follow(story, current, current_dir, finding, remedy)
             refused = _refused(cfg, following["overrides"], world_size)
@@ -147,12 +157,103 @@ def _next_candidate(cfg: DictConfig, story: dict[str, Any], current: dict[str, A
     return None
 
 
+def _next_attempt(cfg: DictConfig, story: dict[str, Any], attempt: dict[str, Any], current: dict[str, Any],
+                  current_dir: Path, findings: list[Finding], scope: str, world_size: int) -> dict[str, Any] | None:
+    """What follows the attempt that just ended. An LR move that measurably helped names the LR as
+    the cause, so the search goes on along it (see `_lr_further`), unless the findings still name a
+    training change of another kind (AdamW for an SGD run still diverging); a further LR step that
+    overshot is halved first. Otherwise the findings' next untried candidate."""
+    midpoint = _lr_midpoint(cfg, story, attempt, current, world_size)
+    if midpoint is not None:
+        return midpoint
+    further = _lr_further(cfg, story, current, world_size)
+    if further is not None:
+        return _next_candidate(cfg, story, current, current_dir, findings, "training", world_size) or further
+    return _next_candidate(cfg, story, current, current_dir, findings, scope, world_size)
+
+
+def _lr_further(cfg: DictConfig, story: dict[str, Any], current: dict[str, Any],
+                world_size: int) -> dict[str, Any] | None:
+    """`current` is a kept LR move not followed yet: the same factor once more, from the point that
+    move started at (the two are compared there). None otherwise."""
+    applied = current.get("applied") or {}
+    if (applied.get("kind") not in LR_KINDS or applied.get("search") == MIDPOINT or current.get("outcome") != "kept"
+            or any(a.get("base") == current["number"] and (a.get("applied") or {}).get("search")
+                   for a in story["attempts"])):
+        return None
+    factor = _lr_factor(cfg, _by_number(story, current["base"]), current)
+    return None if factor is None else _lr_step(cfg, story, current, current, factor, FURTHER, world_size)
+
+
+def _lr_midpoint(cfg: DictConfig, story: dict[str, Any], attempt: dict[str, Any], current: dict[str, Any],
+                 world_size: int) -> dict[str, Any] | None:
+    """A further LR step of 10x or more that was rejected overshot: the geometric midpoint between
+    it and the kept move it followed (`current`), once. None otherwise."""
+    applied = attempt.get("applied") or {}
+    if applied.get("search") != FURTHER or attempt.get("outcome") != "rejected":
+        return None
+    factor = _lr_factor(cfg, current, attempt)
+    if factor is None or abs(math.log10(factor)) < 1 - 1e-9:
+        return None
+    return _lr_step(cfg, story, current, attempt, math.sqrt(factor), MIDPOINT, world_size)
+
+
+def _lr_factor(cfg: DictConfig, before: dict[str, Any], after: dict[str, Any]) -> float | None:
+    lr_before, lr_after = (_lr(cfg, a["overrides"]) for a in (before, after))
+    if lr_before is None or lr_after is None or lr_before <= 0 or lr_after <= 0:
+        return None
+    return lr_after / lr_before
+
+
+def _lr_step(cfg: DictConfig, story: dict[str, Any], start: dict[str, Any], started_like: dict[str, Any],
+             factor: float, search: str, world_size: int) -> dict[str, Any] | None:
+    """`start`'s LR times `factor`, on top of `start`, from the restart point `started_like` used
+    (from scratch when that checkpoint is gone); None when the config checks refuse it."""
+    point = None
+    source = started_like["restart_checkpoint"]
+    if source and checkpoint_problem(Path(source).resolve()) is None:
+        point = (Path(source), started_like["restart_step"])
+    applied = start["applied"]
+    remedy = lr_step(_lr(cfg, start["overrides"]), factor, applied["kind"], search == MIDPOINT,
+                     Restart.CHECKPOINT if point else Restart.SCRATCH)
+    overrides = [o for o in start["overrides"] if not o.startswith("optim.lr=")] + list(remedy.overrides)
+    if _refused(cfg, overrides, world_size) is not None:
+        return None
+    following = _attempt(len(story["attempts"]) + 1, overrides, started_like["restart"] if point else "from scratch",
+                         point)
+    following.update(base=start["number"], applied={"finding": applied["finding"], **_remedy_record(remedy),
+                                                    "search": search})
+    return following
+
+
+def _lr(cfg: DictConfig, overrides: list[str]) -> float | None:
+    lr = remedied_config(cfg, overrides).optim.get("lr")
+    return float(lr) if isinstance(lr, (int, float)) and not isinstance(lr, bool) else None
+
+
+def _rejudge_at_the_end(story: dict[str, Any], finished: dict[str, Any], noise: float) -> None:
+    """A remedy was judged against its base where the base stopped, early, for the remedy; one that
+    starts over may trail there and still end far better. Once the base is finished (`finished`
+    continues it to its end), a rejected remedy on it that also ran to the end is compared where
+    both ended, by the same margin: better than the whole run as given, it is kept after all."""
+    base = _by_number(story, finished["finishes"])
+    given = min(ranked_loss(base.get("best_val_loss")), ranked_loss(finished.get("best_val_loss")))
+    if not math.isfinite(given):
+        return
+    for attempt in story["attempts"]:
+        if (attempt.get("base") == base["number"] and attempt.get("outcome") == "rejected"
+                and not attempt.get("finishes") and attempt.get("steps") == finished.get("steps")
+                and ranked_loss(attempt.get("best_val_loss")) < given - max(BETTER_BY * abs(given), NOISE_SIGMAS * noise)):
+            attempt["outcome"] = KEPT_AT_THE_END
+
+
 def _best(story: dict[str, Any]) -> dict[str, Any]:
     """The attempt with the lowest best val loss (no val loss ranks last; the earlier one on a tie)
     among those that may be the result: the run as given, remedies kept for doing measurably
-    better, and the continuations that finish them. A rejected remedy is not, however low it ended:
-    it did not beat its base where both had trained, and a base the live diagnosis stopped early is
-    finished instead, so that remedy=auto never ends below the run as given."""
+    better (also at the end, once a base stopped early was finished), and the continuations that
+    finish them. A rejected remedy is not, however low it ended: it did not beat its base where both
+    had trained, and a base the live diagnosis stopped early is finished instead, so that
+    remedy=auto never ends below the run as given."""
     eligible = [a for a in story["attempts"] if a.get("outcome") != "rejected" or a.get("finishes")]
     return min(eligible, key=lambda a: (ranked_loss(a.get("best_val_loss")), a["number"]))
 
@@ -353,7 +454,8 @@ def write_top(run_dir: Path, story: dict[str, Any]) -> None:
     for a in story["attempts"]:
         best_loss = "—" if a.get("best_val_loss") is None else f"{a['best_val_loss']:.4g}"
         applied = a.get("applied")
-        remedy = (f"`{' '.join(applied['overrides'])}` for {applied['finding']}"
+        search = SEARCH_NOTE.get(applied.get("search"), "") if applied else ""
+        remedy = (f"`{' '.join(applied['overrides'])}`{search} for {applied['finding']}"
                   + (" (changes the model)" if applied.get("changes_model") else "")) if applied else (
             f"none: attempt {a['finishes']} to its end" if a.get("finishes") else "(as given)")
         lines.append(f"| [{a['number']}](attempts/{a['number']}/report.md) | {a.get('base') or '—'} | {remedy} | "

@@ -7,14 +7,14 @@ from __future__ import annotations
 
 import logging
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from omegaconf import DictConfig
 
 from harness.errors import ConfigError
 from harness.sinks import SINKS
-from harness.sinks.base import RunInfo
+from harness.sinks.base import RunInfo, Sink
 from harness.sinks.console import ConsoleSink
 from harness.sinks.jsonl import JsonlSink, read_metrics
 from harness.sinks.memory import MetricHistory
@@ -41,7 +41,7 @@ class Tracker:
 
     def __init__(self, info: RunInfo, loggers: dict[str, Any], max_steps: int, console: bool = True) -> None:
         self.info, self.loggers, self.max_steps, self.console = info, loggers, max_steps, console
-        self.sinks: list[Any] = []
+        self.sinks: list[Sink] = []
         self.optional: dict[int, str] = {}  # id(sink) -> its logger name, for the sinks that may fail
         self.history: MetricHistory | None = None
 
@@ -66,35 +66,32 @@ class Tracker:
         log.warning("logger %s failed (%s: %s); it stops writing, training and the other sinks go on",
                     name, type(err).__name__, " ".join(str(err).split())[:300])
 
-    def _each(self, method: str, *args: Any) -> None:
+    def _each(self, call: Callable[[Sink], None]) -> None:
         for sink in list(self.sinks):
-            call = getattr(sink, method, None)
-            if call is None:
-                continue
             if id(sink) not in self.optional:
-                call(*args)
+                call(sink)
                 continue
             try:
-                call(*args)
+                call(sink)
             except Exception as err:  # noqa: BLE001 - see `open`
                 self._warn(self.optional.pop(id(sink)), err)
                 self.sinks.remove(sink)
 
     def log(self, step: int, scalars: dict[str, float], kind: str = "train") -> None:
-        self._each("log", step, scalars, kind)
+        self._each(lambda sink: sink.log(step, scalars, kind))
 
     def histograms(self, step: int, tensors: dict[str, Any]) -> None:
-        self._each("histograms", step, tensors)
+        self._each(lambda sink: sink.histograms(step, tensors))
 
     def text(self, tag: str, message: str, step: int) -> None:
-        self._each("text", tag, message, step)
+        self._each(lambda sink: sink.text(tag, message, step))
 
     def finish(self, summary: dict[str, Any]) -> None:
         """The run is over and its files are written: trackers file them and the run's status."""
-        self._each("finish", summary)
+        self._each(lambda sink: sink.finish(summary))
 
     def close(self) -> None:
-        self._each("close")
+        self._each(lambda sink: sink.close())
 
 
 def finite_or_none(value: float | None) -> float | None:

@@ -6,11 +6,12 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 import torch
 
-from conftest import ROOT, one_line_error, run_cli, torchrun, train, wait_until
+from conftest import ROOT, compose_cfg, one_line_error, run_cli, torchrun, train, wait_until
 from harness.attempts import ranked_loss
 
 pytestmark = pytest.mark.trajectory  # follows unstable runs: checked under other kernels too (docs/testing.md)
@@ -27,7 +28,8 @@ def story(run_dir):
 def test_a_diverging_run_restarts_with_a_lower_lr_and_heals(tmp_path):
     objective, summary = train(["experiment=pathology/lr_too_high", *AUTO], tmp_path / "run")
     attempts = story(tmp_path / "run")["attempts"]
-    assert [a["status"] for a in attempts] == ["diverged", "completed"]
+    assert [a["status"] for a in attempts[:2]] == ["diverged", "completed"]
+    assert attempts[2]["applied"]["search"] == "further" and "optim.lr=0.02" in attempts[2]["overrides"]
     applied = attempts[1]["applied"]
     assert applied["finding"] == "diverging" and attempts[1]["overrides"] == applied["overrides"]
     assert attempts[1]["overrides"][0] == "optim.lr=0.2" and "clip=1.0" in attempts[1]["overrides"]
@@ -157,8 +159,10 @@ def test_a_sweep_trial_reports_its_repaired_objective_and_records_its_remedies(t
               optuna.load_study(study_name=None, storage=f"sqlite:///{sweep / 'optuna.db'}").trials}
     sick, fine = trials[2.0], trials[0.05]
     assert sick.user_attrs["remedy_verdict"] == "healed" and fine.user_attrs["remedy_verdict"] == "healthy"
-    assert sick.user_attrs["remedies"] == ["optim.lr=0.2 schedule.warmup=0.05 clip=1.0"] and fine.user_attrs["remedies"] == []
-    repaired = json.loads((sweep / str(sick.number) / "attempts" / "2" / "summary.json").read_text())
+    assert sick.user_attrs["remedies"][0] == "optim.lr=0.2 schedule.warmup=0.05 clip=1.0"
+    assert sick.user_attrs["remedies"][1] == "optim.lr=0.02" and fine.user_attrs["remedies"] == []  # the LR search
+    best = json.loads((sweep / str(sick.number) / "summary.json").read_text())["best_attempt"]
+    repaired = json.loads((sweep / str(sick.number) / "attempts" / str(best) / "summary.json").read_text())
     assert sick.value == repaired["best_val_loss"]  # the objective is the repaired attempt's
 
 
@@ -228,3 +232,71 @@ def test_a_rejected_remedy_is_never_the_result_and_a_stopped_base_is_finished_in
     torch.save({"step": 200}, first / "checkpoints" / "step_00000200.pt")
     following = _finish_best(story, tmp_path)
     assert following is not None and following["finishes"] == 1 and following["overrides"] == []
+
+
+def test_a_kept_lr_move_is_followed_by_the_same_factor_and_an_overshoot_is_halved_once():
+    """An LR cut that measurably helped names the LR as the cause: the next attempt cuts it by the
+    same factor again, from the same point; a 10x step that did not help overshot, so the geometric
+    midpoint is tried once; after the midpoint the search ends. A move that did not help, or a
+    remedy of another kind, starts no search; a training change of another kind the findings still
+    name (AdamW for SGD) comes before the search."""
+    from harness.attempts import _next_attempt
+    from harness.diagnosis.findings import Finding, Remedy, Restart, Severity
+
+    cfg = compose_cfg(["optim=sgd", "optim.lr=2.0"])
+    given = {"number": 1, "overrides": [], "restart": "as given", "restart_checkpoint": None, "restart_step": None}
+    cut = {"number": 2, "overrides": ["optim.lr=0.2", "clip=1.0"], "restart": "from scratch", "restart_checkpoint": None,
+           "restart_step": None, "base": 1, "outcome": "kept",
+           "applied": {"finding": "diverging", "kind": "lr_down", "overrides": ["optim.lr=0.2", "clip=1.0"]}}
+    story = {"attempts": [given, cut], "max_attempts": 5, "verdict": None}
+
+    def following(attempt, current, findings=()):
+        return _next_attempt(cfg, story, attempt, current, Path("unused"), list(findings), "all", 1)
+
+    further = following(cut, cut)
+    assert further["overrides"] == ["clip=1.0", "optim.lr=0.02"] and further["base"] == 2
+    assert further["applied"]["search"] == "further" and further["applied"]["kind"] == "lr_down"
+    assert further["restart"] == "from scratch"
+
+    further.update(outcome="rejected")
+    story["attempts"].append(further)
+    midpoint = following(further, cut)
+    assert midpoint["overrides"] == ["clip=1.0", "optim.lr=0.0632"] and midpoint["base"] == 2
+    assert midpoint["applied"]["search"] == "midpoint"
+    midpoint.update(outcome="rejected")
+    story["attempts"].append(midpoint)
+    assert following(midpoint, cut) is None  # the search is over and no finding names anything else
+
+    story["attempts"][2:] = []
+    cut["outcome"] = "rejected"
+    assert following(cut, given) is None  # a cut that did not help starts no search
+    cut.update(outcome="kept", applied={**cut["applied"], "kind": "clip"})
+    assert following(cut, cut) is None  # nor does a remedy of another kind
+    cut["applied"]["kind"] = "lr_down"
+    switch = Remedy(("optim=adamw", "optim.lr=0.001"), Restart.SCRATCH, "AdamW", kind="optimizer")
+    still = Finding("diverging", Severity.CRITICAL, "still diverging", "", "", (switch,))
+    assert following(cut, cut, [still])["applied"]["kind"] == "optimizer"
+
+
+def test_a_remedy_rejected_where_its_base_stopped_early_is_kept_if_it_ends_better_than_the_finished_base():
+    """The base stopped at step 48 for a remedy; the remedy (from scratch) trailed there and was
+    rejected, then ended at 2.08. Finished, the run as given ends at 2.24: the remedy is kept at
+    the end and is the result. One that ends only 0.5% better stays rejected."""
+    from harness.attempts import _best, _rejudge_at_the_end
+
+    def told(remedy_loss):
+        return {"verdict": None, "attempts": [
+            {"number": 1, "overrides": [], "best_val_loss": 2.243, "steps": 48, "critical": ["vanishing_gradients"]},
+            {"number": 2, "overrides": ["activation_swap=gelu"], "best_val_loss": remedy_loss, "steps": 150,
+             "critical": [], "base": 1, "outcome": "rejected"},
+            {"number": 3, "overrides": ["init=xavier"], "best_val_loss": 2.0, "steps": 48, "critical": ["x"],
+             "base": 1, "outcome": "rejected"},  # stopped early itself: not comparable at the end
+            {"number": 4, "overrides": [], "best_val_loss": 2.238, "steps": 150, "critical": [], "base": 1,
+             "finishes": 1, "outcome": "rejected"}]}
+
+    better, hair = told(2.078), told(2.227)
+    for story in (better, hair):
+        _rejudge_at_the_end(story, story["attempts"][3], noise=0.005)
+    assert better["attempts"][1]["outcome"] == "kept at the end" and _best(better)["number"] == 2
+    assert better["attempts"][2]["outcome"] == "rejected"
+    assert hair["attempts"][1]["outcome"] == "rejected" and _best(hair)["number"] == 4

@@ -1,6 +1,7 @@
 """The trainer is built once and used through its methods: no mode, script or test swaps its parts
 by assigning to its attributes (what the doctor and the LR finder need, they pass as arguments).
-`trainer.state`, the counters a run records, is the one record callbacks write."""
+`trainer.state`, the counters a run records, is the one record callbacks write. The seams are
+declared: the callback base names every hook the loop calls, and every sink subclasses `Sink`."""
 from __future__ import annotations
 
 import ast
@@ -40,3 +41,39 @@ def test_nothing_sets_attributes_on_a_built_trainer():
     found = {f"{path.relative_to(ROOT)}:{line}: {text}" for path in SOURCES
              for line, text in attribute_writes(ast.parse(path.read_text()))}
     assert found == set()
+
+
+def _called_hooks(tree: ast.AST) -> set[str]:
+    """The hook names in `....callbacks.call("NAME", ...)` and `....callbacks.collect("NAME", ...)`."""
+    return {node.args[0].value for node in ast.walk(tree)
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+            and node.func.attr in ("call", "collect") and _chain(node.func.value)[-1:] == ["callbacks"]
+            and node.args and isinstance(node.args[0], ast.Constant)}
+
+
+def test_the_callback_base_declares_every_hook_the_loop_calls():
+    """A user's callback subclasses Callback and overrides hooks by name: a hook the loop calls
+    that the base does not declare is one nobody can find."""
+    from harness.callbacks.base import HOOKS, Callback
+
+    assert _called_hooks(ast.parse('self.callbacks.call("on_x", self)\nc.collect("no")')) == {"on_x"}
+    called = set().union(*(_called_hooks(ast.parse(path.read_text())) for path in (ROOT / "harness").rglob("*.py")))
+    assert called == set(HOOKS)
+    assert all(callable(getattr(Callback, hook)) for hook in HOOKS)
+
+
+def test_every_sink_implements_the_sink_base_and_the_tracker_makes_only_its_calls():
+    from harness.sinks import SINKS
+    from harness.sinks.base import Sink
+    from harness.sinks.console import ConsoleSink
+    from harness.sinks.jsonl import JsonlSink
+    from harness.sinks.memory import MetricHistory
+
+    classes = [ConsoleSink, JsonlSink, MetricHistory, *(sink for sink, _ in SINKS.values())]
+    assert all(issubclass(cls, Sink) and cls.log is not Sink.log for cls in classes)
+    declared = {name for name, value in vars(Sink).items() if callable(value) and not name.startswith("_")}
+    calls = {node.func.attr for node in ast.walk(ast.parse((ROOT / "harness" / "tracking.py").read_text()))
+             if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+             and _chain(node.func.value) == ["sink"]}
+    assert calls == declared == {"log", "histograms", "text", "finish", "close"}
+    assert "getattr" not in (ROOT / "harness" / "tracking.py").read_text()

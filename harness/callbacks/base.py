@@ -1,5 +1,6 @@
 """The hooks a callback may define; each is optional. Subclass `Callback` and add yours with the
-`callbacks` config node (docs/bring-your-own.md, Example 4)."""
+`callbacks` config node (docs/bring-your-own.md, Example 4). `HOOKS` names every hook the loop
+calls, in the order a step meets them; a test holds it to the loop's calls."""
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
@@ -17,6 +18,12 @@ class Callback:
 
     def on_fit_start(self, trainer: Trainer) -> None:
         """Before the first update of this invocation (after a resume, too)."""
+
+    def on_step_start(self, trainer: Trainer, step: int) -> None:
+        """Before update `step` (a timer starts here)."""
+
+    def on_update(self, trainer: Trainer, result: StepResult) -> None:
+        """Right after the update, before anything reads it (a timer stops here)."""
 
     def on_step_end(self, trainer: Trainer, tick: Tick, result: StepResult) -> Stop | Restored | None:
         """After update `tick.step`; return Stop(status) to end the run."""
@@ -37,3 +44,6 @@ class Callback:
 
     def close(self) -> None:
         """The run is over: release what the callback holds."""
+
+
+HOOKS = ("on_fit_start", "on_step_start", "on_update", "on_step_end", "before_state_read", "summary", "close")

@@ -9,9 +9,9 @@ from typing import Any
 from omegaconf import DictConfig, OmegaConf
 
 from harness.callables import call, check_accepts, locate
+from harness.callbacks.base import HOOKS
 from harness.errors import ConfigError
 
-HOOKS = ("on_fit_start", "on_step_start", "on_update", "on_step_end", "before_state_read", "summary", "close")
 
 
 def validate_callbacks_config(node: Any) -> None:

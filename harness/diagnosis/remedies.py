@@ -21,6 +21,7 @@ CLIP_RAISE = 10.0
 HEALTHY_UPDATE_RATIO = 1e-3  # update/weight norm ratio of a run at a working LR
 MAX_SLOW_FACTOR = 10.0
 HEAVY_MOMENTUM = 0.95  # SGD momentum from which the overshoot is the momentum's: the optimizer switch comes first
+LR_KINDS = ("lr_down", "lr_up")
 ADAMW_LR = 1e-3  # AdamW's usual LR (the adamw option's default), for an SGD run switched to it
 SLOW_START = ("; the run starts over: its slow steps bought little, and a restart from a checkpoint would leave "
               "the faster updates only the steps that were left")
@@ -122,6 +123,15 @@ def faster_updates(run: RunData, update_ratio: float | None = None) -> Candidate
     return () if lr is None else (Remedy((lr,), Restart.SCRATCH, f"the weights barely move at this LR; "
                                          f"{factor:.3g}x larger updates are still far from where the loss "
                                          "diverges" + SLOW_START, kind="lr_up"),)
+
+
+def lr_step(lr: float, factor: float, kind: str, midpoint: bool, restart: Restart) -> Remedy:
+    """One step of the LR search that follows a kept LR move (`diagnose.remedy=auto`): `lr` times
+    `factor`, from the restart point of the move it continues, which it is judged against."""
+    why = ("the step before it overshot: the geometric midpoint between that LR and the last one that helped"
+           if midpoint else f"the LR move before it measurably helped, so the LR is the cause: "
+                            f"{max(factor, 1 / factor):.3g}x {'lower' if factor < 1 else 'higher'} once more")
+    return Remedy((f"optim.lr={_number(lr * factor)}",), restart, why, kind=kind)
 
 
 def revive_units(run: RunData, dead_from_the_start: bool) -> Candidates:

@@ -1,5 +1,6 @@
-"""Where metrics go. Every sink takes the same calls (`log`, `histograms`, `text`, `finish`,
-`close`; any may be left out) and the Tracker fans each one out. The JSONL file, the console and
+"""Where metrics go. Every sink subclasses `harness.sinks.base.Sink`, which declares the calls
+(`log`, `histograms`, `text`, `finish`, `close`; only `log` must be defined), and the Tracker fans
+each one out. The JSONL file, the console and
 the in-memory history are always on; the `logger` node picks the rest from SINKS, so a new
 tracker is one file here plus a file in conf/logger/ (several at once: logger=[tensorboard,mlflow])."""
 from __future__ import annotations

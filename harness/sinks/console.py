@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, TextIO
 
 from harness.metric_names import (GRAD_NORM_PRECLIP, PERF_SAMPLES, PERF_STEP_MS, PERF_TOKENS, TRAIN_LOSS, TRAIN_LR,
                                   TRAIN_SKIPPED, VAL_ACCURACY, VAL_LOSS)
+from harness.sinks.base import Sink
 
 if TYPE_CHECKING:
     from rich.progress import Progress
@@ -66,7 +67,7 @@ def console_line(step: int, max_steps: int, scalars: dict[str, float], kind: str
     return f"step {step}/{max_steps} | " + " | ".join(parts)
 
 
-class ConsoleSink:
+class ConsoleSink(Sink):
     """A rich progress bar on a terminal; plain log lines otherwise (CI, files, pipes).
 
     While the bar is live, the console log handlers write through rich's stdout/stderr proxies,

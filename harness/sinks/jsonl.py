@@ -10,6 +10,7 @@ from typing import Any
 
 from harness.checkpoint import atomic_write
 from harness.errors import write_error
+from harness.sinks.base import Sink
 
 METRICS_FILE = "metrics.jsonl"
 
@@ -26,7 +27,7 @@ def read_metrics(run_dir: Path) -> list[dict[str, Any]]:
     return rows
 
 
-class JsonlSink:
+class JsonlSink(Sink):
     def __init__(self, run_dir: Path, kept: list[dict[str, Any]]) -> None:
         """`kept`: the rows of an earlier invocation up to the resumed step; the file holds only them
         (replaced atomically: a kill while it is rewritten loses no history)."""

@@ -7,8 +7,10 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
+from harness.sinks.base import Sink
 
-class MetricHistory:
+
+class MetricHistory(Sink):
     def __init__(self, rows: Iterable[dict[str, Any]] = ()) -> None:
         self.train: list[dict[str, Any]] = []  # train rows, in step order
         self.evals: list[dict[str, Any]] = []

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from harness.sinks.base import FAILED_STATUSES, KILLED_STATUSES, RunInfo
+from harness.sinks.base import FAILED_STATUSES, KILLED_STATUSES, RunInfo, Sink
 from harness.typed_config import setting
 
 RUN_FILE = "mlflow_run.json"  # in the run dir: which MLflow run a resume continues
@@ -91,7 +91,7 @@ def setting_up(uri: str) -> Iterator[None]:
         yield
 
 
-class MLflowSink:
+class MLflowSink(Sink):
     def __init__(self, info: RunInfo, settings: MLflowSettings) -> None:
         self.uri, self.info = settings.tracking_uri or default_uri(), info
         with setting_up(self.uri):

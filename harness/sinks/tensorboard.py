@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from harness.sinks.base import RunInfo
+from harness.sinks.base import RunInfo, Sink
 
 TB_FIRST_GROUPS = ("grad", "train", "val")
 TB_LATER_PREFIX = "~"
@@ -36,7 +36,7 @@ def custom_scalars_layout() -> dict[str, dict[str, list]]:
     return {"overview": overview, "per tensor": per_tensor}
 
 
-class TensorBoardSink:
+class TensorBoardSink(Sink):
     def __init__(self, info: RunInfo, settings: None = None) -> None:
         from torch.utils.tensorboard import SummaryWriter
 

@@ -13,7 +13,7 @@ import uuid
 from dataclasses import dataclass
 from typing import Any
 
-from harness.sinks.base import FAILED_STATUSES, RunInfo
+from harness.sinks.base import FAILED_STATUSES, RunInfo, Sink
 from harness.typed_config import one_of, setting
 
 MODES = ("auto", "online", "offline", "disabled")
@@ -35,7 +35,7 @@ def resolved_mode(mode: str) -> str:
     return os.environ.get("WANDB_MODE") or ("online" if os.environ.get("WANDB_API_KEY") else "offline")
 
 
-class WandbSink:
+class WandbSink(Sink):
     def __init__(self, info: RunInfo, settings: WandbSettings) -> None:
         import wandb
 
