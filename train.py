@@ -20,11 +20,11 @@ from harness.cli import (
     write_errors_in_one_line,
 )
 from harness.errors import HarnessError
+from harness.launch.single import launched_elsewhere
+from harness.launch.torchrun import relaunch_if_asked
 from harness.mode_probe import skip_mode_probe
 from harness.parent_death import die_with_launcher
 from harness.resolvers import register_resolvers
-from hydra_plugins.harness_slurm_launcher.single import submit_run, wants_slurm_job
-from hydra_plugins.harness_torchrun_launcher.relaunch import relaunch_if_asked
 
 register_resolvers()
 # Your own modules (model._target_=mymodels.Net) are importable from where you started train.py,
@@ -39,8 +39,9 @@ def main(cfg: DictConfig) -> float | list[float]:
     from harness.run import run
 
     try:
-        if wants_slurm_job():
-            sys.exit(submit_run(cfg))
+        elsewhere = launched_elsewhere(cfg)  # hydra/launcher=slurm: the run becomes one SLURM job
+        if elsewhere is not None:
+            sys.exit(elsewhere)
         result = run(cfg)
     except HarnessError as err:
         fail(err, cleanup_hydra_dir=True)

@@ -126,8 +126,6 @@ class Guard:
         return {"log_history": list(self.history), "bad_steps": list(self.bad_steps)}
 
     def load_state_dict(self, state: dict) -> None:
-        logs = state["log_history"] if "log_history" in state else [  # older checkpoints kept raw losses
-            math.log(max(x, LOSS_FLOOR)) for x in state["history"]]
-        self.history = deque(logs, maxlen=self.cfg.spike_window)
+        self.history = deque(state["log_history"], maxlen=self.cfg.spike_window)
         self.bad_steps = list(state["bad_steps"])
         self._set_limit()

@@ -90,7 +90,7 @@ class LogWindow:
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self.sums.copy_(state["sums"])
-        self.peaks.copy_(state.get("peaks", torch.zeros(2)))  # absent in older checkpoints
+        self.peaks.copy_(state["peaks"])
         self.applied = state["applied"]
         self.steps = state["steps_since_log"]
         self.verdicts = []

@@ -162,7 +162,7 @@ class Trainer:
     def load_state_dict(self, ckpt: dict[str, Any]) -> None:
         configured = [dict(group) for group in self.built.optimizer.param_groups]  # what this run's config asks for
         for key, part in self.parts.items():
-            part.load_state_dict(ckpt.get(key, {}) if key in OPTIONAL_PARTS else ckpt[key])
+            part.load_state_dict(ckpt[key])
         self._keep_configured_hyperparameters(configured)
         self.state = TrainState(**ckpt["trainer"])
         self.callbacks.load_state_dict(ckpt)
@@ -224,9 +224,6 @@ class Trainer:
         self.callbacks.call("close")
         if self.tracker:
             self.tracker.close()
-
-
-OPTIONAL_PARTS = ("monitor",)  # absent in checkpoints written before it kept state
 
 
 def _differs(a: Any, b: Any) -> bool:

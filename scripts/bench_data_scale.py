@@ -25,7 +25,6 @@ from pathlib import Path
 import numpy as np
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
 from harness.data.sampler import BatchStream  # noqa: E402
 
 VOCAB = 4096

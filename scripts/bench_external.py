@@ -30,7 +30,6 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path[:0] = [str(ROOT), str(ROOT / "scripts")]
 
 from harness.metric_names import TRAIN_LOSS, TRAIN_LOSS_FIRST, VAL_ACCURACY, VAL_LOSS  # noqa: E402
 from train_process import run_train  # noqa: E402

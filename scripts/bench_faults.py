@@ -29,7 +29,6 @@ from pathlib import Path
 
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
 
 from harness.checkpoint import load_checkpoint, step_checkpoints  # noqa: E402
 from harness.metric_names import TRAIN_LOSS, VAL_LOSS  # noqa: E402

@@ -12,12 +12,10 @@ from __future__ import annotations
 import argparse
 import logging
 import math
-import sys
 import tempfile
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from hydra import compose, initialize_config_dir  # noqa: E402
 
 from harness.run import run  # noqa: E402

@@ -34,7 +34,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path[:0] = [str(ROOT), str(ROOT / "scripts")]
 
 from bench_external import relative_loss, reproduced  # noqa: E402
 from harness.attempts import ranked_loss  # noqa: E402

@@ -19,7 +19,6 @@ import tempfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "scripts"))
 from bench_startup import wall  # noqa: E402 - a whole process's wall time, exiting on failure
 
 

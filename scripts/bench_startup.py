@@ -18,7 +18,6 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
 from harness.diagnosis.report import PLOTS_PENDING, REPORT_FILE  # noqa: E402
 
 TARGET_OVERHEAD_S = 0.5

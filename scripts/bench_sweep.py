@@ -41,7 +41,6 @@ def run_sweep(sweep_dir: Path, args: argparse.Namespace) -> float:
 
 def trial_spans(sweep_dir: Path) -> list[tuple[int, float, float]]:
     """(slot, start, end) of every trial process, in start order."""
-    sys.path.insert(0, str(REPO))
     import optuna
 
     from hydra_plugins.harness_optuna_sweeper._ledger import ATTR_PROCESS

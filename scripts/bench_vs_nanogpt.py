@@ -33,7 +33,6 @@ from pathlib import Path
 import numpy as np
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
 from harness.data.chars import encode_chars, split  # noqa: E402
 from harness.metric_names import PERF_STEP_MS
 

@@ -13,7 +13,6 @@ import argparse
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a plain checkout
 
 from harness.attempts import ATTEMPTS, load_story, write_top  # noqa: E402
 from harness.cli import fail  # noqa: E402

@@ -15,7 +15,6 @@ import tempfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
 
 from harness.checkpoint import atomic_torch_save, is_sharded_checkpoint, load_checkpoint  # noqa: E402
 from harness.cli import fail  # noqa: E402

@@ -21,7 +21,6 @@ import copy
 import gc
 import math
 import statistics
-import sys
 import tempfile
 import time
 import warnings
@@ -36,7 +35,6 @@ import torch
 import torch.nn.functional as F
 from omegaconf import DictConfig
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from hydra import compose, initialize_config_dir  # noqa: E402
 
 from harness.assembly import build_trainer  # noqa: E402

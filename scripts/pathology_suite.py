@@ -32,7 +32,6 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path[:0] = [str(ROOT), str(ROOT / "scripts")]  # the harness from a plain checkout; suite_models
 
 from harness.cli import fail  # noqa: E402
 from harness.errors import ConfigError  # noqa: E402

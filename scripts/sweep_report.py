@@ -10,10 +10,8 @@ With a sweep dir the study's storage is its optuna.db and the results go back in
 from __future__ import annotations
 
 import argparse
-import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a plain checkout
 
 from harness.errors import ConfigError  # noqa: E402
 from harness.cli import fail  # noqa: E402

@@ -118,7 +118,7 @@ def test_guard_judges_on_the_device_against_the_losses_it_was_told():
     assert judge(float("nan")) == Verdict.NONFINITE and judge(1.0, float("inf"), True) == Verdict.OVERFLOW
 
 
-def test_guard_state_round_trips_and_reads_older_checkpoints():
+def test_guard_state_round_trips():
     guard = _guard()
     losses = [2.0, 1.9, 1.8, 1.85, 1.7, 1.75, 1.6, 1.65, 1.5, 1.55, 1.4]  # 11 > 8: the oldest fall out
     guard.remember(losses)
@@ -127,9 +127,6 @@ def test_guard_state_round_trips_and_reads_older_checkpoints():
     resumed.load_state_dict(guard.state_dict())
     assert list(resumed.history) == list(guard.history) == pytest.approx([math.log(x) for x in losses[-8:]])
     assert resumed.limit.item() == guard.limit.item() and resumed.bad_steps == [7]
-    oldest = _guard()  # checkpoints from before log losses kept the raw losses
-    oldest.load_state_dict({"history": losses[-8:], "bad_steps": []})
-    assert list(oldest.history) == pytest.approx(list(guard.history))
 
 
 def test_without_guard_a_nan_update_poisons_the_run(tmp_path):

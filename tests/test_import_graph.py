@@ -114,3 +114,18 @@ def test_hydra_plugin_scan_imports_neither_torch_nor_optuna():
     done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stdout.strip() == "[]"
+
+
+def test_the_harness_and_train_py_import_no_plugin_and_no_launcher_imports_the_sweeper():
+    """The plugins are thin adapters over harness.launch: the harness and train.py name no plugin
+    (a single run's launcher is found from the config's `_target_`), and neither launcher borrows
+    the Optuna sweeper's modules."""
+    graph = import_graph()
+    assert not [(m, t) for m, targets in graph.items() if m.startswith("harness") for t in targets
+                if t.startswith("hydra_plugins")]
+    entry = {t for node in ast.walk(ast.parse((ROOT / "train.py").read_text())) for t in _imported(node, "")}
+    assert entry and not [t for t in entry if t.startswith("hydra_plugins")]
+    launchers = [(m, t) for m, targets in graph.items() for t in targets
+                 if m.startswith(("hydra_plugins.harness_torchrun_launcher", "hydra_plugins.harness_slurm_launcher"))
+                 and t.startswith("hydra_plugins.harness_optuna_sweeper")]
+    assert not launchers

@@ -188,7 +188,7 @@ def test_a_launcher_the_sweeper_cannot_drive_is_refused_and_leaves_nothing(tmp_p
 
 
 def test_a_job_command_resumes_itself_leaves_the_sweeper_pid_out_and_runs_torchrun_for_several_processes():
-    from hydra_plugins.harness_optuna_sweeper.runner import AppCommand, TrialSpec
+    from harness.launch.runner import AppCommand, TrialSpec
     from hydra_plugins.harness_slurm_launcher.runner import SlurmTrialRunner
 
     app = AppCommand("python", ("train.py",), (), "/work")

@@ -11,12 +11,12 @@ import pytest
 from omegaconf import OmegaConf
 from optuna.trial import TrialState
 
-from hydra_plugins.harness_optuna_sweeper._app import app_command
+from harness.launch.app import app_command
 from hydra_plugins.harness_optuna_sweeper._outcome import judge
 from hydra_plugins.harness_optuna_sweeper._settings import parse_settings
 from hydra_plugins.harness_optuna_sweeper._study import storage_url
 from hydra_plugins.harness_optuna_sweeper.optuna_sweeper import OptunaSweeper
-from hydra_plugins.harness_optuna_sweeper.runner import AppCommand, ProcessResult, TrialRunner, TrialSpec
+from harness.launch.runner import AppCommand, ProcessResult, TrialRunner, TrialSpec
 
 
 def outcome(tmp_path: Path, summary: Optional[dict[str, Any]], exit_code: Optional[int] = 0,

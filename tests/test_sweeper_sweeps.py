@@ -14,7 +14,7 @@ from optuna.trial import TrialState
 from apps.sweep_helpers import held, load_study, run_sweep, start_sweep
 from conftest import wait_until
 from hydra_plugins.harness_optuna_sweeper._test_best import score_best_trial
-from hydra_plugins.harness_optuna_sweeper.runner import AppCommand
+from harness.launch.runner import AppCommand
 
 DONE = (TrialState.COMPLETE, TrialState.PRUNED, TrialState.FAIL)
 NO_APP = AppCommand(python="/nonexistent/python", entry=(), args=(), cwd="/")  # starting it would raise

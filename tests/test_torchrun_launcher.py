@@ -10,10 +10,10 @@ import pytest
 from omegaconf import OmegaConf
 
 from conftest import one_line_error, run_cli
-from hydra_plugins.harness_torchrun_launcher.command import torchrun_prefix
-from hydra_plugins.harness_torchrun_launcher.config import TorchrunLauncherConf
+from harness.launch.torchrun import torchrun_prefix
+from harness.launch.torchrun import TorchrunLauncherConf
 from hydra_plugins.harness_torchrun_launcher.packing import gpus_per_job, plan_slots, slot_env
-from hydra_plugins.harness_torchrun_launcher.relaunch import torchrun_argv, wants_torchrun_single_run
+from harness.launch.torchrun import torchrun_argv, wants_torchrun_single_run
 from hydra_plugins.harness_torchrun_launcher.runner import TorchrunTrialRunner
 
 
@@ -109,7 +109,7 @@ if os.environ["RANK"] == "1":
 def test_quiet_torchrun_ends_with_the_failed_rank_exit_code(tmp_path, action, code, killed):
     script = tmp_path / "job.py"
     script.write_text(RANK_SCRIPT.format(action=action))
-    result = subprocess.run([sys.executable, "-m", "hydra_plugins.harness_torchrun_launcher.quiet", "--standalone",
+    result = subprocess.run([sys.executable, "-m", "harness.launch.quiet_torchrun", "--standalone",
                              "--nproc_per_node=2", str(script)], capture_output=True, text=True, timeout=120,
                             env={**os.environ, "OMP_NUM_THREADS": "1"})
     assert result.returncode == code, result.stderr[-2000:]

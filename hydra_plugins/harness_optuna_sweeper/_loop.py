@@ -38,7 +38,7 @@ from harness import trial as trial_env
 from hydra_plugins.harness_optuna_sweeper import _ledger
 from hydra_plugins.harness_optuna_sweeper._outcome import Outcome, judge
 from hydra_plugins.harness_optuna_sweeper._space import SearchSpace
-from hydra_plugins.harness_optuna_sweeper.runner import (
+from harness.launch.runner import (
     LOG_NAME,
     AppCommand,
     ProcessResult,

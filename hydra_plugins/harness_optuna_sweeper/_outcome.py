@@ -15,7 +15,7 @@ from typing import Any, Optional
 from optuna.trial import TrialState
 
 from harness.validation import is_number
-from hydra_plugins.harness_optuna_sweeper.runner import ProcessResult
+from harness.launch.runner import ProcessResult
 
 SUMMARY_FILE = "summary.json"
 # Hydra ends every crash report with this hint; the error itself is the line before it.

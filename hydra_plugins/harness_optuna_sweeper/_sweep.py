@@ -17,13 +17,13 @@ from omegaconf import DictConfig, OmegaConf
 
 from harness.errors import ConfigError
 from hydra_plugins.harness_optuna_sweeper import _ledger, _report
-from hydra_plugins.harness_optuna_sweeper._app import app_command
+from harness.launch.app import app_command
 from hydra_plugins.harness_optuna_sweeper._loop import TrialLoop, trial_dir
 from hydra_plugins.harness_optuna_sweeper._settings import SweepSettings, parse_settings
 from hydra_plugins.harness_optuna_sweeper._space import SearchSpace, parse_search_space
 from hydra_plugins.harness_optuna_sweeper._study import objective_names, open_study, storage_url
 from hydra_plugins.harness_optuna_sweeper._test_best import score_best_trial
-from hydra_plugins.harness_optuna_sweeper.runner import TrialRunner
+from harness.launch.runner import TrialRunner
 
 log = logging.getLogger(__name__)
 EXIT_INTERRUPTED = 130

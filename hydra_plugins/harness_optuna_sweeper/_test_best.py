@@ -18,7 +18,7 @@ from hydra.core.override_parser.types import Quote, QuotedString
 from hydra_plugins.harness_optuna_sweeper._ledger import ATTR_SUMMARY, STUDY_BEST_TEST
 from hydra_plugins.harness_optuna_sweeper._loop import trial_dir
 from hydra_plugins.harness_optuna_sweeper._report import TEST_SCORES
-from hydra_plugins.harness_optuna_sweeper.runner import AppCommand
+from harness.launch.runner import AppCommand
 
 log = logging.getLogger(__name__)
 EVAL_FILE = "eval.json"

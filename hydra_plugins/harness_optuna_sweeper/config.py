@@ -130,7 +130,7 @@ class HyperbandPrunerConf:
 # --- trial runner: how one trial process is started (the torchrun seam) ---------------------
 @dataclass
 class SubprocessRunnerConf:
-    _target_: str = "hydra_plugins.harness_optuna_sweeper.runner.TrialRunner"
+    _target_: str = "harness.launch.runner.TrialRunner"
     grace_s: float = 10.0  # after SIGTERM, wait this long (a checkpoint save) before SIGKILL
     timeout_s: Optional[float] = None  # kill a trial running longer; it becomes FAIL "timeout"
 

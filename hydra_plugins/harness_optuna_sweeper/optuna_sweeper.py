@@ -13,7 +13,7 @@ from hydra.types import HydraContext, TaskFunction
 from omegaconf import DictConfig
 
 import hydra_plugins.harness_optuna_sweeper.config  # noqa: F401  (registers the configs)
-from hydra_plugins.harness_optuna_sweeper.runner import TrialRunner
+from harness.launch.runner import TrialRunner
 
 
 class OptunaSweeper(Sweeper):

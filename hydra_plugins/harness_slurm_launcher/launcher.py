@@ -27,6 +27,14 @@ class SlurmLauncher(Launcher):
     def launch(self, job_overrides: Sequence[Sequence[str]], initial_job_idx: int) -> Sequence[JobReturn]:
         _refuse()
 
+    @staticmethod
+    def submit_single_run(cfg: DictConfig) -> int:
+        """`python train.py hydra/launcher=slurm ...` without -m (harness.launch.single): the run
+        becomes one SLURM job."""
+        from hydra_plugins.harness_slurm_launcher.single import submit_run
+
+        return submit_run(cfg)
+
 
 def _refuse() -> None:
     from harness.cli import fail

@@ -29,9 +29,9 @@ from typing import Any, List, Mapping, Optional, Tuple
 from omegaconf import OmegaConf
 
 from harness.trial import ENV_SWEEPER_PID
-from hydra_plugins.harness_optuna_sweeper.runner import AppCommand, ProcessResult, TrialRunner, TrialSpec
+from harness.launch.runner import AppCommand, ProcessResult, TrialRunner, TrialSpec
 from hydra_plugins.harness_slurm_launcher.config import launcher_params
-from hydra_plugins.harness_torchrun_launcher.command import torchrun_prefix
+from harness.launch.torchrun import torchrun_prefix
 
 log = logging.getLogger("harness")
 JOBS_FILE = "slurm_jobs.txt"  # in the run dir: one line per job, "JOB_ID LOG_PATH"

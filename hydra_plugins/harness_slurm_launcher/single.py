@@ -1,6 +1,7 @@
 """`python train.py hydra/launcher=slurm ...` without -m: the run becomes one SLURM job.
 
-Hydra only consults a launcher in multirun mode, so train.py asks `wants_slurm_job()` first.
+Hydra only consults a launcher in multirun mode, so train.py asks first (harness.launch.single,
+which calls `SlurmLauncher.submit_single_run`).
 The config is checked here, before anything is queued; the job then runs the same command
 (minus the launcher) in the same run dir, with `resume=auto`, so a requeue continues it. By
 default the command returns once the job is queued; `hydra.launcher.wait=true` follows it to
@@ -12,19 +13,11 @@ from pathlib import Path
 
 from omegaconf import DictConfig, OmegaConf
 
-from hydra_plugins.harness_optuna_sweeper._app import app_command
-from hydra_plugins.harness_optuna_sweeper.runner import TrialSpec
+from harness.launch.app import app_command
+from harness.launch.runner import TrialSpec
 from hydra_plugins.harness_slurm_launcher.runner import SlurmTrialRunner, job_log
 
 DEVICE_KEYS = ("device", "precision")  # checked in the job: the submitting node may have no GPU
-
-
-def wants_slurm_job() -> bool:
-    from hydra.core.hydra_config import HydraConfig
-    from hydra.types import RunMode
-
-    hydra_cfg = HydraConfig.get()
-    return hydra_cfg.mode == RunMode.RUN and "harness_slurm_launcher" in str(hydra_cfg.launcher.get("_target_"))
 
 
 def submit_run(cfg: DictConfig) -> int:

@@ -11,7 +11,7 @@ harness's quiet torchrun, so a failed job ends in its ranks' own words and exit 
 import signal
 import sys
 
-from hydra_plugins.harness_torchrun_launcher.quiet import main
+from harness.launch.quiet_torchrun import main
 
 if __name__ == "__main__":
     for sig in (signal.SIGUSR1, signal.SIGUSR2):

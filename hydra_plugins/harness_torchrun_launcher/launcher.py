@@ -16,9 +16,9 @@ from hydra.plugins.launcher import Launcher
 from hydra.types import HydraContext, TaskFunction
 from omegaconf import DictConfig, OmegaConf
 
-from hydra_plugins.harness_optuna_sweeper._app import app_command
-from hydra_plugins.harness_optuna_sweeper.runner import TrialSpec
-from hydra_plugins.harness_torchrun_launcher.config import TorchrunLauncherConf
+from harness.launch.app import app_command
+from harness.launch.runner import TrialSpec
+from harness.launch.torchrun import TorchrunLauncherConf
 from hydra_plugins.harness_torchrun_launcher.runner import TorchrunTrialRunner, visible_gpus
 
 log = logging.getLogger(__name__)

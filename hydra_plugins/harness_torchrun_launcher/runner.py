@@ -4,8 +4,8 @@ from typing import List, Sequence
 
 from omegaconf import DictConfig
 
-from hydra_plugins.harness_optuna_sweeper.runner import AppCommand, TrialRunner, TrialSpec
-from hydra_plugins.harness_torchrun_launcher.command import torchrun_prefix
+from harness.launch.runner import AppCommand, TrialRunner, TrialSpec
+from harness.launch.torchrun import torchrun_prefix
 from hydra_plugins.harness_torchrun_launcher.packing import Slot, gpus_per_job, plan_slots, slot_env
 
 

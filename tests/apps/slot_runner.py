@@ -3,7 +3,7 @@ command (here in `env`, there in `torchrun`) and gives each slot its own environ
 CUDA_VISIBLE_DEVICES). Selected with hydra.sweeper.runner._target_=slot_runner.SlotRunner."""
 from __future__ import annotations
 
-from hydra_plugins.harness_optuna_sweeper.runner import AppCommand, TrialRunner, TrialSpec
+from harness.launch.runner import AppCommand, TrialRunner, TrialSpec
 
 
 class SlotRunner(TrialRunner):

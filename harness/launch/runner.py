@@ -11,24 +11,12 @@ per slot, through a `TrialRunner`:
     can_rejoin(run_dir), rejoin(app, spec, stop)
                                   wait for a trial a killed sweeper left running (cluster jobs)
 
-A torchrun runner only needs:
-
-    class TorchrunTrialRunner(TrialRunner):
-        def __init__(self, nproc_per_node: int, **kw):
-            super().__init__(**kw)
-            self.nproc = nproc_per_node
-        def command(self, app, spec):
-            return [app.python, "-m", "torch.distributed.run",
-                    f"--nproc_per_node={self.nproc}", f"--master_port={29500 + spec.slot}",
-                    *self.app_argv(app, spec)]
-        def env(self, spec):
-            first = spec.slot * self.nproc
-            gpus = ",".join(str(g) for g in range(first, first + self.nproc))
-            return {"CUDA_VISIBLE_DEVICES": gpus}
-
-selected with `hydra.sweeper.runner._target_=...`, or offered by a Launcher plugin: when the
-selected `hydra/launcher` has a method `trial_runner(n_slots, grace_s=..., timeout_s=...)`,
-the sweeper runs its trials through the runner it returns.
+A runner that wraps the command subclasses `TrialRunner` and overrides `command` and `env`:
+the torchrun launcher's `TorchrunTrialRunner` (hydra_plugins/harness_torchrun_launcher/runner.py)
+runs each trial as a torchrun job on its own GPU slice, the SLURM launcher's `SlurmTrialRunner`
+queues each as a job. A runner is selected with `hydra.sweeper.runner._target_=...`, or offered
+by a Launcher plugin: when the selected `hydra/launcher` has a method `trial_runner(n_slots,
+grace_s=..., timeout_s=...)`, the sweeper runs its trials through the runner it returns.
 This module is imported during Hydra's plugin scan: keep it free of optuna.
 No `from __future__ import annotations`: the scanner runs the module before it is in
 sys.modules, and dataclasses then fail to resolve string annotations.

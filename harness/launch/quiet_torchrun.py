@@ -1,4 +1,4 @@
-"""torchrun that lets the ranks speak for themselves: `python -m hydra_plugins.harness_torchrun_launcher.quiet`.
+"""torchrun that lets the ranks speak for themselves: `python -m harness.launch.quiet_torchrun`.
 
 torch.distributed.run ends every failed job with a ~35-line `ChildFailedError` traceback and an
 ERROR log line, even when each rank has already said why in one line (a refused config) or

@@ -6,7 +6,7 @@ from pathlib import Path
 
 from omegaconf import DictConfig
 
-from hydra_plugins.harness_optuna_sweeper.runner import AppCommand
+from harness.launch.runner import AppCommand
 
 # Hydra overrides that configure the sweep itself; a trial is a plain single run.
 SWEEP_ONLY = (
