@@ -7,7 +7,7 @@ import sys
 import hydra
 from omegaconf import DictConfig
 
-from harness.cli import (
+from harness.entry.cli import (
     check_group_choices,
     check_overrides,
     check_run_dir,
@@ -19,12 +19,12 @@ from harness.cli import (
     with_saved_overrides,
     write_errors_in_one_line,
 )
-from harness.errors import HarnessError
+from harness.core.errors import HarnessError
 from harness.launch.single import launched_elsewhere
 from harness.launch.torchrun import relaunch_if_asked
-from harness.mode_probe import skip_mode_probe
-from harness.parent_death import die_with_launcher
-from harness.resolvers import register_resolvers
+from harness.entry.mode_probe import skip_mode_probe
+from harness.entry.parent_death import die_with_launcher
+from harness.entry.resolvers import register_resolvers
 
 register_resolvers()
 # Your own modules (model._target_=mymodels.Net) are importable from where you started train.py,
@@ -35,8 +35,8 @@ if os.getcwd() not in sys.path:
 
 @hydra.main(version_base="1.3", config_path="conf", config_name="train")
 def main(cfg: DictConfig) -> float | list[float]:
-    from harness.hooks import EXIT_INTERRUPTED, interrupted_by_user
-    from harness.run import run
+    from harness.loop.hooks import EXIT_INTERRUPTED, interrupted_by_user
+    from harness.modes.run import run
 
     try:
         elsewhere = launched_elsewhere(cfg)  # hydra/launcher=slurm: the run becomes one SLURM job

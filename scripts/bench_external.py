@@ -31,7 +31,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 
-from harness.metric_names import TRAIN_LOSS, TRAIN_LOSS_FIRST, VAL_ACCURACY, VAL_LOSS  # noqa: E402
+from harness.core.metric_names import TRAIN_LOSS, TRAIN_LOSS_FIRST, VAL_ACCURACY, VAL_LOSS  # noqa: E402
 from train_process import run_train  # noqa: E402
 
 RUN_TIMEOUT = 600.0  # seconds per train.py process

@@ -30,8 +30,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 
-from harness.checkpoint import load_checkpoint, step_checkpoints  # noqa: E402
-from harness.metric_names import TRAIN_LOSS, VAL_LOSS  # noqa: E402
+from harness.state.checkpoint import load_checkpoint, step_checkpoints  # noqa: E402
+from harness.core.metric_names import TRAIN_LOSS, VAL_LOSS  # noqa: E402
 from harness.sinks.jsonl import read_metrics  # noqa: E402
 
 BASE = ["model=mlp", "data=synthetic", "model.width=64", "model.dropout=0.1", "logger=none", "diagnose=false",

@@ -32,7 +32,7 @@ TRAIN_GPT = ["model=gpt", "data=stdlib", "model.n_layer=4", "model.n_head=4", "m
 
 
 def local_bytes(tensors) -> int:
-    from harness.shards import local
+    from harness.core.shards import local
 
     return sum(local(t).numel() * local(t).element_size() for t in tensors)
 
@@ -41,9 +41,9 @@ def measure_bytes(parallel: str, sizes: dict, on_meta: bool) -> dict[str, int]:
     """This rank's parameter, gradient and optimizer-state bytes for a GPT of `sizes`."""
     import torch
 
-    from harness.distributed import dist_info_from_env
+    from harness.core.distributed import dist_info_from_env
     from harness.models.gpt import GPT, GPTConfig
-    from harness.parallel import parallel_config, parallelize
+    from harness.training.parallel import parallel_config, parallelize
 
     info = dist_info_from_env()
     torch.manual_seed(0)
@@ -93,7 +93,7 @@ def torchrun(ranks: int, args: list[str], cwd: Path) -> str:
 
 
 def ms_per_step(ranks: int, parallel: str, steps: int, cwd: Path) -> float:
-    from harness.metric_names import PERF_STEP_MS
+    from harness.core.metric_names import PERF_STEP_MS
 
     run_dir = cwd / f"run_{parallel}"
     torchrun(ranks, [str(ROOT / "train.py"), *TRAIN_GPT, f"trainer.max_steps={steps}", f"parallel={parallel}",

@@ -18,7 +18,7 @@ from pathlib import Path
 
 from hydra import compose, initialize_config_dir  # noqa: E402
 
-from harness.run import run  # noqa: E402
+from harness.modes.run import run  # noqa: E402
 
 CONF = Path(__file__).resolve().parent.parent / "conf"
 RECIPE = ["experiment=baby_gpt", "logger=none", "diagnose=false"]

@@ -23,7 +23,7 @@ import torch
 
 from hydra import compose, initialize_config_dir  # noqa: E402
 
-from harness.run import run  # noqa: E402
+from harness.modes.run import run  # noqa: E402
 
 CONF = Path(__file__).resolve().parent.parent / "conf"
 GRID = [1e-4, 3e-4, 1e-3, 3e-3, 1e-2, 3e-2, 1e-1, 3e-1]

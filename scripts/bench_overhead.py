@@ -25,7 +25,7 @@ import torch
 
 from hydra import compose, initialize_config_dir  # noqa: E402
 
-from harness.assembly import build_trainer  # noqa: E402
+from harness.build.assembly import build_trainer  # noqa: E402
 
 CONF = Path(__file__).resolve().parent.parent / "conf"
 WORKLOADS = {

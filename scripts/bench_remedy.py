@@ -36,7 +36,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 
 from bench_external import relative_loss, reproduced  # noqa: E402
-from harness.attempts import ranked_loss  # noqa: E402
+from harness.modes.attempts import ranked_loss  # noqa: E402
 from pathology_suite import HEALTHY, Case, catalogue, redrawn  # noqa: E402
 from train_process import run_train  # noqa: E402
 

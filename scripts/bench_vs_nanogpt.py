@@ -34,7 +34,7 @@ import numpy as np
 
 ROOT = Path(__file__).resolve().parent.parent
 from harness.data.chars import encode_chars, split  # noqa: E402
-from harness.metric_names import PERF_STEP_MS
+from harness.core.metric_names import PERF_STEP_MS
 
 NANOGPT_URL = "https://github.com/karpathy/nanoGPT"
 NANOGPT_COMMIT = "3adf61e154c3fe3fca428ad6bc3818b27a3b8291"
@@ -73,7 +73,7 @@ def corpus_ids(text_file: Path | None) -> tuple[np.ndarray, int]:
     from hydra import compose, initialize_config_dir
 
     from harness.data import build_data
-    from harness.resolvers import register_resolvers
+    from harness.entry.resolvers import register_resolvers
 
     register_resolvers()
     with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base="1.3"):  # the real conf/

@@ -14,12 +14,12 @@ import sys
 from pathlib import Path
 
 
-from harness.attempts import ATTEMPTS, load_story, write_top  # noqa: E402
-from harness.cli import fail  # noqa: E402
+from harness.modes.attempts import ATTEMPTS, load_story, write_top  # noqa: E402
+from harness.entry.cli import fail  # noqa: E402
 from harness.diagnosis import MissingMetricsError, write_report  # noqa: E402
 from harness.diagnosis.load import METRICS_FILE  # noqa: E402
 from harness.diagnosis.report import REPORT_FILE  # noqa: E402
-from harness.errors import ConfigError  # noqa: E402
+from harness.core.errors import ConfigError  # noqa: E402
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -16,9 +16,9 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 
-from harness.checkpoint import atomic_torch_save, is_sharded_checkpoint, load_checkpoint  # noqa: E402
-from harness.cli import fail  # noqa: E402
-from harness.errors import ConfigError  # noqa: E402
+from harness.state.checkpoint import atomic_torch_save, is_sharded_checkpoint, load_checkpoint  # noqa: E402
+from harness.entry.cli import fail  # noqa: E402
+from harness.core.errors import ConfigError  # noqa: E402
 
 
 def export(source: Path, rest: dict, target: Path, with_optimizer: bool) -> dict:

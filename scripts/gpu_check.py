@@ -37,14 +37,14 @@ from omegaconf import DictConfig
 
 from hydra import compose, initialize_config_dir  # noqa: E402
 
-from harness.assembly import build_trainer  # noqa: E402
-from harness.config import validate_config  # noqa: E402
+from harness.build.assembly import build_trainer  # noqa: E402
+from harness.build.config import validate_config  # noqa: E402
 from harness.data.base import TokenWindows  # noqa: E402
-from harness.distributed import DistInfo, init_process_group  # noqa: E402
-from harness.errors import HarnessError  # noqa: E402
-from harness.flops import flops_per_update, measure_flops, mfu, peak_flops  # noqa: E402
-from harness.host_reads import count_host_reads  # noqa: E402
-from harness.precision import DTYPES  # noqa: E402
+from harness.core.distributed import DistInfo, init_process_group  # noqa: E402
+from harness.core.errors import HarnessError  # noqa: E402
+from harness.training.flops import flops_per_update, measure_flops, mfu, peak_flops  # noqa: E402
+from harness.core.host_reads import count_host_reads  # noqa: E402
+from harness.training.precision import DTYPES  # noqa: E402
 
 CONF = Path(__file__).resolve().parent.parent / "conf"
 FACTORY = f"{__name__}.random_splits"  # data=custom's data._target_: this module, however it was started

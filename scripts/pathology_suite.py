@@ -33,8 +33,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 
-from harness.cli import fail  # noqa: E402
-from harness.errors import ConfigError  # noqa: E402
+from harness.entry.cli import fail  # noqa: E402
+from harness.core.errors import ConfigError  # noqa: E402
 
 HEALTHY = "healthy"
 RESULT_FILE = "suite_result.json"
@@ -554,8 +554,8 @@ def run_case(case: Case, out: Path) -> dict:
     import torch
     from hydra import compose, initialize_config_dir
 
-    from harness.resolvers import register_resolvers
-    from harness.run import run
+    from harness.entry.resolvers import register_resolvers
+    from harness.modes.run import run
 
     register_resolvers()
     torch.set_num_threads(1)

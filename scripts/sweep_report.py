@@ -13,8 +13,8 @@ import argparse
 from pathlib import Path
 
 
-from harness.errors import ConfigError  # noqa: E402
-from harness.cli import fail  # noqa: E402
+from harness.core.errors import ConfigError  # noqa: E402
+from harness.entry.cli import fail  # noqa: E402
 
 
 def locate(target: str, study: str | None, out: str | None) -> tuple[str, str, Path]:
@@ -51,7 +51,7 @@ def main() -> None:
 
     import optuna
 
-    from harness.trial import open_storage
+    from harness.loop.trial import open_storage
     from hydra_plugins.harness_optuna_sweeper._report import best_line, write_report
 
     optuna.logging.set_verbosity(optuna.logging.WARNING)

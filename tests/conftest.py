@@ -13,7 +13,7 @@ import torch
 from hydra import compose, initialize_config_dir
 from omegaconf import DictConfig
 
-from harness.resolvers import register_resolvers
+from harness.entry.resolvers import register_resolvers
 
 register_resolvers()
 if os.environ.get("PYTEST_XDIST_WORKER"):  # test workers share the cores: their CLI children take one thread each
@@ -32,7 +32,7 @@ def compose_cfg(overrides: list[str]) -> DictConfig:
 
 def train(overrides: list[str], run_dir: Path):
     """Run training in-process on the composed config; returns (objective, summary)."""
-    from harness.run import run
+    from harness.modes.run import run
 
     torch.set_num_threads(1)  # tests compare bits; also keeps parallel test workers off each other
     if not any(o.startswith("diagnose") for o in overrides):

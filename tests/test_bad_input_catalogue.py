@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 
 from conftest import compose_cfg, one_line_error, run_cli, train
-from harness.errors import ConfigError
-from harness.run import run
+from harness.core.errors import ConfigError
+from harness.modes.run import run
 
 VECTOR = ["model=mlp", "data=synthetic"]
 
@@ -322,7 +322,7 @@ def test_every_shipped_preset_defines_only_keys_the_harness_reads():
     from hydra import compose, initialize_config_dir
 
     from conftest import CONF
-    from harness.config_keys import check_known_keys
+    from harness.core.config_keys import check_known_keys
 
     presets = sorted(p.relative_to(CONF / "experiment").with_suffix("").as_posix()
                      for p in (CONF / "experiment").rglob("*.yaml"))

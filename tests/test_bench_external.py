@@ -9,7 +9,7 @@ import sys
 import pytest
 
 from conftest import ROOT, compose_cfg
-from harness.config import validate_config
+from harness.build.config import validate_config
 from harness.diagnosis.rules import RULES
 
 pytest.importorskip("sklearn")  # the ports' data (iris, digits, splits) come from scikit-learn

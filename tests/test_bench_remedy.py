@@ -9,7 +9,7 @@ import sys
 import pytest
 
 from conftest import ROOT, compose_cfg
-from harness.config import validate_config
+from harness.build.config import validate_config
 
 sys.path.insert(0, str(ROOT / "scripts"))
 import bench_remedy as bench  # noqa: E402

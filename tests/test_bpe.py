@@ -14,7 +14,7 @@ from conftest import TINY_GPT, compose_cfg, train
 from harness.data import bpe, build_data
 from harness.data.chars import stdlib_files, stdlib_text
 from harness.data.token_file import TokenFile
-from harness.run import run
+from harness.modes.run import run
 
 VAL_ONLY = "zyxwvutsrq"  # a word that appears only in the corpus's validation tail
 VOCAB = 300

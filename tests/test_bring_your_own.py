@@ -11,11 +11,11 @@ import torch
 
 import user_code
 from conftest import ROOT, compose_cfg, run_cli, train
-from harness.checkpoint import latest_valid_checkpoint, load_checkpoint, step_checkpoints
-from harness.errors import ConfigError
+from harness.state.checkpoint import latest_valid_checkpoint, load_checkpoint, step_checkpoints
+from harness.core.errors import ConfigError
 from harness.models.output import OutputPicker
-from harness.run import run
-from harness.tracking import read_metrics
+from harness.modes.run import run
+from harness.sinks.tracking import read_metrics
 
 TESTS = Path(__file__).resolve().parent
 USER_ENV = {"PYTHONPATH": os.pathsep.join(filter(None, [str(TESTS), os.environ.get("PYTHONPATH")]))}

@@ -4,8 +4,8 @@ from __future__ import annotations
 import pytest
 
 from conftest import TINY_GPT, compose_cfg, one_line_error, run_cli, train
-from harness.config import validate_config
-from harness.errors import ConfigError
+from harness.build.config import validate_config
+from harness.core.errors import ConfigError
 
 BAD_VALUES = [
     (["optim.lr=0"], "optim.lr", "0"),

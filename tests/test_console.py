@@ -120,7 +120,7 @@ def _tmux(*args: str) -> str:
 def test_in_an_80_by_24_tmux_the_bar_shows_what_matters_and_ctrl_c_checkpoints_without_a_traceback(tmp_path):
     import json
 
-    from harness.checkpoint import step_checkpoints
+    from harness.state.checkpoint import step_checkpoints
 
     session, run_dir = f"harness-{os.getpid()}", tmp_path / "run"
     command = " ".join([sys.executable, str(ROOT / "train.py"), "model=mlp", "data=synthetic", "model.width=32",

@@ -105,7 +105,7 @@ def test_building_a_run_starts_no_thread(tmp_path):
     assembling a run (data, model, optimizer, loaders) must leave this process's thread count alone."""
     from conftest import TINY_GPT, compose_cfg
 
-    from harness.assembly import build_trainer
+    from harness.build.assembly import build_trainer
 
     before = {t.ident for t in threading.enumerate()}
     cfg = compose_cfg([*TINY_GPT, "debug=smoke", "logger=none", "diagnose=false"])

@@ -915,7 +915,7 @@ def test_a_data_cause_is_listed_before_the_divergence_it_explains(tmp_path, data
 
 def test_diagnose_ignore_names_only_known_rules():
     from harness.diagnosis.live import validate_diagnose_config
-    from harness.errors import ConfigError
+    from harness.core.errors import ConfigError
     validate_diagnose_config(OmegaConf.create({"ignore": ["frozen_parameters"]}))
     with pytest.raises(ConfigError, match="diagnose.ignore='frozen_paramters' is invalid"):
         validate_diagnose_config(OmegaConf.create({"ignore": ["frozen_paramters"]}))

@@ -8,12 +8,12 @@ import torch
 from torch.optim.lr_scheduler import LambdaLR
 
 from conftest import TINY_GPT, compose_cfg, run_cli
-from harness.doctor import DoctorConfig, Status, _run_check, diagnose_trainer
-from harness.doctor.data_checks import check_inputs, judge_inputs, judge_labels
-from harness.doctor.gradcheck import check_gradients
-from harness.doctor.model_checks import check_gradient_flow, check_initial_loss, check_overfit
-from harness.doctor.schedule_check import check_schedule, judge_schedule
-from harness.assembly import build_trainer
+from harness.modes.doctor import DoctorConfig, Status, _run_check, diagnose_trainer
+from harness.modes.doctor.data_checks import check_inputs, judge_inputs, judge_labels
+from harness.modes.doctor.gradcheck import check_gradients
+from harness.modes.doctor.model_checks import check_gradient_flow, check_initial_loss, check_overfit
+from harness.modes.doctor.schedule_check import check_schedule, judge_schedule
+from harness.build.assembly import build_trainer
 
 # one thread per subprocess: spin-waiting OpenMP threads crawl on a busy shared machine
 ONE_THREAD = {"OMP_NUM_THREADS": "1"}

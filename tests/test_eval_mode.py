@@ -10,10 +10,10 @@ import torch
 import torch.nn.functional as F
 
 from conftest import ROOT, compose_cfg, one_line_error, run_cli
-from harness.checkpoint import load_checkpoint
-from harness.config import validate_config
+from harness.state.checkpoint import load_checkpoint
+from harness.build.config import validate_config
 from harness.data import build_splits
-from harness.errors import ConfigError
+from harness.core.errors import ConfigError
 from harness.models import build_model
 
 RUN = ["model=mlp", "data=synthetic", "model.width=32", "data.n_val=300", "trainer.max_steps=40",

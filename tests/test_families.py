@@ -13,12 +13,12 @@ from omegaconf import OmegaConf
 from conftest import CONF, compose_cfg, one_line_error, run_cli, train
 from harness.data import build_data, validate_data_config
 from harness.data.loader import SHARED_DATA_KEYS
-from harness.errors import ConfigError
+from harness.core.errors import ConfigError
 from harness.data.base import DataMeta
 from harness.data.digits import ShiftedDigits
 from harness.data.sampler import BatchStream
 from harness.models import build_model
-from harness.run import run
+from harness.modes.run import run
 
 sklearn = pytest.importorskip("sklearn", reason="data=digits needs the optional vision extra")
 

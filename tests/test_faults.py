@@ -16,10 +16,10 @@ import pytest
 import torch
 
 from conftest import ROOT, compose_cfg, one_line_error, run_cli, train, wait_until
-from harness.attempts import attempt_config
-from harness.checkpoint import checkpoint_problem, load_checkpoint, step_checkpoints
-from harness.errors import ConfigError
-from harness.run_lock import LOCK_FILE
+from harness.modes.attempts import attempt_config
+from harness.state.checkpoint import checkpoint_problem, load_checkpoint, step_checkpoints
+from harness.core.errors import ConfigError
+from harness.state.run_lock import LOCK_FILE
 from harness.sinks.jsonl import read_metrics
 
 SMALL = ["model=mlp", "data=synthetic", "model.width=32", "model.dropout=0.1", "logger=none", "diagnose=false",
@@ -387,8 +387,8 @@ def test_ctrl_c_checkpoints_the_current_step_and_stops_without_a_traceback(tmp_p
 
 def test_a_second_ctrl_c_stops_at_once(monkeypatch):
     """The first Ctrl-C arms the second: it ends the process on the spot, exit status 130."""
-    from harness import hooks
-    from harness.hooks import StopRequest, _stop_now
+    from harness.loop import hooks
+    from harness.loop.hooks import StopRequest, _stop_now
 
     monkeypatch.setattr(hooks, "_interrupted", False)
     before = signal.getsignal(signal.SIGINT)
@@ -399,7 +399,7 @@ def test_a_second_ctrl_c_stops_at_once(monkeypatch):
         assert request.interrupted and signal.getsignal(signal.SIGINT) is _stop_now
     finally:
         signal.signal(signal.SIGINT, before)
-    code = "import os, signal; from harness.hooks import _stop_now; _stop_now(signal.SIGINT, None)"
+    code = "import os, signal; from harness.loop.hooks import _stop_now; _stop_now(signal.SIGINT, None)"
     result = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=60)
     assert result.returncode == 130 and result.stderr.startswith("Ctrl-C again: stopped now")
 

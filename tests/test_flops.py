@@ -8,11 +8,11 @@ from torch import nn
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
 from conftest import compose_cfg, train
-from harness.checkpoint import load_checkpoint, step_checkpoints
-from harness.config import validate_config
-from harness.flops import flops_per_update, gpt_flops_per_token, measure_flops, mfu, peak_flops, peak_for_name
+from harness.state.checkpoint import load_checkpoint, step_checkpoints
+from harness.build.config import validate_config
+from harness.training.flops import flops_per_update, gpt_flops_per_token, measure_flops, mfu, peak_flops, peak_for_name
 from harness.models.gpt import GPT, GPTConfig
-from harness.tracking import read_metrics
+from harness.sinks.tracking import read_metrics
 
 L, H, C, T, V, B = 2, 2, 32, 16, 64, 3  # layers, heads, width, block size, vocab, batch
 

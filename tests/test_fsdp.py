@@ -16,11 +16,11 @@ import torch
 from torch.distributed.checkpoint.format_utils import dcp_to_torch_save
 
 from conftest import ROOT, compose_cfg, one_line_error, run_cli, torchrun, train, wait_until
-from harness.checkpoint import load_checkpoint, step_checkpoints
-from harness.config import validate_config
-from harness.errors import ConfigError
-from harness.parallel import optimizer_config, parallel_config
-from harness.tracking import read_metrics
+from harness.state.checkpoint import load_checkpoint, step_checkpoints
+from harness.build.config import validate_config
+from harness.core.errors import ConfigError
+from harness.training.parallel import optimizer_config, parallel_config
+from harness.sinks.tracking import read_metrics
 
 MLP = ["model=mlp", "data=synthetic", "model.width=32", "model.depth=3", "model.dropout=0.0", "batch_size=64",
        "trainer.max_steps=20", "trainer.log_every=1", "trainer.eval_every=10", "trainer.ckpt_every=10",

@@ -9,11 +9,11 @@ import torch
 from omegaconf import OmegaConf
 
 from conftest import compose_cfg, train
-from harness.checkpoint import load_checkpoint, step_checkpoints
-from harness.assembly import build_trainer
-from harness.distributed import DistInfo
-from harness.guard import Guard, Verdict
-from harness.tracking import read_metrics
+from harness.state.checkpoint import load_checkpoint, step_checkpoints
+from harness.build.assembly import build_trainer
+from harness.core.distributed import DistInfo
+from harness.training.guard import Guard, Verdict
+from harness.sinks.tracking import read_metrics
 
 pytestmark = pytest.mark.trajectory  # follows unstable runs: checked under other kernels too (docs/testing.md)
 
@@ -182,7 +182,7 @@ def test_update_ratio_and_norms_are_what_they_claim(tmp_path):
 def test_monitor_cadence_is_stateless_and_bounded():
     from omegaconf import OmegaConf
 
-    from harness.monitor import Monitor
+    from harness.training.monitor import Monitor
 
     monitor = Monitor(OmegaConf.create({"level": "basic", "every": 100}), torch.nn.Linear(2, 2))
     due = [s for s in range(1, 1001) if s % 25 == 0 and monitor.due(s, log_every=25)]
@@ -235,7 +235,7 @@ def test_a_rollback_loses_a_bounded_number_of_steps_whatever_the_checkpoint_cade
 
 
 def test_attribution_tells_one_bad_sample_from_a_bad_model():
-    from harness.attribution import attribute
+    from harness.training.attribution import attribute
     from harness.models.output import OutputPicker
 
     torch.manual_seed(0)

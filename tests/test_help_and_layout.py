@@ -13,7 +13,7 @@ from conftest import ROOT, run_cli, train
 from harness.diagnosis.load import RunData, load_run
 from harness.diagnosis.plots import MAX_LEGEND, PLOTS, draw_figure
 from harness.sinks.tensorboard import PER_TENSOR_GROUPS, TB_LATER_PREFIX
-from harness.tracking import read_metrics
+from harness.sinks.tracking import read_metrics
 
 DEPTH = 14  # 15 weight tensors, more than a legend holds
 

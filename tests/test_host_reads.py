@@ -5,8 +5,8 @@ import pytest
 import torch
 
 from conftest import TINY_GPT, compose_cfg
-from harness.assembly import build_trainer
-from harness.host_reads import count_host_reads
+from harness.build.assembly import build_trainer
+from harness.core.host_reads import count_host_reads
 
 LOG_EVERY = 5
 

@@ -9,9 +9,9 @@ import torch
 import torch.nn.functional as F
 
 from conftest import compose_cfg, train
-from harness.assembly import build_trainer
+from harness.build.assembly import build_trainer
 from harness.data.targets import target_shares
-from harness.loss import compute_loss, per_sample_loss
+from harness.training.loss import compute_loss, per_sample_loss
 
 PADDED = ["data=custom", "data._target_=user_code.padded_sequences", "data.task=lm",
           "model._target_=user_code.LSTMNet", "+model.hidden=32", "logger=none", "trainer.log_every=4",
@@ -86,7 +86,7 @@ def test_classification_with_unlabeled_samples_learns_and_measures_only_the_labe
 
 
 def test_null_ignore_index_refuses_the_same_labels_naming_the_key(tmp_path, capsys):
-    from harness.errors import ConfigError
+    from harness.core.errors import ConfigError
 
     with pytest.raises(ConfigError, match=r"loss.ignore_index \(-100\)|\[0, 4\)") as err:
         train(["data=custom", "data._target_=user_code.labels_with_unlabeled", "model=mlp",
@@ -95,7 +95,7 @@ def test_null_ignore_index_refuses_the_same_labels_naming_the_key(tmp_path, caps
 
 
 def test_data_whose_sampled_targets_are_all_ignored_is_refused_naming_the_key(tmp_path):
-    from harness.errors import ConfigError
+    from harness.core.errors import ConfigError
 
     with pytest.raises(ConfigError, match="loss.ignore_index.*only ignored targets") as err:
         train(["data=custom", "data._target_=user_code.labels_with_unlabeled", "+data.unlabeled=1.0", "model=mlp",

@@ -99,7 +99,7 @@ def test_the_scan_sees_a_circle_when_there_is_one():
 
 def test_no_module_imports_its_importers():
     graph = import_graph()
-    assert "hydra_plugins.harness_optuna_sweeper._sweep" in graph and graph["harness.trainer"]
+    assert "hydra_plugins.harness_optuna_sweeper._sweep" in graph and graph["harness.loop.trainer"]
     assert circles(graph) == []
 
 
@@ -129,3 +129,30 @@ def test_the_harness_and_train_py_import_no_plugin_and_no_launcher_imports_the_s
                  if m.startswith(("hydra_plugins.harness_torchrun_launcher", "hydra_plugins.harness_slurm_launcher"))
                  and t.startswith("hydra_plugins.harness_optuna_sweeper")]
     assert not launchers
+
+
+# harness/'s folders, from the entry down: a module may import its own layer and the layers below it,
+# never one above (docs/architecture.md, "Layers").
+LAYERS = (("entry", "launch"), ("modes",), ("build",), ("loop",), ("diagnosis",), ("training",),
+          ("models", "data"), ("sinks",), ("state",), ("core",))
+
+
+def _layer(module: str) -> int | None:
+    parts = module.split(".")
+    if parts[0] != "harness" or len(parts) < 2:
+        return None
+    return next((i for i, folders in enumerate(LAYERS) if parts[1] in folders), None)
+
+
+def test_every_folder_of_the_harness_has_a_layer_and_imports_flow_down():
+    folders = {p.name for p in (ROOT / "harness").iterdir() if p.is_dir() and p.name != "__pycache__"}
+    assert folders == {f for layer in LAYERS for f in layer}
+    assert len(list((ROOT / "harness").iterdir())) - ((ROOT / "harness" / "__pycache__").exists()) <= 13
+    upward = [f"{module} -> {target}" for module, targets in import_graph().items() for target in targets
+              if _layer(module) is not None and _layer(target) is not None and _layer(target) < _layer(module)]
+    assert upward == []
+
+
+def test_the_layer_check_sees_an_upward_import():
+    assert _layer("harness.core.errors") > _layer("harness.loop.trainer") > _layer("harness.entry.cli")
+    assert _layer("harness.models.gpt") == _layer("harness.data.base")

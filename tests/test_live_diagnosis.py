@@ -13,9 +13,9 @@ from optuna.trial import TrialState
 
 from apps.sweep_helpers import REPO, load_study, sweep_env
 from conftest import compose_cfg, train
-from harness.checkpoint import step_checkpoints
-from harness.errors import ConfigError
-from harness.run import run
+from harness.state.checkpoint import step_checkpoints
+from harness.core.errors import ConfigError
+from harness.modes.run import run
 
 pytestmark = pytest.mark.trajectory  # follows unstable runs: checked under other kernels too (docs/testing.md)
 

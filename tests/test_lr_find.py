@@ -9,13 +9,13 @@ import pytest
 import torch
 
 from conftest import TINY_GPT, compose_cfg, run_cli
-from harness.config import validate_config
-from harness.errors import ConfigError
-from harness.lr_find import LRFindConfig, find_lr, sweep_config
-from harness.typed_config import read_typed
-from harness.lr_find.driver import driven
-from harness.lr_find.suggest import suggest_lr
-from harness.assembly import build_trainer
+from harness.build.config import validate_config
+from harness.core.errors import ConfigError
+from harness.modes.lr_find import LRFindConfig, find_lr, sweep_config
+from harness.core.typed_config import read_typed
+from harness.modes.lr_find.driver import driven
+from harness.modes.lr_find.suggest import suggest_lr
+from harness.build.assembly import build_trainer
 
 # one thread per subprocess: spin-waiting OpenMP threads crawl on a busy shared machine
 ONE_THREAD = {"OMP_NUM_THREADS": "1"}
@@ -181,7 +181,7 @@ def test_cli_writes_plot_and_json_and_prints_the_override(tmp_path):
 
 
 def test_debug_smoke_shortens_the_sweep(tmp_path):
-    from harness.run import run
+    from harness.modes.run import run
 
     run(compose_cfg(["mode=lr_find", "debug=smoke", *TINY_GPT, "logger=none"]), run_dir=tmp_path)
     data = json.loads((tmp_path / "lr_find.json").read_text())

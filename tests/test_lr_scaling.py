@@ -2,9 +2,9 @@ import pytest
 from omegaconf import OmegaConf
 
 from conftest import compose_cfg, train
-from harness.config import validate_config
-from harness.errors import ConfigError
-from harness.lr_scaling import apply_lr_scaling
+from harness.build.config import validate_config
+from harness.core.errors import ConfigError
+from harness.training.lr_scaling import apply_lr_scaling
 
 
 @pytest.mark.parametrize("rule,factor", [("linear", 4.0), ("sqrt", 2.0)])

@@ -1,11 +1,11 @@
-"""Metric names are written once, in harness/metric_names.py: the code that logs a metric and the
+"""Metric names are written once, in harness/core/metric_names.py: the code that logs a metric and the
 rules and plots that read it import the same constant, so a rename cannot leave a reader behind."""
 from __future__ import annotations
 
 import ast
 
 from conftest import ROOT
-import harness.metric_names as metric_names
+import harness.core.metric_names as metric_names
 
 NAMES = {v for k, v in vars(metric_names).items() if k.isupper() and isinstance(v, str)}
 FAMILIES = tuple(v for v in NAMES if v.endswith("/"))

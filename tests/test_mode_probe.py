@@ -4,8 +4,8 @@ from __future__ import annotations
 import pytest
 
 from conftest import run_cli
-from harness.cli import parse_command_line
-from harness.mode_probe import MAX_SCANNED, mode_decided_by_command_line
+from harness.entry.cli import parse_command_line
+from harness.entry.mode_probe import MAX_SCANNED, mode_decided_by_command_line
 
 
 @pytest.mark.parametrize("argv,decided", [

@@ -9,7 +9,7 @@ from omegaconf import OmegaConf
 from conftest import CONF, compose_cfg, train
 from harness.data import build_data
 from harness.models import build_model
-from harness.tracking import read_metrics
+from harness.sinks.tracking import read_metrics
 
 
 def test_char_gpt_first_loss_is_ln_vocab(tmp_path):

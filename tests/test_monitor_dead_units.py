@@ -5,7 +5,7 @@ import torch
 from omegaconf import OmegaConf
 from torch import nn
 
-from harness.monitor import DEAD_COLLECTIONS, Monitor
+from harness.training.monitor import DEAD_COLLECTIONS, Monitor
 
 BASIC = OmegaConf.create({"level": "basic", "every": 1})
 

@@ -15,8 +15,8 @@ from omegaconf import DictConfig, OmegaConf
 from torch import nn
 from torch.optim.lr_scheduler import LambdaLR
 
-from harness.errors import ConfigError
-from harness.optim import Lamb, Lion, MuonWithAdamW, build_optimizer, validate_optim_config
+from harness.core.errors import ConfigError
+from harness.training.optim import Lamb, Lion, MuonWithAdamW, build_optimizer, validate_optim_config
 
 OPTIONS = ["adamw", "adam", "sgd", "lion", "lamb", "adafactor", "muon"]
 HAS_BNB = importlib.util.find_spec("bitsandbytes") is not None

@@ -10,7 +10,7 @@ from collections import Counter
 import pytest
 
 from conftest import ROOT, compose_cfg
-from harness.config import validate_config
+from harness.build.config import validate_config
 
 sys.path.insert(0, str(ROOT / "scripts"))
 import pathology_suite as suite  # noqa: E402

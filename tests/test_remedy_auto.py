@@ -12,7 +12,7 @@ import pytest
 import torch
 
 from conftest import ROOT, compose_cfg, one_line_error, run_cli, torchrun, train, wait_until
-from harness.attempts import ranked_loss
+from harness.modes.attempts import ranked_loss
 
 pytestmark = pytest.mark.trajectory  # follows unstable runs: checked under other kernels too (docs/testing.md)
 
@@ -198,7 +198,7 @@ def test_remedy_scope_training_never_changes_the_model_and_the_run_as_given_is_f
 
 
 def test_the_verdict_needs_a_better_attempt_without_critical_findings_that_learned():
-    from harness.attempts import _conclude
+    from harness.modes.attempts import _conclude
 
     def story(*attempts):
         return {"attempts": [{"number": i, "best_val_loss": loss, "critical": critical, "learned": learned}
@@ -218,7 +218,7 @@ def test_a_rejected_remedy_is_never_the_result_and_a_stopped_base_is_finished_in
     """The live diagnosis stopped the run as given at step 200; the remedy trained 1000 steps to a
     hair below it, but was not better where both had trained (rejected): the result is the run
     as given, finished to its end, not the rejected attempt (which ended above remedy=off)."""
-    from harness.attempts import _best, _finish_best
+    from harness.modes.attempts import _best, _finish_best
 
     attempts = [{"number": 1, "overrides": [], "best_val_loss": 1188.87, "critical": ["unnormalised_inputs"]},
                 {"number": 2, "overrides": ["data.standardize=true"], "best_val_loss": 1188.79, "critical": [],
@@ -240,7 +240,7 @@ def test_a_kept_lr_move_is_followed_by_the_same_factor_and_an_overshoot_is_halve
     midpoint is tried once; after the midpoint the search ends. A move that did not help, or a
     remedy of another kind, starts no search; a training change of another kind the findings still
     name (AdamW for SGD) comes before the search."""
-    from harness.attempts import _next_attempt
+    from harness.modes.attempts import _next_attempt
     from harness.diagnosis.findings import Finding, Remedy, Restart, Severity
 
     cfg = compose_cfg(["optim=sgd", "optim.lr=2.0"])
@@ -282,7 +282,7 @@ def test_a_remedy_rejected_where_its_base_stopped_early_is_kept_if_it_ends_bette
     """The base stopped at step 48 for a remedy; the remedy (from scratch) trailed there and was
     rejected, then ended at 2.08. Finished, the run as given ends at 2.24: the remedy is kept at
     the end and is the result. One that ends only 0.5% better stays rejected."""
-    from harness.attempts import _best, _rejudge_at_the_end
+    from harness.modes.attempts import _best, _rejudge_at_the_end
 
     def told(remedy_loss):
         return {"verdict": None, "attempts": [

@@ -4,8 +4,8 @@ from __future__ import annotations
 import pytest
 
 from conftest import compose_cfg, one_line_error, run_cli, train
-from harness.errors import ConfigError
-from harness.run import run
+from harness.core.errors import ConfigError
+from harness.modes.run import run
 
 SMOKE = ["model=mlp", "data=synthetic", "model.width=16", "debug=smoke", "logger=none", "diagnose=false"]
 

@@ -4,8 +4,8 @@ import pytest
 import torch
 from omegaconf import OmegaConf
 
-from harness.errors import ConfigError
-from harness.schedule import build_scheduler, lr_factor, validate_schedule_config
+from harness.core.errors import ConfigError
+from harness.training.schedule import build_scheduler, lr_factor, validate_schedule_config
 
 T, W, MIN = 1000, 100, 0.1
 

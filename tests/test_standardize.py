@@ -10,7 +10,7 @@ from conftest import compose_cfg, one_line_error, run_cli, train
 from harness.data import build_splits
 from harness.data.loader import BatchRecipe, Ticket, read_batch
 from harness.data.standardize import with_input_scale
-from harness.errors import ConfigError
+from harness.core.errors import ConfigError
 
 pytestmark = pytest.mark.trajectory  # the remedy test follows a run its raw inputs broke
 

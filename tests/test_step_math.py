@@ -6,8 +6,8 @@ import torch
 from torch import nn
 
 from conftest import compose_cfg
-from harness.clipping import clip_gradients, global_grad_norm
-from harness.assembly import build_trainer
+from harness.training.clipping import clip_gradients, global_grad_norm
+from harness.build.assembly import build_trainer
 
 VECTOR = ["model=mlp", "data=synthetic", "model.width=32", "model.dropout=0.0", "logger=none"]
 
@@ -51,9 +51,9 @@ def _trainer(overrides, tmp_path):
 
 def test_fp16_clipping_sees_unscaled_gradients(tmp_path, monkeypatch):
     """With a 2^16 loss scale the norm handed to clipping must match fp32's, not be 65536x larger."""
-    import harness.step
+    import harness.loop.step
 
-    real_clip = harness.step.clip_gradients
+    real_clip = harness.loop.step.clip_gradients
     seen: dict[str, list[float]] = {}
 
     def spy(params, mode, clip, total_norm):
@@ -61,7 +61,7 @@ def test_fp16_clipping_sees_unscaled_gradients(tmp_path, monkeypatch):
         real_clip(params, mode, clip, total_norm)
         norms.append(global_grad_norm(params).item())
 
-    monkeypatch.setattr(harness.step, "clip_gradients", spy)
+    monkeypatch.setattr(harness.loop.step, "clip_gradients", spy)
     for precision in ("fp32", "fp16"):
         norms = seen[precision] = []
         _trainer([f"precision={precision}", "clip=0.01"], tmp_path / precision).update()

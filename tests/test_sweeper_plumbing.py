@@ -123,7 +123,7 @@ def test_a_launcher_offering_a_trial_runner_runs_the_trials() -> None:
                             test_best=False)
     from hydra._internal.core_plugins.basic_launcher import BasicLauncher
 
-    from harness.errors import ConfigError
+    from harness.core.errors import ConfigError
 
     sweeper.launcher = BasicLauncher()  # Hydra's basic launcher offers nothing: trials run here
     assert sweeper.trial_runner(2) is sweeper.runner

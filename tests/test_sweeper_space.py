@@ -11,7 +11,7 @@ from hydra.core.override_parser.overrides_parser import OverridesParser
 from omegaconf import OmegaConf
 from optuna.distributions import CategoricalDistribution, FloatDistribution, IntDistribution
 
-from harness.errors import ConfigError
+from harness.core.errors import ConfigError
 from hydra_plugins.harness_optuna_sweeper._settings import parse_settings
 from hydra_plugins.harness_optuna_sweeper._space import SearchSpace, parse_search_space
 from hydra_plugins.harness_optuna_sweeper._study import (build_sampler, objective_names, open_study, storage_url,

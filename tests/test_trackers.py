@@ -10,7 +10,7 @@ import struct
 import pytest
 
 from conftest import ROOT, run_cli
-from harness.tracking import read_metrics
+from harness.sinks.tracking import read_metrics
 
 mlflow = pytest.importorskip("mlflow", reason="the mlflow extra is not installed")
 
@@ -18,7 +18,7 @@ SMALL = ["model=mlp", "data=synthetic", "model.width=32", "diagnose.report=false
          "trainer.log_every=5", "trainer.eval_every=20", "trainer.ckpt_every=10"]
 KILLER = '''
 import os, signal
-from harness.callbacks.base import Callback
+from harness.loop.callbacks.base import Callback
 
 
 class KillAt(Callback):

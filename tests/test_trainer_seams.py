@@ -54,7 +54,7 @@ def _called_hooks(tree: ast.AST) -> set[str]:
 def test_the_callback_base_declares_every_hook_the_loop_calls():
     """A user's callback subclasses Callback and overrides hooks by name: a hook the loop calls
     that the base does not declare is one nobody can find."""
-    from harness.callbacks.base import HOOKS, Callback
+    from harness.loop.callbacks.base import HOOKS, Callback
 
     assert _called_hooks(ast.parse('self.callbacks.call("on_x", self)\nc.collect("no")')) == {"on_x"}
     called = set().union(*(_called_hooks(ast.parse(path.read_text())) for path in (ROOT / "harness").rglob("*.py")))
@@ -72,8 +72,8 @@ def test_every_sink_implements_the_sink_base_and_the_tracker_makes_only_its_call
     classes = [ConsoleSink, JsonlSink, MetricHistory, *(sink for sink, _ in SINKS.values())]
     assert all(issubclass(cls, Sink) and cls.log is not Sink.log for cls in classes)
     declared = {name for name, value in vars(Sink).items() if callable(value) and not name.startswith("_")}
-    calls = {node.func.attr for node in ast.walk(ast.parse((ROOT / "harness" / "tracking.py").read_text()))
+    calls = {node.func.attr for node in ast.walk(ast.parse((ROOT / "harness" / "sinks" / "tracking.py").read_text()))
              if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
              and _chain(node.func.value) == ["sink"]}
     assert calls == declared == {"log", "histograms", "text", "finish", "close"}
-    assert "getattr" not in (ROOT / "harness" / "tracking.py").read_text()
+    assert "getattr" not in (ROOT / "harness" / "sinks" / "tracking.py").read_text()

@@ -6,8 +6,8 @@ from dataclasses import dataclass
 import pytest
 from omegaconf import OmegaConf
 
-from harness.errors import ConfigError
-from harness.typed_config import Problem, at_least, one_of, read_typed, setting, within
+from harness.core.errors import ConfigError
+from harness.core.typed_config import Problem, at_least, one_of, read_typed, setting, within
 
 
 @dataclass(frozen=True)

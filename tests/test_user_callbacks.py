@@ -8,14 +8,14 @@ import json
 import torch
 
 from conftest import run_cli, one_line_error
-from harness.tracking import read_metrics
+from harness.sinks.tracking import read_metrics
 
 SMALL = ["model=mlp", "data=synthetic", "model.width=32", "logger=none", "diagnose=false", "trainer.max_steps=30",
          "trainer.log_every=5", "trainer.eval_every=10", "trainer.ckpt_every=10"]
 
 MODULE = '''
-from harness.callbacks.base import Callback
-from harness.hooks import Stop
+from harness.loop.callbacks.base import Callback
+from harness.loop.hooks import Stop
 
 
 class Boom(Callback):

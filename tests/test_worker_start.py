@@ -12,7 +12,7 @@ import torch
 
 from conftest import ROOT
 from harness.data.loader import fork_hazards, worker_context
-from harness.errors import ConfigError
+from harness.core.errors import ConfigError
 
 
 class Tensors(torch.utils.data.Dataset):

@@ -17,8 +17,8 @@ from harness.data.loader import WORKER_STARTS, BatchRecipe, LoaderSettings
 from harness.data.prior import prior_loss
 from harness.data.synthetic import build_synthetic, validate_synthetic
 from harness.data.tokens import build_tokens, validate_tokens
-from harness.errors import ConfigError
-from harness.validation import is_whole
+from harness.core.errors import ConfigError
+from harness.core.validation import is_whole
 
 # option name -> (validate, build); validate reads no more than file metadata.
 BUILDERS = {

@@ -25,10 +25,10 @@ import numpy as np
 from omegaconf import DictConfig
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 
-from harness.errors import ConfigError, one_line
+from harness.core.errors import ConfigError, one_line
 from harness.data.base import SPLITS
 from harness.data.token_file import TokenFile
-from harness.validation import is_whole
+from harness.core.validation import is_whole
 
 log = logging.getLogger("harness")
 

@@ -15,7 +15,7 @@ from harness.data.holdout import cut_tail, test_size
 from harness.data.id_cache import cached_ids
 from harness.data.token_file import TokenFile
 from harness.data.bpe import CHAR, fingerprint, short_hash, tokenize_corpus, validate_tokenizer
-from harness.errors import ConfigError
+from harness.core.errors import ConfigError
 
 BINARY_SNIFF = 8192  # bytes read to tell a binary file from text
 MAX_UNDECODABLE = 0.01  # fraction of characters that may fail to decode as UTF-8

@@ -9,7 +9,7 @@ from torch.utils.data import Dataset
 
 from harness.data.base import DataMeta
 from harness.data.loader import BatchRecipe, fetch
-from harness.errors import ConfigError
+from harness.core.errors import ConfigError
 
 CHECKED_SAMPLES = 256  # per split: cheap even at ~1 ms a sample, and enough to see a bad encoding
 

@@ -16,11 +16,11 @@ import torch
 from omegaconf import DictConfig, OmegaConf
 from torch.utils.data import Dataset, IterableDataset, TensorDataset
 
-from harness.callables import call, check_accepts, locate
+from harness.core.callables import call, check_accepts, locate
 from harness.data.base import SPLITS, TASKS, DataMeta, Splits
 from harness.data.loader import SHARED_DATA_KEYS, BatchRecipe, fetch, peek
-from harness.errors import ConfigError
-from harness.validation import is_whole
+from harness.core.errors import ConfigError
+from harness.core.validation import is_whole
 
 # Keys the harness reads itself; every other key of the group is passed to the factory.
 HARNESS_KEYS = {"name", "_target_", "task", "num_classes", "vocab_size", "input_key", "target_key", *SHARED_DATA_KEYS}

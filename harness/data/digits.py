@@ -17,8 +17,8 @@ from torch.utils.data import Dataset
 
 from harness.data.base import DataMeta, Splits, TensorPairs
 from harness.data.holdout import cut_tail, test_size
-from harness.errors import ConfigError
-from harness.validation import is_whole
+from harness.core.errors import ConfigError
+from harness.core.validation import is_whole
 
 NUM_CLASSES = 10
 SIDE = 8  # pixels per side

@@ -22,7 +22,7 @@ from harness.data.base import TASKS, ArrayDataset, DataMeta, Splits, token_split
 from harness.data.bpe import fingerprint, short_hash, uses_tokenizers, validate_tokenizer
 from harness.data.chars import cache_root, check_long_enough, encode_chars, split, subword_data
 from harness.data.id_cache import Built, cached_ids
-from harness.errors import ConfigError, one_line
+from harness.core.errors import ConfigError, one_line
 
 FORMATS = ("text", "json", "csv", "parquet")
 INSTALL = 'the hf extra: pip install -e ".[hf]"'

@@ -7,7 +7,7 @@ from typing import Any, TypeVar
 
 from omegaconf import DictConfig
 
-from harness.errors import ConfigError
+from harness.core.errors import ConfigError
 
 Cut = TypeVar("Cut", bound=Sequence[Any])  # arrays, tensors, token files and text all slice alike
 

@@ -31,8 +31,8 @@ from torch.utils.data import DataLoader, Dataset, default_collate, get_worker_in
 
 from harness.data.base import ArrayDataset
 from harness.data.sampler import BatchStream, MicroBatch, split_for_rank
-from harness.callables import locate
-from harness.errors import ConfigError, DataError, one_line, user_frames
+from harness.core.callables import locate
+from harness.core.errors import ConfigError, DataError, one_line, user_frames
 
 log = logging.getLogger("harness")
 EVAL_EPOCH = -1  # validation samples get the same transforms at every eval

@@ -18,7 +18,7 @@ from torch.utils.data import Dataset
 
 from harness.data.checks import spread_indices
 from harness.data.loader import BatchRecipe, InputScale, fetch
-from harness.errors import ConfigError
+from harness.core.errors import ConfigError
 
 FIT_SAMPLES = 4096
 FIT_SEED = 3  # a sample of its own: not the one input_stats or the batch checks read

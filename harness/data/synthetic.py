@@ -10,7 +10,7 @@ from omegaconf import DictConfig
 from harness.data.base import DataMeta, Splits, TensorPairs
 from harness.data.holdout import cut_tail, test_size
 from harness.data.prior import label_entropy
-from harness.errors import ConfigError
+from harness.core.errors import ConfigError
 
 TASKS = ("classification", "regression")
 

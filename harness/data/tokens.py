@@ -10,8 +10,8 @@ from omegaconf import DictConfig
 from harness.data.base import SPLITS, DataMeta, Splits, token_splits
 from harness.data.chars import check_long_enough
 from harness.data.token_file import TokenFile
-from harness.errors import ConfigError
-from harness.validation import is_whole
+from harness.core.errors import ConfigError
+from harness.core.validation import is_whole
 
 
 def _vocab_size(cfg: DictConfig) -> int | None:

@@ -17,8 +17,8 @@ from omegaconf import DictConfig
 from harness.diagnosis.findings import Finding, Severity
 from harness.diagnosis.load import RunData, read_config
 from harness.diagnosis.rules import RULE_NAMES, diagnose
-from harness.errors import ConfigError
-from harness.metric_names import TRAIN_LOSS, VAL_LOSS
+from harness.core.errors import ConfigError
+from harness.core.metric_names import TRAIN_LOSS, VAL_LOSS
 
 ABORT_ON = ("critical", "remedy")  # remedy: only a finding that carries one (diagnose.remedy=auto sets it)
 REMEDY = ("off", "auto")

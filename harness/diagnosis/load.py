@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 from omegaconf import OmegaConf
 
-from harness.schedule import warmup_steps
+from harness.training.schedule import warmup_steps
 from harness.sinks.jsonl import METRICS_FILE, read_metrics
 from harness.sinks.memory import MetricHistory
 

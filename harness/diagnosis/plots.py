@@ -17,7 +17,7 @@ from matplotlib.ticker import FuncFormatter, NullFormatter
 
 from harness.diagnosis.load import RunData, Series
 from harness.diagnosis.rules.gradients import VANISH_RATIO, block_ratio_series
-from harness.metric_names import (ACT_DEAD, GRAD_NORM, GRAD_NORM_POSTCLIP, GRAD_NORM_PRECLIP, PARAM_NORM_TOTAL,
+from harness.core.metric_names import (ACT_DEAD, GRAD_NORM, GRAD_NORM_POSTCLIP, GRAD_NORM_PRECLIP, PARAM_NORM_TOTAL,
                                   TRAIN_LOSS, TRAIN_LOSS_SCALE, TRAIN_LR, UPDATE_RATIO, VAL_LOSS)
 
 HEALTHY_UPDATE_RATIO = 1e-3  # Karpathy's rule of thumb for |update| / |weight| per step

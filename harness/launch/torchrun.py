@@ -88,7 +88,7 @@ def relaunch_if_asked(argv: List[str]) -> None:
     except ValueError as err:
         print(f"error: {err}", file=sys.stderr)
         sys.exit(2)
-    from harness.run_lock import release_all
+    from harness.state.run_lock import release_all
 
     release_all()  # the run dir's lock passes to torchrun's rank 0 (exec would drop it, leaving our name in it)
     os.execv(cmd[0], cmd)

@@ -14,12 +14,12 @@ from typing import Any
 from omegaconf import DictConfig
 from torch import nn
 
-from harness.callables import accepted_fields, call, check_accepts, locate
+from harness.core.callables import accepted_fields, call, check_accepts, locate
 from harness.data import DataMeta
 from harness.data.base import MODEL_FIELDS
-from harness.errors import ConfigError
+from harness.core.errors import ConfigError
 from harness.models.keys import user_keys
-from harness.typed_config import read_typed
+from harness.core.typed_config import read_typed
 
 LM_MODELS = ("harness.models.gpt.GPT", "harness.models.rnn.RNNLM")
 VECTOR_MODELS = ("harness.models.mlp.MLP", "harness.models.resnet.ResNet")
@@ -30,7 +30,7 @@ def _target(cfg: DictConfig) -> Any:
 
 
 def _typed_config(target: Any, cfg: DictConfig) -> Any:
-    """The group's keys checked into the model's Config dataclass (harness/typed_config.py)."""
+    """The group's keys checked into the model's Config dataclass (harness/core/typed_config.py)."""
     return read_typed(user_keys(cfg), target.Config, "model", only_known_keys=True)
 
 

@@ -13,7 +13,7 @@ from collections.abc import Callable
 import torch
 from torch import nn
 
-from harness.errors import ConfigError
+from harness.core.errors import ConfigError
 
 SWAPS: dict[str, Callable[[], nn.Module]] = {
     "gelu": nn.GELU,

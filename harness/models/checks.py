@@ -1,7 +1,7 @@
 """Checks every model Config shares; each problem is (key, value, what is allowed)."""
 from __future__ import annotations
 
-from harness.typed_config import Problem
+from harness.core.typed_config import Problem
 
 __all__ = ["Problem", "size_and_dropout_problems"]
 

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from omegaconf import DictConfig
 from torch import nn
 
-from harness.typed_config import one_of, read_typed, setting
+from harness.core.typed_config import one_of, read_typed, setting
 
 SCHEMES = ("default", "xavier", "kaiming", "normal", "scaled_residual")
 

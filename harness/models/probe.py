@@ -6,7 +6,7 @@ import torch
 from torch import nn
 
 from harness.data import DataMeta
-from harness.errors import ConfigError, one_line
+from harness.core.errors import ConfigError, one_line
 from harness.models.output import AUTO, OutputPicker
 
 

@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
 
-from harness.metric_names import (GRAD_NORM_PRECLIP, PERF_SAMPLES, PERF_STEP_MS, PERF_TOKENS, TRAIN_LOSS, TRAIN_LR,
+from harness.core.metric_names import (GRAD_NORM_PRECLIP, PERF_SAMPLES, PERF_STEP_MS, PERF_TOKENS, TRAIN_LOSS, TRAIN_LR,
                                   TRAIN_SKIPPED, VAL_ACCURACY, VAL_LOSS)
 from harness.sinks.base import Sink
 

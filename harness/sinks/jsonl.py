@@ -8,8 +8,8 @@ import json
 from pathlib import Path
 from typing import Any
 
-from harness.checkpoint import atomic_write
-from harness.errors import write_error
+from harness.state.checkpoint import atomic_write
+from harness.core.errors import write_error
 from harness.sinks.base import Sink
 
 METRICS_FILE = "metrics.jsonl"

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.sinks.base import FAILED_STATUSES, KILLED_STATUSES, RunInfo, Sink
-from harness.typed_config import setting
+from harness.core.typed_config import setting
 
 RUN_FILE = "mlflow_run.json"  # in the run dir: which MLflow run a resume continues
 PARENT_FILE = "mlflow_parent.json"  # in a sweep dir: the sweep's parent run

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from harness.sinks.base import FAILED_STATUSES, RunInfo, Sink
-from harness.typed_config import one_of, setting
+from harness.core.typed_config import one_of, setting
 
 MODES = ("auto", "online", "offline", "disabled")
 RUN_FILE = "wandb_run.json"  # in the run dir: which W&B run a resume continues

@@ -14,7 +14,7 @@ from typing import Any, Optional
 
 from optuna.trial import TrialState
 
-from harness.validation import is_number
+from harness.core.validation import is_number
 from harness.launch.runner import ProcessResult
 
 SUMMARY_FILE = "summary.json"

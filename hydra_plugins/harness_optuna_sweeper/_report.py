@@ -21,8 +21,8 @@ from optuna.trial import FrozenTrial, TrialState
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ArgumentError
 
-from harness.metric_names import TEST_ACCURACY, TEST_LOSS, flat
-from harness.validation import is_number
+from harness.core.metric_names import TEST_ACCURACY, TEST_LOSS, flat
+from harness.core.validation import is_number
 from hydra_plugins.harness_optuna_sweeper._ledger import (
     ATTR_OVERRIDES,
     ATTR_PROCESS,

@@ -7,8 +7,8 @@ from typing import Any, Mapping, Optional
 
 from omegaconf import DictConfig, ListConfig, OmegaConf
 
-from harness.errors import ConfigError
-from harness.validation import is_whole
+from harness.core.errors import ConfigError
+from harness.core.validation import is_whole
 
 DIRECTIONS = ("minimize", "maximize")
 # sampler name -> (optuna class, packages it needs beyond optuna)
@@ -61,7 +61,7 @@ class SweepSettings:
         return self.sampler.name == "grid"
 
     def pruner_spec(self) -> dict[str, Any]:
-        """What a trial process needs to rebuild the pruner (see harness.trial.build_pruner)."""
+        """What a trial process needs to rebuild the pruner (see harness.loop.trial.build_pruner)."""
         return {"class": PRUNERS[self.pruner.name], "kwargs": dict(self.pruner.kwargs)}
 
 

@@ -35,7 +35,7 @@ from optuna.distributions import (
     distribution_to_json,
 )
 
-from harness.errors import ConfigError
+from harness.core.errors import ConfigError
 
 ALLOWED_TAGS = frozenset({"log"})
 

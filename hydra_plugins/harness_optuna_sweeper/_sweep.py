@@ -15,7 +15,7 @@ import optuna
 from optuna.trial import FrozenTrial
 from omegaconf import DictConfig, OmegaConf
 
-from harness.errors import ConfigError
+from harness.core.errors import ConfigError
 from hydra_plugins.harness_optuna_sweeper import _ledger, _report
 from harness.launch.app import app_command
 from hydra_plugins.harness_optuna_sweeper._loop import TrialLoop, trial_dir

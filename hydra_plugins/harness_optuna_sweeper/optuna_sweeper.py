@@ -80,7 +80,7 @@ class OptunaSweeper(Sweeper):
             return offered(n_jobs, grace_s=self.runner.grace_s, timeout_s=self.runner.timeout_s)
         if self.launcher is not None and not isinstance(self.launcher, BasicLauncher):
             # Silently running the trials here instead would put a whole cluster sweep on this machine.
-            from harness.errors import ConfigError
+            from harness.core.errors import ConfigError
 
             raise ConfigError("hydra/launcher", type(self.launcher).__name__,
                               "basic (trials run on this machine), torchrun or slurm: hydra/sweeper=optuna "
@@ -89,8 +89,8 @@ class OptunaSweeper(Sweeper):
         return self.runner
 
     def sweep(self, arguments: List[str]) -> Any:
-        from harness.cli import fail
-        from harness.errors import ConfigError
+        from harness.entry.cli import fail
+        from harness.core.errors import ConfigError
         from hydra_plugins.harness_optuna_sweeper._sweep import run_sweep
 
         assert self.hydra_context is not None and self.config is not None

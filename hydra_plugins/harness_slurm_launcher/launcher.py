@@ -37,8 +37,8 @@ class SlurmLauncher(Launcher):
 
 
 def _refuse() -> None:
-    from harness.cli import fail
-    from harness.errors import ConfigError
+    from harness.entry.cli import fail
+    from harness.core.errors import ConfigError
 
     fail(ConfigError("hydra/launcher", "slurm", "used with hydra/sweeper=optuna, which queues every trial as its own "
                                                 "SLURM job (Hydra's basic sweeper would wait for each batch's "

@@ -24,11 +24,11 @@ def submit_run(cfg: DictConfig) -> int:
     """Queue this run as a job; with `wait`, follow it. Returns the exit status for train.py."""
     from hydra.core.hydra_config import HydraConfig
 
-    from harness.config import validate_config
-    from harness.errors import ConfigError
-    from harness.run_lock import release_run_dir
-    from harness.rundir import claim_run_dir
-    from harness.run import hydra_choices
+    from harness.build.config import validate_config
+    from harness.core.errors import ConfigError
+    from harness.state.run_lock import release_run_dir
+    from harness.state.rundir import claim_run_dir
+    from harness.modes.run import hydra_choices
 
     hydra_cfg = HydraConfig.get()
     runner = SlurmTrialRunner(hydra_cfg.launcher, what=str(hydra_cfg.job.name))

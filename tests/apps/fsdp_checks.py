@@ -17,10 +17,10 @@ from torch.distributed.tensor import DTensor
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from harness.clipping import MODES, clip_gradients, global_grad_norm  # noqa: E402
-from harness.distributed import dist_info_from_env  # noqa: E402
-from harness.monitor import Monitor  # noqa: E402
-from harness.parallel import parallel_config, parallelize  # noqa: E402
+from harness.training.clipping import MODES, clip_gradients, global_grad_norm  # noqa: E402
+from harness.core.distributed import dist_info_from_env  # noqa: E402
+from harness.training.monitor import Monitor  # noqa: E402
+from harness.training.parallel import parallel_config, parallelize  # noqa: E402
 
 CLIPS = {"norm": 0.5, "value": 0.01, "layer": 0.05, "adaptive": 0.02}
 

@@ -6,7 +6,7 @@ import numpy as np
 from harness.diagnosis.findings import Finding, Severity
 from harness.diagnosis.load import RunData
 from harness.diagnosis.signals import EDGE_POINTS, fmt
-from harness.metric_names import ATTN_ENTROPY
+from harness.core.metric_names import ATTN_ENTROPY
 
 # Collapse: the mean entropy of the heads' attention ended below 30% of where it started. At init a
 # causal head spreads over its context (~ln of the mean context length: 2.5 nats at block 32);

@@ -5,7 +5,7 @@ from harness.diagnosis.findings import Finding, Severity
 from harness.diagnosis.load import RunData
 from harness.diagnosis.rules.curves import MIN_EVALS, PLATEAU_IMPROVEMENT, PLATEAU_TAIL
 from harness.diagnosis.signals import fmt, still_falling
-from harness.metric_names import VAL_LOSS
+from harness.core.metric_names import VAL_LOSS
 
 # The classifier's logits over the eval samples (`output_directions` in summary.json) span at most
 # a quarter of their K-1 directions (a direction counts at >= 10% of the largest singular value).

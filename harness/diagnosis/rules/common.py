@@ -5,7 +5,7 @@ import numpy as np
 
 from harness.diagnosis.load import RunData
 from harness.diagnosis.signals import end_level, start_level
-from harness.metric_names import GRAD_NORM, TRAIN_LOSS, TRAIN_LR, UPDATE_RATIO
+from harness.core.metric_names import GRAD_NORM, TRAIN_LOSS, TRAIN_LR, UPDATE_RATIO
 
 LATE_FRACTION = 2 / 3  # "the last third of the run"
 MIN_ROWS = 5  # logged train rows a rule wants before judging a trend

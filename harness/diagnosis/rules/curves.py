@@ -14,7 +14,7 @@ from harness.diagnosis.rules.common import peak_lr_update_ratio
 from harness.diagnosis.rules.data_order import boundary_steps
 from harness.diagnosis.signals import (EDGE_POINTS, end_level, excursions, fmt, level_at, noise_level, rolling_median,
                                        start_level, still_falling)
-from harness.metric_names import TRAIN_LOSS, TRAIN_LOSS_FIRST, TRAIN_LOSS_MAX, VAL_LOSS, VAL_LOSS_ON_TRAIN
+from harness.core.metric_names import TRAIN_LOSS, TRAIN_LOSS_FIRST, TRAIN_LOSS_MAX, VAL_LOSS, VAL_LOSS_ON_TRAIN
 
 # A loss that ends 1.5x above its first logged value went backwards: noise on a learning run
 # never does that (its end is below its start), a diverging one does long before it reaches NaN.

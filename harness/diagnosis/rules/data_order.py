@@ -10,7 +10,7 @@ import numpy as np
 from harness.diagnosis.findings import Finding, Severity
 from harness.diagnosis.load import RunData
 from harness.diagnosis.signals import fmt
-from harness.metric_names import TRAIN_EPOCH, TRAIN_LOSS
+from harness.core.metric_names import TRAIN_EPOCH, TRAIN_LOSS
 
 # A jump is the log-ratio of consecutive logged losses, taken at an epoch start: the larger of the
 # climb into the window holding the epoch's first update and the climb into the window before it

@@ -13,7 +13,7 @@ from harness.diagnosis.findings import Finding, Severity
 from harness.diagnosis.load import RunData
 from harness.diagnosis.rules.curves import MIN_EVALS
 from harness.diagnosis.signals import fmt, level_at
-from harness.metric_names import TRAIN_LOSS, VAL_LOSS, VAL_LOSS_ON_TRAIN
+from harness.core.metric_names import TRAIN_LOSS, VAL_LOSS, VAL_LOSS_ON_TRAIN
 
 # The eval-mode loss on training samples is >= 1.5x the train-mode loss of the same steps (median
 # over the last 3 evals). Healthy batch-norm runs measure 0.5-1.2x (eval mode is usually a little

@@ -13,7 +13,7 @@ from harness.diagnosis.remedies import bound_gradients, clear_gradient_path, rev
 from harness.diagnosis.rules.common import (LATE_FRACTION, MIN_ROWS, fp16_unscaled, name_some, solved,
                                             zero_gradient_tensors)
 from harness.diagnosis.signals import end_level, fmt, level_at
-from harness.metric_names import (ACT_DEAD, GRAD_CLIP_RATE, GRAD_DEAD, GRAD_NORM, GRAD_NORM_MAX, GRAD_NORM_PRECLIP,
+from harness.core.metric_names import (ACT_DEAD, GRAD_CLIP_RATE, GRAD_DEAD, GRAD_NORM, GRAD_NORM_MAX, GRAD_NORM_PRECLIP,
                                   GRAD_TENSORS_WITHOUT, PARAM_NORM_TOTAL, TRAIN_LOSS)
 
 # Clip pinned: clipping acted on >=90% of updates and the median pre-clip norm is >=10x the

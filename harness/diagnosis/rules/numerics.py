@@ -8,7 +8,7 @@ from harness.diagnosis.load import RunData
 from harness.diagnosis.remedies import wider_range
 from harness.diagnosis.rules.common import fp16_unscaled, name_some, zero_gradient_tensors
 from harness.diagnosis.signals import fmt
-from harness.metric_names import TRAIN_LOSS_SCALE
+from harness.core.metric_names import TRAIN_LOSS_SCALE
 
 # GradScaler halves the scale on every overflow: from init_scale it takes log2(init_scale)
 # overflows to reach 1 while it calibrates, and each attempt to grow (every growth_interval

@@ -4,15 +4,15 @@ from __future__ import annotations
 
 import numpy as np
 
-from harness.attribution import describe_sample
+from harness.training.attribution import describe_sample
 from harness.diagnosis.findings import Finding, Severity
 from harness.diagnosis.load import RunData
 from harness.diagnosis.rules.eval_mode import MODE_GAP_RATIO, mode_gap
 from harness.diagnosis.rules.guard_events import DATA_FIX, steps_of
 from harness.diagnosis.signals import fmt
-from harness.metric_names import GRAD_NORM_MAX, GRAD_NORM_PRECLIP, TRAIN_LOSS, VAL_LOSS
+from harness.core.metric_names import GRAD_NORM_MAX, GRAD_NORM_PRECLIP, TRAIN_LOSS, VAL_LOSS
 
-# From the guard: skipped updates whose samples stood out from their batch (harness/attribution.py);
+# From the guard: skipped updates whose samples stood out from their batch (harness/training/attribution.py);
 # critical when it kept happening (this many) or the run stopped on it.
 OUTLIER_CRITICAL = 3
 # Without skips: the training split holds samples far out of line with the rest (`input_outliers`:

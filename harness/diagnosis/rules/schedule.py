@@ -7,7 +7,7 @@ from harness.diagnosis.findings import Finding, Severity
 from harness.diagnosis.load import RunData
 from harness.diagnosis.rules.common import MIN_ROWS
 from harness.diagnosis.signals import fmt, level_at
-from harness.metric_names import TRAIN_LOSS, TRAIN_LR
+from harness.core.metric_names import TRAIN_LOSS, TRAIN_LR
 
 # "At the floor": within 1% of the LR range above the smallest LR of the run. A cosine schedule
 # spends its last ~6% there, linear its last ~1%, poly(power 2) its last 10%.

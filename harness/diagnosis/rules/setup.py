@@ -10,7 +10,7 @@ from harness.diagnosis.load import RunData
 from harness.diagnosis.remedies import standardised_inputs
 from harness.diagnosis.rules.common import name_some
 from harness.diagnosis.signals import fmt
-from harness.metric_names import TRAIN_LOSS_FIRST
+from harness.core.metric_names import TRAIN_LOSS_FIRST
 
 # Frozen: more than half of the model's parameters have requires_grad=False. Intended freezing
 # (a linear probe, a fine-tune of the head only) is declared with diagnose.ignore=[frozen_parameters].

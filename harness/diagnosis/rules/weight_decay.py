@@ -9,7 +9,7 @@ from harness.diagnosis.findings import Finding, Severity
 from harness.diagnosis.load import RunData
 from harness.diagnosis.rules.common import LATE_FRACTION
 from harness.diagnosis.signals import EDGE_POINTS, end_level, fmt, start_level
-from harness.metric_names import GRAD_NORM, PARAM_NORM, TRAIN_LOSS, TRAIN_LR
+from harness.core.metric_names import GRAD_NORM, PARAM_NORM, TRAIN_LOSS, TRAIN_LR
 
 # At least half of the weight tensors ended below half their start norm, and weight decay alone
 # accounts for that: with decay factor (1 - lr * wd) per update, the run's logged LRs shrink an

@@ -1,0 +1,280 @@
+"""Assemble a Trainer from the validated config: every component from its config group, wired
+together, resumed when asked. Training (run.py), the doctor and the LR finder all start here,
+so imports flow one way: entry -> modes -> assembly -> components."""
+from __future__ import annotations
+
+import copy
+import logging
+import os
+import random
+import socket
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from omegaconf import DictConfig, OmegaConf
+from torch import nn
+from torch.utils.data import Dataset
+
+from harness.training.attribution import attribute
+from harness.loop.callbacks.checkpointing import Checkpointing
+from harness.loop.callbacks.evaluation import BestCheckpoint, EarlyStop, Evaluation
+from harness.loop.callbacks.guard_watch import GuardWatch
+from harness.loop.callbacks.live_diagnosis import LiveDiagnosisCallback
+from harness.loop.callbacks.metrics import MetricsLog
+from harness.core.config_keys import PER_INVOCATION
+from harness.loop.callbacks.sweep import SweepReport
+from harness.loop.callbacks.user import build_user_callbacks
+from harness.state.checkpoint import FileCheckpoints
+from harness.data import BatchRecipe, DataMeta, LoaderSettings, build_splits, loader_settings
+from harness.data.checks import spread_indices
+from harness.data.facts import input_stats, split_facts
+from harness.data.standardize import with_input_scale
+from harness.data.loader import EvalBatches, TrainBatches, fetch
+from harness.data.prior import majority_share, prior_loss
+from harness.data.sampler import BatchStream, eval_indices
+from harness.diagnosis.live import diagnose_settings
+from harness.core.distributed import DistInfo
+from harness.training.early_stop import EarlyStopping
+from harness.core.errors import ConfigError, one_line
+from harness.loop.evaluation import Evaluator
+from harness.training.faults import FaultInjector
+from harness.training.flops import flops_per_update, peak_flops
+from harness.training.guard import Guard
+from harness.loop.hooks import Cadence, Callbacks, trainer_config
+from harness.training.loss import compute_loss
+from harness.models import build_model
+from harness.models.activation_swap import swap_activations
+from harness.models.init import apply_init
+from harness.models.output import OutputPicker
+from harness.models.probe import (behaves_differently_in_eval, check_batch_norm, has_batch_norm, parameter_counts,
+                                  probe_model)
+from harness.training.monitor import Monitor
+from harness.training.optim import build_optimizer
+from harness.training.parallel import class_name, is_sharded, optimizer_config, parallel_config, parallelize
+from harness.training.precision import Precision, ScalerState, build_precision
+from harness.state.rundir import remove_stale_temp_files
+from harness.training.schedule import build_scheduler, check_schedule_continues
+from harness.state.sharded_checkpoint import ModelState, OptimizerState, ShardedCheckpoints
+from harness.loop.step import ClipSettings, TrainStep
+from harness.sinks.base import RunInfo
+from harness.sinks.tracking import Tracker, logger_settings
+from harness.loop.trainer import Built, Trainer
+from harness.loop.trial import TrialReporter, watch_sweeper
+
+log = logging.getLogger("harness")
+
+
+def seed_everything(seed: int) -> None:
+    random.seed(seed)
+    np.random.seed(seed)
+    torch.manual_seed(seed)
+
+
+def check_batch_fits(batch_size: int, train_samples: int, data_name: str) -> None:
+    """Refused, not clamped: a batch larger than the training set would silently be the whole set
+    (every update the same full-batch gradient), which is not the run the user asked for."""
+    if batch_size > train_samples:
+        raise ConfigError("batch_size", batch_size, f"at most the {train_samples} training samples of data={data_name} "
+                                                    f"(batch_size={train_samples} is full-batch training)")
+
+
+def check_resume_point(cfg: DictConfig, saved: dict[str, Any] | None, step: int, checkpoint: Path) -> None:
+    """A resume must have steps left to train, and must not jump the LR (the schedule that
+    trained to `step` and the one that continues agree there)."""
+    if step >= cfg.trainer.max_steps:
+        raise ConfigError("resume", str(cfg.resume), f"a checkpoint before trainer.max_steps={cfg.trainer.max_steps}: "
+                                                     f"{checkpoint.name} is at step {step}, so nothing would train "
+                                                     f"(raise trainer.max_steps to train it further)")
+    if saved is not None:
+        check_schedule_continues(OmegaConf.create(saved), cfg, step)
+
+
+def same_run(cfg: DictConfig, saved: dict[str, Any] | None) -> bool:
+    """Whether `cfg` is the configuration that wrote a checkpoint (what one invocation alone sets
+    aside): a resume of the same run, not a new one started from its checkpoint."""
+    if saved is None:
+        return False
+    return _run_defining(OmegaConf.to_container(cfg, resolve=True)) == _run_defining(saved)
+
+
+def _run_defining(config: dict[str, Any]) -> dict[str, Any]:
+    """The config without the keys one invocation sets (config_keys.PER_INVOCATION, dotted)."""
+    kept = copy.deepcopy(config)
+    for dotted in PER_INVOCATION:
+        *parents, leaf = dotted.split(".")
+        node = kept
+        for parent in parents:
+            node = node.get(parent) if isinstance(node, dict) else None
+        if isinstance(node, dict):
+            node.pop(leaf, None)
+    return kept
+
+
+def build_trainer(cfg: DictConfig, run_dir: Path, device: torch.device,
+                  resume_from: tuple[Path, dict[str, Any]] | None, dist: DistInfo = DistInfo(),
+                  console: bool = True) -> Trainer:
+    """Every component from its config group, wired into a Trainer (resumed when asked). Training,
+    the doctor and the LR finder all build here; `console=False` keeps the progress line quiet
+    (benchmarks)."""
+    seed_everything(cfg.seed)
+    splits = build_splits(cfg.data, cfg.loss.get("ignore_index"))
+    train_set, val_set, meta = splits.train, splits.val, splits.meta
+    check_batch_fits(cfg.batch_size, len(train_set), cfg.data.name)
+    recipe = with_input_scale(BatchRecipe.from_config(cfg.data), train_set, bool(cfg.data.get("standardize", False)))
+    raw_model = build_model(cfg.model, meta)
+    apply_init(raw_model, cfg.init)
+    raw_model.to(device)
+    pick_output = OutputPicker(cfg.model_output)
+    micro_batch = cfg.batch_size // (cfg.accum * dist.world_size)
+    check_batch_norm(raw_model, micro_batch, cfg.batch_size)
+    x, y = fetch(train_set, recipe, spread_indices(len(train_set), micro_batch))
+    probe_model(raw_model, pick_output, meta, x.to(device), y.to(device), cfg.model._target_)
+    swapped = swap_activations(raw_model, cfg.activation_swap, x.to(device))
+    if swapped and dist.is_main:
+        log.info("activation_swap=%s replaced %d activation module(s): %s", cfg.activation_swap, len(swapped),
+                 ", ".join(swapped))
+    facts = None
+    if dist.is_main and cfg.mode == "train":  # what summary.json tells the diagnosis; only rank 0 writes it
+        facts = {"parameters": parameter_counts(raw_model), **split_facts(train_set, val_set, recipe, meta.task),
+                 "input_stats": input_stats(train_set, recipe), "activation_swap": swapped,
+                 "test_samples": len(splits.test) if splits.test is not None else None}
+    user_callbacks = build_user_callbacks(cfg.get("callbacks"))
+    seed_everything(cfg.seed + dist.rank)  # identical weights on every rank, own dropout draws per rank
+    parallel = parallel_config(cfg.get("parallel"))
+    sharded = is_sharded(parallel)
+    model = parallelize(raw_model, parallel, cfg.precision.name, device, dist)  # fsdp shards raw_model in place
+    optimizer = build_optimizer(optimizer_config(cfg.optim, parallel), raw_model)  # over the shards, when sharded
+    scheduler = build_scheduler(cfg.schedule, optimizer, cfg.trainer.max_steps)
+    precision = build_precision(cfg.precision, device)
+    if cfg.compile:
+        model = torch.compile(model)
+    reporter = TrialReporter.from_env()
+    if reporter is not None and reporter.sweeper_pid is not None:
+        watch_sweeper(reporter.sweeper_pid)
+
+    loader = loader_settings(cfg.data, device.type)
+    # Batch norm cannot normalise a micro-batch of one sample: such models skip an epoch tail
+    # too small to give every micro-batch two.
+    min_batch = dist.world_size * (2 * cfg.accum if has_batch_norm(raw_model) else 1)
+    stream = BatchStream(len(train_set), cfg.batch_size, cfg.seed, dist.world_size, cfg.data.get("shuffle", True),
+                         min_batch)
+    batches = TrainBatches(train_set, recipe, loader, stream, dist.rank, dist.world_size, cfg.accum, cfg.seed)
+    evaluator = build_evaluator(cfg, raw_model=raw_model, model=model, pick_output=pick_output, precision=precision,
+                                train_set=train_set, val_set=val_set, meta=meta, recipe=recipe, loader=loader,
+                                micro_batch=micro_batch, device=device, dist=dist, sharded=sharded)
+    guard, faults = Guard(cfg.guard, dist, device), FaultInjector(cfg.fault, dist.rank)
+    monitor = Monitor(cfg.monitor, raw_model, cfg.trainer.max_steps, dist)
+    clip = ClipSettings(float(cfg.clip) if cfg.clip else 0.0, cfg.clip_mode, cfg.accum_reduction == "mean")
+    loss_fn = partial(compute_loss, task=meta.task, label_smoothing=float(cfg.loss.label_smoothing),
+                      z_loss=float(cfg.loss.z_loss), ignore_index=meta.ignore_index)
+    train_step = TrainStep(model=model, params=[p for p in raw_model.parameters() if p.requires_grad],
+                           optimizer=optimizer, scheduler=scheduler, precision=precision, guard=guard, loss_fn=loss_fn,
+                           pick_output=pick_output, ignore_index=meta.ignore_index, clip=clip, monitor=monitor,
+                           log_every=cfg.trainer.log_every, faults=faults, device=device, dist=dist)
+    closed_form = flops_per_update(raw_model, cfg.batch_size)
+
+    def attribute_update(micro_batches: list) -> Any:
+        """Score the samples of a skipped update one by one (this rank's share): which stood out."""
+        indices = torch.cat([mb.indices for mb in micro_batches])
+        xs, ys = fetch(train_set, recipe, indices)
+        return attribute(raw_model, pick_output, xs.to(device), ys.to(device), indices.tolist(), meta.task,
+                         meta.ignore_index)
+
+    callbacks: list[Any] = [
+        GuardWatch(guard, faults, attribute_update, meta.ignore_index),
+        MetricsLog(monitor=monitor, precision=precision, clip=clip, batch_size=cfg.batch_size,
+                   tokens_per_sample=meta.block_size if meta.task == "lm" else None,
+                   peak=peak_flops(device, cfg.precision.name, OmegaConf.select(cfg, "perf.peak_tflops")),
+                   flops=closed_form / dist.world_size if closed_form is not None else None, device=device, dist=dist),
+        Evaluation(evaluator), BestCheckpoint(), EarlyStop(EarlyStopping(cfg.early_stop)), Checkpointing()]
+    settings = diagnose_settings(cfg.diagnose)
+    if settings.live:
+        callbacks.append(LiveDiagnosisCallback(settings))
+    if reporter is not None:
+        callbacks.append(SweepReport(reporter))
+    tracker = None  # rank 0 of a training run logs; lr_find and doctor drive the trainer for their own purposes
+    if dist.is_main and cfg.mode == "train":
+        info = RunInfo(run_dir, OmegaConf.to_container(cfg, resolve=True),
+                       study=reporter.study_name if reporter is not None else None,
+                       trial=reporter.number if reporter is not None else None)
+        tracker = Tracker(info, logger_settings(cfg.get("logger")), cfg.trainer.max_steps, console)
+    trainer = Trainer(cfg=cfg, train_step=train_step, batches=batches, cadence=Cadence(trainer_config(cfg.trainer), dist, device),
+                      callbacks=Callbacks([*callbacks, *user_callbacks.values()],
+                                          user={id(cb): name for name, cb in user_callbacks.items()}),
+                      parts={"model": ModelState(raw_model, sharded), "optimizer": OptimizerState(raw_model, optimizer, sharded),
+                             "scheduler": scheduler,
+                             "scaler": ScalerState(precision.scaler), "data": batches, "faults": faults, "monitor": monitor},
+                      built=Built(train_set, val_set, recipe, micro_batch, cfg.accum, pick_output, precision, optimizer,
+                                  scheduler, evaluator.loss_fn, splits.test),
+                      checkpoints=ShardedCheckpoints(dist) if sharded else FileCheckpoints(dist),
+                      meta=meta, raw_model=raw_model, device=device, dist=dist, run_dir=run_dir,
+                      tracker=tracker, facts=facts)
+    if resume_from:
+        try:
+            trainer.load_state_dict(resume_from[1])
+        except (RuntimeError, KeyError, ValueError, IndexError) as err:  # another model's or optimizer's shapes
+            raise ConfigError("resume", str(resume_from[0]), f"a checkpoint written by this configuration: "
+                                                             f"loading it raised {one_line(err)}") from None
+        check_resume_point(cfg, resume_from[1].get("config"), trainer.state.step, resume_from[0])
+        if trainer.state.ended and not same_run(cfg, resume_from[1].get("config")):
+            trainer.state.ended = None  # another config (a remedy, an extension) trains on from the stop
+        log.info("resumed from %s at step %d", resume_from[0], trainer.state.step)
+    run_dir.mkdir(parents=True, exist_ok=True)  # only now: a configuration that cannot train, or a
+    # checkpoint that does not fit it, leaves nothing
+    if dist.is_main:
+        for path in remove_stale_temp_files(run_dir):
+            log.info("removed %s, left by a checkpoint write that was interrupted", path)
+        OmegaConf.save(cfg, run_dir / "config.yaml", resolve=True)
+        if meta.tokenizer_file:  # subword ids: keep what decodes them beside the checkpoints
+            (run_dir / "tokenizer.json").write_bytes(Path(meta.tokenizer_file).read_bytes())
+    if tracker is not None:
+        tracker.open(trainer.state.step)
+    n_params = sum(p.numel() for p in raw_model.parameters())
+    log.info("model %s: %.2fM parameters; data %s (%s); device %s; precision %s",
+             class_name(raw_model), n_params / 1e6, cfg.data.name, meta.task, device, cfg.precision.name)
+    where = [f"{dist.world_size} processes"] if dist.enabled else []
+    if os.environ.get("SLURM_JOB_ID"):  # what a user looking for the job on the cluster needs
+        where.append(f"SLURM job {os.environ['SLURM_JOB_ID']} on {socket.gethostname()}")
+    if where:
+        log.info("running as %s", ", ".join(where))
+    return trainer
+
+
+def build_evaluator(cfg: DictConfig, *, raw_model: nn.Module, model: nn.Module, pick_output: OutputPicker,
+                    precision: Precision, train_set: Dataset, val_set: Dataset, meta: DataMeta, recipe: BatchRecipe,
+                    loader: LoaderSettings, micro_batch: int, device: torch.device, dist: DistInfo,
+                    sharded: bool = False) -> Evaluator:
+    """The same validation samples at every eval, each rank its share; plus training samples in
+    eval mode for models whose eval mode differs (batch norm, dropout)."""
+    val_batches, eval_sample = eval_batches(cfg, val_set, recipe, loader, micro_batch, dist, sharded)
+    prior = {"val_prior_loss": prior_loss(val_set, meta, eval_sample),
+             "val_majority_share": majority_share(val_set, meta, eval_sample), "eval_samples": len(eval_sample)}
+    train_batches = None
+    if behaves_differently_in_eval(raw_model):
+        train_batches, _ = eval_batches(cfg, train_set, recipe, loader, micro_batch, dist, sharded, "train")
+    return Evaluator(model=model, pick_output=pick_output, precision=precision,
+                     loss_fn=partial(compute_loss, task=meta.task, ignore_index=meta.ignore_index), meta=meta,
+                     batches=val_batches, train_batches=train_batches, prior=prior, device=device, dist=dist)
+
+
+def eval_batches(cfg: DictConfig, dataset: Dataset, recipe: BatchRecipe, loader: LoaderSettings, micro_batch: int,
+                 dist: DistInfo, sharded: bool = False, split: str = "val") -> tuple[EvalBatches, torch.Tensor]:
+    """A split's fixed eval sample (`trainer.eval_batches` micro-batches per rank) as this rank's
+    batches, and the whole sample (every rank's)."""
+    count = cfg.trainer.eval_batches * micro_batch * dist.world_size
+    sample = _equal_shares(eval_indices(len(dataset), count), dist, sharded)
+    share = sample.tensor_split(dist.world_size)[dist.rank]
+    return EvalBatches(dataset, recipe, loader, share, micro_batch, cfg.seed, split), sample
+
+
+def _equal_shares(sample: torch.Tensor, dist: DistInfo, sharded: bool) -> torch.Tensor:
+    """A sharded model's forward is a collective, so every rank must evaluate as many batches: a
+    split smaller than the eval sample is trimmed to a multiple of the world size (a rank with one
+    batch more would wait for the others forever)."""
+    if not sharded:
+        return sample
+    return sample[:len(sample) - len(sample) % dist.world_size]
+

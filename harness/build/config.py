@@ -1,0 +1,145 @@
+"""Validate the whole composed config before any work: a bad value fails in milliseconds,
+with one line naming the key, the value and what is allowed."""
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+
+import torch
+from omegaconf import DictConfig, OmegaConf
+from omegaconf.errors import OmegaConfBaseException
+
+from harness.loop.callbacks.user import validate_callbacks_config
+from harness.state.checkpoint import is_sharded_checkpoint
+from harness.training.clipping import validate_clip
+from harness.core.config_keys import check_known_keys
+from harness.data import validate_data_config
+from harness.diagnosis.live import validate_diagnose_config
+from harness.training.early_stop import early_stop_config
+from harness.core.errors import ConfigError
+from harness.training.faults import fault_config
+from harness.training.flops import perf_config
+from harness.training.guard import guard_config
+from harness.loop.hooks import trainer_config
+from harness.training.loss import loss_config
+from harness.training.lr_scaling import scale_lr_config
+from harness.models import validate_model_config
+from harness.models.activation_swap import validate_activation_swap
+from harness.models.init import validate_init_config
+from harness.training.monitor import monitor_config
+from harness.training.optim import validate_optim_config
+from harness.training.parallel import is_sharded, validate_parallel_config
+from harness.training.precision import validate_precision_config
+from harness.training.schedule import validate_schedule_config
+from harness.sinks.tracking import logger_settings
+from harness.core.validation import is_whole
+
+MODES = ("train", "lr_find", "doctor", "eval")
+SUMMARY_OBJECTIVES = ("best_val_loss", "final_val_loss", "final_train_loss", "wall_time_s", "best_val_accuracy")
+FIXED_TASKS = {"stdlib": "lm", "text": "lm", "tokens": "lm", "digits": "classification"}
+
+
+def _positive_int(key: str, value: object) -> None:
+    if not is_whole(value) or value < 1:
+        raise ConfigError(key, value, "an integer >= 1")
+
+
+def resolve_device(name: str) -> torch.device:
+    if name == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    try:
+        device = torch.device(name)
+    except (RuntimeError, TypeError):
+        raise ConfigError("device", name, "auto, cpu, cuda, cuda:N or mps") from None
+    if device.type == "cuda" and not torch.cuda.is_available():
+        raise ConfigError("device", name, "auto or cpu: this machine has no CUDA device")
+    if device.type == "cuda" and device.index is not None and device.index >= torch.cuda.device_count():
+        raise ConfigError("device", name, f"cuda:0..cuda:{torch.cuda.device_count() - 1}")
+    if device.type == "mps" and not torch.backends.mps.is_available():
+        raise ConfigError("device", name, "auto or cpu: MPS is not available here")
+    if device.type not in ("cpu", "cuda", "mps"):
+        raise ConfigError("device", name, "auto, cpu, cuda, cuda:N or mps")
+    return device
+
+
+def data_task(cfg: DictConfig) -> str:
+    """The task the data option declares: fixed by the option (text and token corpora are language
+    modelling, digits is classification), or its `data.task`."""
+    return FIXED_TASKS.get(cfg.data.get("name")) or cfg.data.get("task") or "lm"
+
+
+def validate_model_output(value: object) -> None:
+    if isinstance(value, bool) or not isinstance(value, (str, int)) or value == "":
+        raise ConfigError("model_output", value, "auto, the name of an output field (e.g. logits) or a tuple position")
+
+
+def validate_resume(resume: object) -> None:
+    if resume in (None, "auto"):
+        return
+    path = Path(str(resume))
+    if not (path.is_file() or (path / "checkpoints").is_dir() or is_sharded_checkpoint(path)):
+        raise ConfigError("resume", resume, "null, auto, a run directory holding checkpoints/, a checkpoint .pt file "
+                                            "or a sharded checkpoint's .dcp directory")
+
+
+def validate_config(cfg: DictConfig, world_size: int = 1, choices: Mapping[str, str] | None = None) -> torch.device:
+    """Check every key; return the device to train on. `choices`: Hydra's group choices (which
+    option each group took), for refusing keys that option does not read."""
+    try:
+        OmegaConf.to_container(cfg, resolve=True, throw_on_missing=True)
+    except OmegaConfBaseException as err:
+        key = getattr(err, "full_key", "") or "config"
+        raise ConfigError(key, "???", "a value: this key is required (set it on the command line)") from None
+    check_known_keys(cfg, choices)
+    trainer_config(cfg.trainer)
+    _positive_int("batch_size", cfg.batch_size)
+    _positive_int("accum", cfg.accum)
+    if cfg.batch_size % (cfg.accum * world_size):
+        raise ConfigError("batch_size", cfg.batch_size,
+                          f"a multiple of accum x world size = {cfg.accum} x {world_size}")
+    if not is_whole(cfg.seed) or not 0 <= cfg.seed < 2**32:
+        raise ConfigError("seed", cfg.seed, "an integer in [0, 2**32) (numpy's seed range)")
+    for key in ("compile", "overwrite"):
+        if not isinstance(cfg[key], bool):
+            raise ConfigError(key, cfg[key], "true or false")
+    validate_diagnose_config(cfg.diagnose)
+    validate_callbacks_config(cfg.get("callbacks"))
+    if cfg.accum_reduction not in ("mean", "sum"):
+        raise ConfigError("accum_reduction", cfg.accum_reduction, "mean or sum")
+    if cfg.mode not in MODES:
+        raise ConfigError("mode", cfg.mode, f"one of {list(MODES)}")
+    validate_clip(cfg.clip, cfg.clip_mode)
+    device = resolve_device(str(cfg.device))
+    validate_precision_config(cfg.precision, device)
+    parallel = validate_parallel_config(cfg.get("parallel"), world_size, device, cfg.optim.get("_target_"))
+    if is_sharded(parallel) and cfg.mode != "train":
+        raise ConfigError("parallel", parallel.name, f"none or ddp with mode={cfg.mode} (it runs in one process)")
+    validate_schedule_config(cfg.schedule, cfg.trainer.max_steps)
+    validate_optim_config(cfg.optim)
+    validate_data_config(cfg.data)
+    validate_model_config(cfg.model, data_task(cfg))
+    validate_model_output(cfg.model_output)
+    validate_activation_swap(cfg.activation_swap)
+    validate_init_config(cfg.init)
+    loss_config(cfg.loss)
+    scale_lr_config(cfg.scale_lr)
+    logger_settings(cfg.get("logger"))
+    monitor_config(cfg.monitor)
+    guard_config(cfg.guard)
+    early_stop_config(cfg.early_stop)
+    fault_config(cfg.fault)
+    perf_config(cfg.perf)
+    validate_resume(cfg.resume)
+    checkpoint = cfg.get("eval", {}).get("checkpoint")
+    if not isinstance(checkpoint, (str, int)) or isinstance(checkpoint, bool) or checkpoint == "":
+        # an int is a path Hydra read as a number (a run dir named 2024)
+        raise ConfigError("eval.checkpoint", checkpoint, "best, last, or the path of a checkpoint or run dir")
+    batches = cfg.get("eval", {}).get("batches")
+    if batches is not None and (not is_whole(batches) or batches < 1):
+        raise ConfigError("eval.batches", batches, "null (every validation sample) or an integer >= 1")
+    objectives = cfg.objective if OmegaConf.is_list(cfg.objective) else [cfg.objective]
+    for name in objectives:
+        if name not in SUMMARY_OBJECTIVES:
+            raise ConfigError("objective", name, f"one of {list(SUMMARY_OBJECTIVES)}")
+    return device
+

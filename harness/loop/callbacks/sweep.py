@@ -1,0 +1,33 @@
+"""A sweep trial's intermediate values go to the study at each eval; the sweep's pruner may stop
+the trial there (all ranks agree)."""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import torch
+
+from harness.loop.callbacks.base import Callback
+from harness.core.distributed import all_reduce_min
+from harness.loop.hooks import Stop, Tick
+from harness.loop.step import StepResult
+from harness.loop.trial import TrialReporter
+
+if TYPE_CHECKING:
+    from harness.loop.trainer import Trainer
+
+
+class SweepReport(Callback):
+    priority = 50
+
+    def __init__(self, reporter: TrialReporter) -> None:
+        self.reporter = reporter
+
+    def on_step_end(self, trainer: Trainer, tick: Tick, result: StepResult) -> Stop | None:
+        if not tick.eval or trainer.state.last_val_loss is None:
+            return None
+        self.reporter.report(trainer.state.last_val_loss, trainer.state.step)
+        flag = torch.tensor(0.0 if self.reporter.should_prune() else 1.0, device=trainer.device)
+        if all_reduce_min(flag, trainer.dist).item() == 0.0:
+            trainer.event("pruned", f"step {trainer.state.step}: the sweep's pruner stopped this trial")
+            return Stop("pruned")
+        return None

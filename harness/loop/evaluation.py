@@ -1,0 +1,84 @@
+"""Validation passes: the mean loss (and accuracy for classification) over the same fixed samples
+every time (mode=eval: over a test split too), and, for models whose eval mode differs (batch norm,
+dropout), over fixed training samples in eval mode, which tells a train/eval-mode gap apart from
+overfitting."""
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import torch
+from torch import nn
+
+from harness.data import DataMeta
+from harness.data.loader import EvalBatches
+from harness.core.distributed import DistInfo, all_reduce_mean
+from harness.training.loss import counted_targets
+from harness.core.metric_names import TEST_ACCURACY, TEST_LOSS, VAL_ACCURACY, VAL_LOSS, VAL_LOSS_ON_TRAIN
+from harness.models.output import OutputPicker
+from harness.models.probe import OUTPUT_ROWS, output_directions
+from harness.training.precision import Precision
+from harness.loop.step import LossFn
+
+
+class Evaluator:
+    def __init__(self, *, model: nn.Module, pick_output: OutputPicker, precision: Precision, loss_fn: LossFn,
+                 meta: DataMeta, batches: EvalBatches, train_batches: EvalBatches | None, prior: dict[str, Any],
+                 device: torch.device, dist: DistInfo) -> None:
+        self.model, self.pick_output, self.precision, self.loss_fn = model, pick_output, precision, loss_fn
+        self.meta, self.batches, self.train_batches, self.device, self.dist = meta, batches, train_batches, device, dist
+        # The prior of the very samples every eval scores: a model blind to its inputs cannot beat
+        # its loss, nor (by more than sampling noise) the accuracy of always naming the largest class.
+        self.prior = prior
+        self.output_directions: dict[str, Any] | None = None  # of the logits, at the last eval (classification)
+
+    @torch.no_grad()
+    def evaluate(self) -> dict[str, float]:
+        self.model.eval()
+        # only rank 0 writes the summary the measure goes into
+        keep_logits = self.meta.task == "classification" and self.dist.is_main
+        loss, accuracy = self._pass(self.batches, keep_logits=keep_logits)
+        result = {VAL_LOSS: loss}
+        if self.meta.task == "classification":
+            result[VAL_ACCURACY] = accuracy
+        if self.train_batches is not None:
+            result[VAL_LOSS_ON_TRAIN], _ = self._pass(self.train_batches)
+        self.model.train()
+        return result
+
+    @torch.no_grad()
+    def test(self, batches: EvalBatches) -> dict[str, float]:
+        """The same measure over a test split's batches (mode=eval), named as test metrics."""
+        self.model.eval()
+        loss, accuracy = self._pass(batches)
+        self.model.train()
+        return {TEST_LOSS: loss, **({TEST_ACCURACY: accuracy} if self.meta.task == "classification" else {})}
+
+    def _pass(self, batches: EvalBatches, keep_logits: bool = False) -> tuple[float, float]:
+        """(mean loss, accuracy) of the model as it is, over one fixed set of micro-batches; with
+        `keep_logits`, how many directions the first OUTPUT_ROWS samples' logits span is kept for
+        the summary (a capacity limit shows there)."""
+        totals = torch.zeros(3, device=self.device)  # loss * n, correct, n
+        kept: list[torch.Tensor] = []
+        for x, y in batches:
+            x, y = x.to(self.device), y.to(self.device)
+            with self.precision.autocast():
+                out = self.pick_output(self.model(x))
+            if keep_logits and sum(map(len, kept)) < OUTPUT_ROWS:
+                kept.append(out.float())
+            counted = counted_targets(y, self.meta.ignore_index)
+            n = counted.sum().float()
+            correct = ((out.argmax(-1) == y) & counted).sum() if self.meta.task == "classification" else n * 0
+            totals += torch.stack([self.loss_fn(out, y) * n, correct, n])
+        loss_n, correct, n = all_reduce_mean(totals, self.dist).tolist()
+        if kept:
+            self.output_directions = output_directions(torch.cat(kept)[:OUTPUT_ROWS])
+        return (loss_n / n, correct / n) if n else (math.nan, math.nan)  # every target ignored: no measure
+
+    def summary(self) -> dict[str, Any]:
+        return {"output_directions": self.output_directions, **self.prior}
+
+    def close(self) -> None:
+        self.batches.close()
+        if self.train_batches is not None:
+            self.train_batches.close()

@@ -1,0 +1,232 @@
+"""The training loop: update, advance the step counter, tell the callbacks, stop when one asks.
+
+Everything else plugs in. The update itself is harness/loop/step.py; checkpoints, evals, the guard's
+verdicts and rollbacks, logging, live diagnosis and sweep pruning are callbacks
+(harness/loop/callbacks/), each acting on its own cadence; assembly.py builds it all. Host syncs
+are deliberate: metrics and the guard's verdicts stay on the device until a logging step (or an
+eval or checkpoint) reads them.
+"""
+from __future__ import annotations
+
+import logging
+import math
+from dataclasses import asdict, dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+import torch
+from omegaconf import DictConfig, OmegaConf
+from torch import nn
+from torch.utils.data import Dataset
+
+from harness.state.checkpoint import CheckpointWriter, rng_state, set_rng_state
+from harness.data import BatchRecipe, DataMeta
+from harness.data.loader import TrainBatches
+from harness.core.distributed import DistInfo, all_gather_objects
+from harness.loop.hooks import Cadence, Callbacks, Stop
+from harness.loop.log_window import LogWindow
+from harness.models.output import OutputPicker
+from harness.training.parallel import class_name
+from harness.training.precision import Precision
+from harness.loop.step import BatchSource, LossFn, StepResult, TrainStep
+from harness.sinks.tracking import Tracker, finite_or_none
+
+log = logging.getLogger("harness")
+
+
+@dataclass
+class TrainState:
+    """Counters that must survive a resume."""
+
+    step: int = 0  # optimizer updates done
+    best_val_loss: float = math.inf
+    best_val_accuracy: float | None = None
+    last_val_loss: float | None = None
+    last_train_loss: float | None = None
+    skipped_steps: int = 0  # updates skipped by the guard (NaN/Inf or loss spike)
+    overflow_steps: int = 0  # fp16 updates skipped by the loss scaler
+    empty_steps: int = 0  # updates skipped because every target was the ignore index
+    rollbacks: int = 0
+    lr_scale: float = 1.0  # product of the rollbacks' LR factors
+    events: list[dict[str, Any]] = field(default_factory=list)
+    ended: str | None = None  # the status a stop ended the run with, in the checkpoint written at that stop
+
+
+@dataclass(frozen=True)
+class Built:
+    """What the builder made that the loop does not use but the doctor, the LR finder and tests read."""
+
+    train_set: Dataset
+    val_set: Dataset
+    recipe: BatchRecipe
+    micro_batch: int  # samples per forward on one rank
+    accum: int
+    pick_output: OutputPicker
+    precision: Precision
+    optimizer: torch.optim.Optimizer
+    scheduler: torch.optim.lr_scheduler.LRScheduler
+    eval_loss_fn: LossFn  # without label smoothing or z-loss
+    test_set: Dataset | None = None  # built for mode=eval to score; the loop never reads it
+
+
+class Trainer:
+    def __init__(self, *, cfg: DictConfig, train_step: TrainStep, batches: TrainBatches, cadence: Cadence,
+                 callbacks: Callbacks, parts: dict[str, Any], built: Built, checkpoints: CheckpointWriter,
+                 meta: DataMeta, raw_model: nn.Module,
+                 device: torch.device, dist: DistInfo, run_dir: Path, tracker: Tracker | None,
+                 facts: dict[str, Any] | None = None) -> None:
+        self.cfg, self.train_step, self.batches, self.cadence, self.callbacks = cfg, train_step, batches, cadence, callbacks
+        self.built, self.checkpoints = built, checkpoints
+        self.parts = parts  # checkpoint entry -> the component that saves and loads it (model, optimizer, ...)
+        self.meta, self.raw_model, self.device, self.dist, self.run_dir = meta, raw_model, device, dist, run_dir
+        self.tracker = tracker  # rank 0 of a training run; None elsewhere
+        self.facts = facts or {}  # measured at build time for the diagnosis (assembly.py)
+        self.state = TrainState()
+        self.window = LogWindow(device)  # the updates since the last read, on the device
+
+    # ------------------------------------------------------------------ the loop
+    def fit(self) -> str:
+        """Train until trainer.max_steps or a callback's stop; returns the run's status."""
+        self.cadence.start_step = self.state.step
+        self.callbacks.call("on_fit_start", self)
+        if self.state.ended:  # resumed from the checkpoint its stop wrote: a kill came before summary.json
+            return self.state.ended
+        while self.state.step < self.cadence.max_steps:
+            result = self.update()
+            outcome = self.callbacks.call("on_step_end", self, self.cadence.tick(self.state.step), result)
+            if isinstance(outcome, Stop):
+                if outcome.save:
+                    self.state.ended = outcome.status
+                    self.save_checkpoint()
+                return outcome.status
+        return "completed"
+
+    def update(self, batches: BatchSource | None = None) -> StepResult:
+        """One optimizer update, from the run's batches unless `batches` are given (the doctor's
+        fixed ones). The step counter advances here and nowhere else."""
+        step = self.state.step + 1
+        self.callbacks.call("on_step_start", self, step)
+        result = self.train_step.run(step, batches or self.batches, self.cadence.is_log_step(step))
+        self.state.step = step
+        self.window.add(result)
+        self.callbacks.call("on_update", self, result)
+        return result
+
+    def advance(self, batches: BatchSource | None = None) -> bool:
+        """One update and what falls due at its end, except evals and checkpoints: what `fit` does
+        per step, for benchmarks and tests that drive the trainer themselves. True when it logged."""
+        result = self.update(batches)
+        tick = self.cadence.tick(self.state.step)
+        self.callbacks.call("on_step_end", self, replace(tick, eval=False, checkpoint=False, stop=False), result)
+        return tick.log
+
+    def settle(self) -> None:
+        """Settle what is pending on the device (the guard's verdicts) into the state."""
+        self.callbacks.call("before_state_read", self)
+
+    def event(self, kind: str, message: str, step: int | None = None, **details: Any) -> None:
+        """Something the run should remember (summary.json's events) and show (console, TensorBoard)."""
+        step = self.state.step if step is None else step
+        self.state.events.append({"step": step, "kind": kind, "message": message, **details})
+        if self.tracker:
+            self.tracker.text(f"events/{kind}", message, step)
+        else:
+            log.warning(message)
+
+    def log_scalars(self, scalars: dict[str, float], kind: str = "custom") -> None:
+        """Log metrics of your own at this step (metrics.jsonl rows of `kind`, TensorBoard); rank 0
+        of a training run logs, other ranks and modes ignore it."""
+        if self.tracker:
+            self.tracker.log(self.state.step, scalars, kind=kind)
+
+    def apply_lr_scale(self) -> None:
+        """Base LRs are the optimizer's initial LRs times the rollbacks' factor; the schedule multiplies on top."""
+        optimizer, scheduler = self.built.optimizer, self.built.scheduler
+        scheduler.base_lrs = [g["initial_lr"] * self.state.lr_scale for g in optimizer.param_groups]
+        for group, base, factor in zip(optimizer.param_groups, scheduler.base_lrs, scheduler.lr_lambdas):
+            group["lr"] = base * factor(scheduler.last_epoch)
+
+    # ------------------------------------------------------------------ state
+    def state_dict(self) -> dict[str, Any]:
+        self.settle()
+        return {
+            "step": self.state.step,
+            **{key: part.state_dict() for key, part in self.parts.items()},
+            "rng": all_gather_objects(rng_state(), self.dist),  # one per rank
+            "trainer": asdict(self.state),
+            "window": self.window.state_dict(),
+            **self.callbacks.state_dict(),
+            "config": OmegaConf.to_container(self.cfg, resolve=True),
+        }
+
+    def load_state_dict(self, ckpt: dict[str, Any]) -> None:
+        configured = [dict(group) for group in self.built.optimizer.param_groups]  # what this run's config asks for
+        for key, part in self.parts.items():
+            part.load_state_dict(ckpt[key])
+        self._keep_configured_hyperparameters(configured)
+        self.state = TrainState(**ckpt["trainer"])
+        self.callbacks.load_state_dict(ckpt)
+        self.window.load_state_dict(ckpt["window"])
+        # Same world size: each rank continues its own streams. Another world size still resumes
+        # (same data order; weights and optimizer are replicated) but dropout draws differ.
+        per_rank = ckpt["rng"]
+        set_rng_state(per_rank[self.dist.rank] if len(per_rank) == self.dist.world_size else per_rank[0])
+
+    def _keep_configured_hyperparameters(self, configured: list[dict[str, Any]]) -> None:
+        """The config is the truth: a checkpoint's optimizer state carries the hyperparameters it
+        was trained with, so a run resumed with another optim.lr (the classic "restart from the last
+        good checkpoint with a lower LR"), weight decay or betas would silently keep the old ones.
+        The config's win; the rollbacks' LR factor and the schedule still apply on top."""
+        changed: dict[str, tuple[Any, Any]] = {}
+        for group, fresh in zip(self.built.optimizer.param_groups, configured):
+            for key, value in fresh.items():
+                if key not in ("params", "lr") and _differs(group.get(key), value):
+                    changed.setdefault("optim.lr" if key == "initial_lr" else f"optim.{key}", (group.get(key), value))
+                    group[key] = value
+        if changed:
+            self.apply_lr_scale()
+            log.info("resumed with the config's optimizer settings, not the checkpoint's: %s",
+                     ", ".join(f"{key} {old} -> {new}" for key, (old, new) in changed.items()))
+
+    def save_checkpoint(self) -> None:
+        """All ranks build the state (it gathers their RNG states); the writer decides who writes
+        (rank 0 a whole file, or every rank its shards)."""
+        self.checkpoints.step(self.state_dict(), self.run_dir, self.state.step, self.cfg.trainer.keep_last)
+
+    def summary(self, status: str) -> dict[str, Any]:
+        """What summary.json says of the run so far (run.py adds wall time and the objective)."""
+        s = self.state
+        return {
+            "status": status,
+            "reason": s.events[-1]["message"] if status not in ("completed", "running") and s.events else None,
+            "steps": s.step,
+            "max_steps": self.cadence.max_steps,
+            "best_val_loss": finite_or_none(s.best_val_loss),
+            "final_val_loss": finite_or_none(s.last_val_loss),
+            "final_train_loss": finite_or_none(s.last_train_loss),
+            "best_val_accuracy": s.best_val_accuracy,
+            "skipped_steps": s.skipped_steps,
+            "overflow_steps": s.overflow_steps + self.window.unread_overflows(),
+            "empty_steps": s.empty_steps,
+            "events": s.events,
+            "task": self.meta.task,
+            "chance_loss": self.meta.chance_loss,
+            "prior_loss": self.meta.prior_loss,
+            "optimum_loss": self.meta.optimum_loss,
+            "modules": sorted({class_name(m) for m in self.raw_model.modules()}),  # what the rules may ask of
+            **self.facts,
+            **self.callbacks.collect("summary", self),
+        }
+
+    def close(self) -> None:
+        """Stop the data workers and flush the logs; the trainer is not used afterwards."""
+        self.batches.close()
+        self.callbacks.call("close")
+        if self.tracker:
+            self.tracker.close()
+
+
+def _differs(a: Any, b: Any) -> bool:
+    if isinstance(a, torch.Tensor) or isinstance(b, torch.Tensor):
+        return not (isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor) and torch.equal(a, b))
+    return a != b

@@ -1,0 +1,108 @@
+"""Checks on the untrained model: its first loss, where its gradient reaches, and whether it can learn at all."""
+from __future__ import annotations
+
+import torch
+
+from harness.data.loader import FixedBatches
+from harness.modes.doctor.config import DoctorConfig
+from harness.modes.doctor.data_checks import num_classes
+from harness.modes.doctor.result import Outcome, Status
+from harness.modes.doctor.sampling import batches, sample_indices
+from harness.modes.lr_find.driver import driven
+from harness.loop.trainer import Trainer
+
+# Logits drawn i.i.d. N(0, s^2) cost ln K + s^2/2 nats on average. Above ln K + 1 the untrained
+# model is confidently wrong (logit std > 1.4) and its first updates only undo the init.
+INITIAL_LOSS_EXCESS = 1.0
+# An untrained model cannot know the labels; far below ln K its inputs give them away. A tied
+# GPT sits a little below ln K (it echoes its input token), well within this margin.
+INITIAL_LOSS_DEFICIT = 1.0
+INITIAL_LOSS_SAMPLES = 64  # enough to pin the mean loss to ~0.01 nats
+# "Near zero", relative to where the batch started: 5% of the initial loss leaves a memorised
+# batch (0.27 nats of ln 222 = 5.4 for characters) yet no model that only learned the label prior.
+OVERFIT_RATIO = 0.05
+OVERFIT_CHECK_EVERY = 10  # updates between clean measurements of the batch loss
+NAMES_SHOWN = 8  # keeps the table readable; the rest are counted
+
+
+@torch.no_grad()
+def clean_loss(trainer: Trainer, indices: torch.Tensor) -> float:
+    """Mean loss without dropout, label smoothing or z-loss: the number to compare with ln K and 0."""
+    model = trainer.raw_model
+    model.eval()
+    total = 0.0
+    for x, y in batches(trainer, indices):
+        with trainer.built.precision.autocast():
+            total += trainer.built.eval_loss_fn(trainer.built.pick_output(model(x)), y).item() * len(x)
+    model.train()
+    return total / len(indices)
+
+
+def check_initial_loss(trainer: Trainer) -> Outcome:
+    loss = clean_loss(trainer, sample_indices(trainer.built.train_set, INITIAL_LOSS_SAMPLES))
+    chance = trainer.meta.chance_loss
+    if chance is None:
+        return Outcome(Status.SKIP, f"regression (no ln K reference); initial MSE {loss:.4g}")
+    measured = f"{loss:.3f} vs ln({num_classes(trainer.meta)}) = {chance:.3f} ({loss - chance:+.3f})"
+    if loss > chance + INITIAL_LOSS_EXCESS:
+        return Outcome(Status.FAIL, measured,
+                       "the untrained model is confidently wrong: scale down the output layer's init "
+                       "(init=normal init.std=0.02, or zero the head), and make sure the loss gets logits, "
+                       "not probabilities")
+    if loss < chance - INITIAL_LOSS_DEFICIT:
+        return Outcome(Status.WARN, measured,
+                       "the untrained model already beats chance by a wide margin: check that the targets "
+                       "cannot be read off the inputs (e.g. language-model targets not shifted by one)")
+    return Outcome(Status.PASS, measured)
+
+
+def check_gradient_flow(trainer: Trainer) -> Outcome:
+    """One backward pass in float32: every trainable parameter must get a finite, non-zero gradient."""
+    model = trainer.raw_model
+    model.zero_grad(set_to_none=True)
+    x, y = next(batches(trainer, sample_indices(trainer.built.train_set, trainer.built.micro_batch)))
+    trainer.train_step.loss_fn(trainer.built.pick_output(model(x)), y).backward()
+    named = [(n, p) for n, p in model.named_parameters() if p.requires_grad]
+    missing = [n for n, p in named if p.grad is None]
+    zero = [n for n, p in named if p.grad is not None and not p.grad.any()]
+    nonfinite = [n for n, p in named if p.grad is not None and not torch.isfinite(p.grad).all()]
+    model.zero_grad(set_to_none=True)
+    if nonfinite:
+        return Outcome(Status.FAIL, f"non-finite gradient in {_names(nonfinite)}",
+                       "the forward pass overflows or divides by zero for these: look for exp/log/sqrt/division "
+                       "without an epsilon, or inputs with NaN")
+    if missing or zero:
+        parts = [f"{kind} gradient: {_names(names)}" for kind, names in (("no", missing), ("zero", zero)) if names]
+        return Outcome(Status.FAIL, f"{len(missing) + len(zero)} of {len(named)} tensors; " + "; ".join(parts),
+                       "these never train: use them in forward or delete them; look for .detach(), "
+                       "torch.no_grad(), an integer cast or a dead branch on their path; "
+                       "set requires_grad=False if they are frozen on purpose")
+    return Outcome(Status.PASS, f"all {len(named)} parameter tensors")
+
+
+def _names(names: list[str]) -> str:
+    shown = ", ".join(names[:NAMES_SHOWN])
+    return shown + (f" (+{len(names) - NAMES_SHOWN} more)" if len(names) > NAMES_SHOWN else "")
+
+
+def check_overfit(trainer: Trainer, settings: DoctorConfig) -> Outcome:
+    """The real training step, at the configured peak LR, memorises a tiny batch; the trainer is restored after."""
+    indices = sample_indices(trainer.built.train_set, settings.overfit_samples)
+    initial = clean_loss(trainer, indices)
+    target = OVERFIT_RATIO * initial
+    loss, steps = initial, 0
+    fixed = FixedBatches(trainer.built.train_set, trainer.built.recipe, indices, trainer.dist.rank, trainer.dist.world_size,
+                         trainer.built.accum)
+    with driven(trainer, fixed) as driver:
+        while steps < settings.overfit_steps and loss > target:
+            driver.step(driver.reference_lr)
+            steps += 1
+            if steps % OVERFIT_CHECK_EVERY == 0 or steps == settings.overfit_steps:
+                loss = clean_loss(trainer, indices)
+    measured = f"{initial:.3f} -> {loss:.3g} in {steps} updates (target <= {target:.3g})"
+    if loss <= target:
+        return Outcome(Status.PASS, measured)
+    return Outcome(Status.FAIL, measured,
+                   "a working model memorises a few samples: if the loss barely moved, check the LR "
+                   "(mode=lr_find), frozen or disconnected layers and the input/label pairing; if it fell "
+                   "but too slowly, raise doctor.overfit_steps or reduce regularisation (weight decay, dropout)")

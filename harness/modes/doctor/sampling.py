@@ -1,0 +1,27 @@
+"""Fixed samples of a dataset for the checks: the same ones every time the doctor runs."""
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import torch
+from torch.utils.data import Dataset
+
+from harness.data.checks import spread_indices
+from harness.data.loader import fetch
+from harness.loop.trainer import Trainer
+
+
+def sample_indices(dataset: Dataset, count: int) -> torch.Tensor:
+    return spread_indices(len(dataset), count)
+
+
+def read(trainer: Trainer, dataset: Dataset, indices: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """The samples at `indices`, collated as training would collate them (on the CPU)."""
+    return fetch(dataset, trainer.built.recipe, indices)
+
+
+def batches(trainer: Trainer, indices: torch.Tensor) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
+    """Training samples in micro-batches, on the trainer's device."""
+    for chunk in indices.split(trainer.built.micro_batch):
+        x, y = read(trainer, trainer.built.train_set, chunk)
+        yield x.to(trainer.device), y.to(trainer.device)

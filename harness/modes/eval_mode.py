@@ -1,0 +1,123 @@
+"""mode=eval: score a trained checkpoint on the whole validation split, and on the test split where
+the data holds one, into RUN_DIR/eval.json.
+
+Lightning's `trainer.test`, HF Trainer's `evaluate()`: a number measured after training, on every
+validation sample (training's evals score a fixed sample of `trainer.eval_batches` batches), and
+on test samples nothing was trained, validated or selected on. Without a test split eval.json
+says `"test_samples": null` and the log says how to hold one out. The run's own files are left
+as they were: the model is built in a scratch directory, and only eval.json (and eval.log) are
+written into the run dir.
+
+    python train.py mode=eval hydra.run.dir=outputs/exp1                       # checkpoints/best.pt
+    python train.py mode=eval hydra.run.dir=outputs/exp1 eval.checkpoint=last  # the newest step checkpoint
+"""
+from __future__ import annotations
+
+import logging
+import shutil
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import torch
+from omegaconf import DictConfig, open_dict
+
+from harness.build.assembly import build_trainer, eval_batches
+from harness.loop.callbacks.evaluation import Evaluation
+from harness.state.checkpoint import (
+    atomic_json_dump,
+    best_checkpoints,
+    is_sharded_checkpoint,
+    step_checkpoints,
+    verified_checkpoint,
+)
+from harness.data import check_test_split, loader_settings
+from harness.core.distributed import DistInfo
+from harness.core.errors import ConfigError
+from harness.core.metric_names import VAL_LOSS, flat
+from harness.loop.trainer import Trainer
+
+log = logging.getLogger("harness")
+EVAL_FILE = "eval.json"
+ALL_BATCHES = 10**9  # eval_indices takes every sample of a split smaller than the count asked for
+SPLIT_WORDS = {"val": "validation", "test": "test"}
+
+
+def run_eval(cfg: DictConfig, run_dir: Path, device: torch.device, dist: DistInfo = DistInfo()) -> float:
+    """Returns the validation loss over the whole split (what a sweep would take)."""
+    path, state = eval_checkpoint(str(cfg.eval.checkpoint), run_dir)
+    whole = cfg.copy()
+    with open_dict(whole):  # every validation sample; no tracker, no diagnosis: only the numbers
+        whole.trainer.eval_batches = cfg.eval.get("batches") or ALL_BATCHES
+        whole.logger = {}
+        whole.diagnose = False
+    scratch = Path(tempfile.mkdtemp(prefix="harness-eval-"))
+    try:
+        trainer = build_trainer(whole, scratch, device, resume_from=None, dist=dist, console=False)
+        try:
+            trainer.parts["model"].load_state_dict(state["model"])
+            measured = _scores(whole, trainer, device)
+        finally:
+            trainer.close()
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+    result: dict[str, Any] = {"checkpoint": str(path), "step": int(state["step"]),
+                              "whole_split": not cfg.eval.get("batches"), **measured}
+    if dist.is_main:
+        atomic_json_dump(result, run_dir / EVAL_FILE)
+        _log_result(result, path, cfg.data.name, run_dir / EVAL_FILE)
+    return result[flat(VAL_LOSS)]
+
+
+def _scores(cfg: DictConfig, trainer: Trainer, device: torch.device) -> dict[str, Any]:
+    """The val metrics and sample count, then the test split's (`test_samples` null without one)."""
+    evaluator = next(cb.evaluator for cb in trainer.callbacks.all if isinstance(cb, Evaluation))
+    evaluator.train_batches = None  # training samples in eval mode: a training-time check only
+    measured = {flat(name): value for name, value in evaluator.evaluate().items()}
+    scores: dict[str, Any] = {"val_samples": evaluator.prior["eval_samples"], **measured, "test_samples": None}
+    test_set = trainer.built.test_set
+    if test_set is None:
+        return scores
+    check_test_split(cfg.data, test_set, trainer.meta)
+    batches, sample = eval_batches(cfg, test_set, trainer.built.recipe, loader_settings(cfg.data, device.type),
+                                   trainer.built.micro_batch, trainer.dist, split="test")
+    try:
+        tested = evaluator.test(batches)
+    finally:
+        batches.close()
+    return {**scores, "test_samples": len(sample), **{flat(name): value for name, value in tested.items()}}
+
+
+def _log_result(result: dict[str, Any], path: Path, data_name: str, written: Path) -> None:
+    def scored(split: str) -> str:
+        accuracy = result.get(f"{split}_accuracy")
+        return (f"{'all' if result['whole_split'] else 'the first'} {result[f'{split}_samples']} {SPLIT_WORDS[split]} "
+                f"samples: loss {result[f'{split}_loss']:.4f}" + (f", accuracy {accuracy:.4f}" if accuracy is not None
+                                                                  else ""))
+
+    tested = f"; on {scored('test')}" if result["test_samples"] is not None else ""
+    log.info("eval of %s (step %d) on %s%s -> %s", path, result["step"], scored("val"), tested, written)
+    if result["test_samples"] is None:
+        log.info("no test split: data=%s holds none (built-in data holds one out with data.test_fraction; a custom "
+                 "factory may return (train, val, test); data=hf reads data.test_split, data=tokens DIR/test.bin)",
+                 data_name)
+
+
+def eval_checkpoint(choice: str, run_dir: Path) -> tuple[Path, dict[str, Any]]:
+    """`best` (checkpoints/best.pt, or best.dcp), `last` (the newest step checkpoint), or a path:
+    a checkpoint, or a run dir (its best). Verified like a resume's."""
+    source = run_dir if choice in ("best", "last") else Path(choice)
+    if source.is_file() or is_sharded_checkpoint(source):
+        candidates = [source]
+    elif choice == "last":
+        candidates = step_checkpoints(source)[:1]
+    else:
+        candidates = best_checkpoints(source)
+    if not candidates:
+        raise ConfigError("eval.checkpoint", choice, f"best, last or a checkpoint path; {source} holds no "
+                                                     f"{'step' if choice == 'last' else 'best'} checkpoint (train it "
+                                                     f"first, or name a checkpoint file)")
+    state, problem = verified_checkpoint(candidates[0])
+    if state is None:
+        raise ConfigError("eval.checkpoint", choice, f"a checkpoint that can be trusted: {candidates[0]} is {problem}")
+    return candidates[0], state

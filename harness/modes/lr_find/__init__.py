@@ -1,0 +1,53 @@
+"""LR range test (`python train.py mode=lr_find`): sweep the LR exponentially over real updates,
+suggest one, plot it, and leave the model and optimizer as they were."""
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+import torch
+from omegaconf import DictConfig, OmegaConf
+
+from harness.build.assembly import build_trainer
+from harness.core.errors import ConfigError
+from harness.modes.lr_find.config import LRFindConfig
+from harness.modes.lr_find.report import as_json, plot, summary_line, write_json
+from harness.modes.lr_find.suggest import Suggestion, suggest_lr
+from harness.modes.lr_find.sweep import Sweep, range_test
+from harness.loop.trainer import Trainer
+from harness.core.typed_config import read_typed
+
+__all__ = ["LRFindConfig", "Suggestion", "Sweep", "find_lr", "run_lr_find"]
+log = logging.getLogger("harness")
+
+
+def sweep_config(cfg: DictConfig) -> DictConfig:
+    """The run's config with the spike guard off: it would skip exactly the rising losses the test looks for."""
+    cfg = cfg.copy()
+    OmegaConf.update(cfg, "guard.spike_zscore", None)
+    return cfg
+
+
+def find_lr(trainer: Trainer, settings: LRFindConfig) -> tuple[Sweep, Suggestion]:
+    """Sweep on this trainer (its state is restored afterwards) and suggest an LR."""
+    sweep = range_test(trainer, settings)
+    if len(sweep.lrs) < 2:
+        raise ConfigError("lr_find.min_lr", settings.min_lr,
+                          f"an LR low enough for the first updates to train (the sweep stopped after "
+                          f"{len(sweep.lrs)}: {sweep.stop_reason}); if it is already tiny, run mode=doctor")
+    return sweep, suggest_lr(sweep.lrs, sweep.losses, settings.window)
+
+
+def run_lr_find(cfg: DictConfig, run_dir: Path, device: torch.device) -> float:
+    """mode=lr_find: writes RUN_DIR/lr_find.json and lr_find.png; returns the suggested LR."""
+    settings = read_typed(cfg.get("lr_find"), LRFindConfig, "lr_find")
+    trainer = build_trainer(sweep_config(cfg), run_dir, device, resume_from=None)
+    try:
+        sweep, suggestion = find_lr(trainer, settings)
+    finally:
+        trainer.close()
+    write_json(as_json(sweep, suggestion, settings), run_dir / "lr_find.json")
+    plot(sweep, suggestion, run_dir / "lr_find.png")
+    log.info(summary_line(suggestion, sweep))
+    log.info("lr_find: plot %s, data %s", run_dir / "lr_find.png", run_dir / "lr_find.json")
+    return suggestion.lr

@@ -1,0 +1,118 @@
+"""The `schedule` config group: the LR multiplier as a pure function of the optimizer step.
+
+Wrapped in LambdaLR, so the scheduler's checkpoint state is a single step count, and it is
+stepped once per optimizer update (never per micro-batch). Steps run 0..max_steps-1: warmup
+ends at base LR exactly at step `warmup`, and decaying schedules reach their floor at the
+last step, max_steps-1.
+"""
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+from functools import partial
+from typing import TYPE_CHECKING
+
+from omegaconf import DictConfig
+
+from harness.core.errors import ConfigError
+from harness.core.typed_config import one_of, read_typed, setting, within
+
+if TYPE_CHECKING:  # the diagnosis reads warmup_steps without importing torch
+    from torch.optim import Optimizer
+    from torch.optim.lr_scheduler import LambdaLR
+
+NAMES = ("constant", "linear", "cosine", "poly", "inverse_sqrt", "wsd")
+DECAY_SHAPES = ("linear", "cosine", "sqrt")
+CONTINUITY_TOLERANCE = 0.01  # relative LR change a resume may make (rounding of warmup fractions)
+
+
+def warmup_steps(cfg: DictConfig, max_steps: int) -> int:
+    """`warmup` is a step count (int) or a fraction of the run (float in (0, 1))."""
+    w = cfg.get("warmup", 0)
+    return int(round(w * max_steps)) if isinstance(w, float) and 0 < w < 1 else int(w)
+
+
+def _warmup_ok(w: float) -> bool:
+    return w >= 0 and not (isinstance(w, float) and w >= 1)
+
+
+@dataclass(frozen=True)
+class ScheduleConfig:
+    """Every key a schedule option may set (each option's file sets the ones it reads)."""
+
+    name: str = setting("cosine", f"one of {list(NAMES)}", one_of(NAMES))
+    warmup: int | float = setting(0, "an integer >= 0 (steps) or a float in (0, 1) (fraction of max_steps)",
+                                  _warmup_ok)
+    min_lr_ratio: float = setting(0.0, "a number in [0, 1]", within(0.0, 1.0))
+    power: float = setting(1.0, "a number > 0", lambda v: v > 0)
+    decay_fraction: float = setting(0.5, "a number in (0, 1]", within(0.0, 1.0, low_open=True))
+    decay_shape: str = setting("linear", f"one of {list(DECAY_SHAPES)}", one_of(DECAY_SHAPES))
+
+
+def validate_schedule_config(cfg: DictConfig, max_steps: int) -> None:
+    read_typed(cfg, ScheduleConfig, "schedule")
+    if warmup_steps(cfg, max_steps) >= max_steps:
+        raise ConfigError("schedule.warmup", cfg.get("warmup", 0), f"fewer steps than trainer.max_steps={max_steps}")
+
+
+def _decay(progress: float, shape: str, power: float = 1.0) -> float:
+    """1 at progress 0, 0 at progress 1."""
+    if shape == "cosine":
+        return 0.5 * (1.0 + math.cos(math.pi * progress))
+    if shape == "sqrt":
+        return 1.0 - math.sqrt(progress)
+    return (1.0 - progress) ** power
+
+
+def lr_factor(step: int, *, name: str, warmup: int, max_steps: int, min_lr_ratio: float = 0.0,
+              power: float = 1.0, decay_fraction: float = 0.2, decay_shape: str = "linear") -> float:
+    """Multiplier of the base LR at optimizer step `step` (0-based)."""
+    if step < warmup:
+        return (step + 1) / (warmup + 1)  # never exactly 0, so the first update moves
+    if name == "constant":
+        return 1.0
+    if name == "inverse_sqrt":
+        return math.sqrt(max(warmup, 1) / max(step, 1))
+    last = max_steps - 1
+    decay_start = max(warmup, last - int(round(decay_fraction * max_steps))) if name == "wsd" else warmup
+    if step <= decay_start:
+        return 1.0
+    progress = min(1.0, (step - decay_start) / max(1, last - decay_start))
+    shape = {"linear": "linear", "poly": "linear", "cosine": "cosine"}.get(name, decay_shape)
+    return min_lr_ratio + (1.0 - min_lr_ratio) * _decay(progress, shape, power if name == "poly" else 1.0)
+
+
+def schedule_factor(cfg: DictConfig, max_steps: int) -> Callable[[int], float]:
+    """The `schedule` group's LR multiplier as a function of the optimizer step."""
+    return partial(
+        lr_factor,
+        name=cfg.name,
+        warmup=warmup_steps(cfg, max_steps),
+        max_steps=max_steps,
+        min_lr_ratio=float(cfg.get("min_lr_ratio", 0.0)),
+        power=float(cfg.get("power", 1.0)),
+        decay_fraction=float(cfg.get("decay_fraction", 0.2)),
+        decay_shape=cfg.get("decay_shape", "linear"),
+    )
+
+
+def build_scheduler(cfg: DictConfig, optimizer: Optimizer, max_steps: int) -> LambdaLR:
+    from torch.optim.lr_scheduler import LambdaLR
+
+    return LambdaLR(optimizer, schedule_factor(cfg, max_steps))
+
+
+def check_schedule_continues(saved: DictConfig, cfg: DictConfig, step: int) -> None:
+    """A resumed run must not jump its LR: the schedule that trained up to `step` (`saved`, from
+    the checkpoint) and the one that continues (`cfg`) give the same multiplier there. A constant
+    schedule, or WSD resumed before its decay, extends to a larger trainer.max_steps; a schedule
+    that has (partly) decayed would restart higher, so that is refused."""
+    before = schedule_factor(saved.schedule, int(saved.trainer.max_steps))(step)
+    after = schedule_factor(cfg.schedule, int(cfg.trainer.max_steps))(step)
+    if abs(after - before) > CONTINUITY_TOLERANCE * before:
+        raise ConfigError("trainer.max_steps", cfg.trainer.max_steps,
+                          f"a length that keeps the LR where the checkpoint left it: at step {step} schedule="
+                          f"{saved.schedule.name} was at {before:.3g}x the base LR (trainer.max_steps="
+                          f"{saved.trainer.max_steps}) and would continue at {after:.3g}x. Runs meant to be "
+                          f"extended use schedule=constant, or schedule=wsd resumed from a checkpoint before its decay")
