@@ -78,6 +78,7 @@ def test_a_run_without_a_val_loss_ranks_below_every_finite_loss():
     assert bench._num(None) == "—"
 
 
+@pytest.mark.slow  # three whole runs; the scoring it drives is unit-tested above
 def test_a_real_invocation_heals_a_preset_and_rescoring_reproduces_it(tmp_path):
     out = tmp_path / "bench"
     cmd = [sys.executable, str(ROOT / "scripts" / "bench_remedy.py"), "--only", "preset/accum_sum", "--out", str(out)]

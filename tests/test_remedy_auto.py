@@ -118,7 +118,8 @@ def test_under_torchrun_every_rank_follows_rank_0s_verdict_and_a_sharded_checkpo
 
 def test_a_run_killed_during_an_attempt_resumes_it_exactly(tmp_path):
     command = [sys.executable, str(ROOT / "train.py"), "experiment=pathology/lr_too_high", "trainer.max_steps=3000",
-               "trainer.ckpt_every=200", "trainer.log_every=50", "trainer.eval_every=500", "logger=none", *AUTO]
+               "trainer.ckpt_every=200", "trainer.log_every=50", "trainer.eval_every=500", "logger=none", *AUTO,
+               "diagnose.max_attempts=1"]  # the kill falls in attempt 2; the LR search after it is not the point
     straight = subprocess.run([*command, f"hydra.run.dir={tmp_path / 'straight'}"], capture_output=True, text=True)
     assert straight.returncode == 0, straight.stderr[-2000:]
     killed = subprocess.Popen([*command, f"hydra.run.dir={tmp_path / 'killed'}"], stdout=subprocess.DEVNULL,
@@ -152,7 +153,8 @@ def test_a_sweep_trial_reports_its_repaired_objective_and_records_its_remedies(t
 
     sweep = tmp_path / "sweep"
     result = run_cli(["-m", "hydra/sweeper=optuna", "hydra/sweeper/sampler=grid", "optim.lr=choice(2.0,0.05)",
-                      "experiment=pathology/lr_too_high", "logger=none", *AUTO, f"hydra.sweep.dir={sweep}"],
+                      "experiment=pathology/lr_too_high", "logger=none", *AUTO, "diagnose.max_attempts=2",
+                      f"hydra.sweep.dir={sweep}"],
                      cwd=tmp_path, timeout=300)
     assert result.returncode == 0, result.stderr[-2000:]
     trials = {t.params["optim.lr"]: t for t in
@@ -300,3 +302,28 @@ def test_a_remedy_rejected_where_its_base_stopped_early_is_kept_if_it_ends_bette
     assert better["attempts"][1]["outcome"] == "kept at the end" and _best(better)["number"] == 2
     assert better["attempts"][2]["outcome"] == "rejected"
     assert hair["attempts"][1]["outcome"] == "rejected" and _best(hair)["number"] == 4
+
+
+def test_a_run_that_finished_with_a_warning_tries_its_remedies_and_a_stopped_one_only_its_criticals():
+    """A warning never stops a run; one that ran to its end with a warning that names a remedy (a
+    run still falling slowly at the end) gets that remedy tried, judged like any other. A run a
+    critical finding stopped acts on the critical one only."""
+    from harness.modes.attempts import _next_candidate
+    from harness.diagnosis.findings import Finding, Remedy, Restart, Severity
+
+    cfg = compose_cfg(["optim.lr=1e-4"])
+    faster = Remedy(("optim.lr=0.001",), Restart.SCRATCH, "faster", kind="lr_up")
+    clip = Remedy(("clip=1.0",), Restart.SCRATCH, "clip", kind="clip")
+    slow = Finding("slow_progress", Severity.WARNING, "slow", "", "", (faster,))
+    bursts = Finding("exploding_gradients", Severity.CRITICAL, "bursts", "", "", (clip,))
+    given = {"number": 1, "overrides": [], "restart": "as given", "restart_checkpoint": None, "restart_step": None,
+             "status": "completed"}
+    story = {"attempts": [given], "max_attempts": 3, "verdict": None}
+
+    def following(findings):
+        return _next_candidate(cfg, story, given, Path("unused"), findings, "all", 1)
+
+    assert following([slow])["overrides"] == ["optim.lr=0.001"]
+    assert following([slow, bursts])["overrides"] == ["clip=1.0"]  # a critical finding comes first
+    given["status"] = "sick"  # stopped by a critical finding: its warnings wait
+    assert following([slow]) is None

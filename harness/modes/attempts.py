@@ -5,7 +5,8 @@ Each attempt is a complete run dir, RUN_DIR/attempts/N/ (config, metrics, checkp
 An attempt ends when a critical finding that carries remedies appears (live, at an eval: the
 attempt runs with `diagnose.abort_on=remedy`) or when it finishes. A finding lists candidate
 remedies, the likeliest cause first; the next attempt applies the first candidate of a kind this
-run has not tried yet (a second LR cut is not a new idea), on top of the attempt it builds on:
+run has not tried yet (a second LR cut is not a new idea), on top of the attempt it builds on (an
+attempt that ran to its end with no critical finding has its warnings' candidates tried):
 - from a copy of that attempt's last checkpoint before the symptom (LR, clip, precision, accumulation);
 - from scratch (init, activation, architecture, optimizer, schedule shape), or when no checkpoint qualifies.
 
@@ -56,6 +57,7 @@ log = logging.getLogger("harness")
 STORY = "attempts.json"
 ATTEMPTS = "attempts"
 FURTHER, MIDPOINT = "further", "midpoint"  # the LR search's steps: the same factor again; half of an overshoot
+FINISHED = ("completed", "early_stopped")  # an attempt that ran its course: its warnings may be acted on
 KEPT_AT_THE_END = "kept at the end"  # rejected where its base stopped early, better once the base was finished
 SEARCH_NOTE = {FURTHER: " (LR search: the kept factor again)", MIDPOINT: " (LR search: the midpoint of an overshoot)"}
 
@@ -136,11 +138,16 @@ def _judge(cfg: DictConfig, story: dict[str, Any], run_dir: Path, scope: str, wo
 def _next_candidate(cfg: DictConfig, story: dict[str, Any], current: dict[str, Any], current_dir: Path,
                     findings: list[Finding], scope: str, world_size: int) -> dict[str, Any] | None:
     """The next attempt: the first critical finding's first candidate of a kind not tried yet (and
-    allowed by `diagnose.remedy_scope`), on top of `current`; None when there is none. A candidate
-    the config checks refuse is recorded and skipped."""
+    allowed by `diagnose.remedy_scope`), on top of `current`; None when there is none. When
+    `current` ran to its end with no critical finding, its warnings' candidates are tried the same
+    way: a warning never stops a run, but a run that finished with one may still do measurably
+    better. A candidate the config checks refuse is recorded and skipped."""
     tried = {a["applied"]["kind"] or " ".join(a["applied"]["overrides"]) for a in story["attempts"] if a.get("applied")}
     refused_before = [r["overrides"] for r in story.get("refused", [])]  # a scope-limited pass may have met them
-    for finding in (f for f in findings if f.severity is Severity.CRITICAL):
+    acted_on = [f for f in findings if f.severity is Severity.CRITICAL]
+    if not acted_on and current.get("status") in FINISHED:
+        acted_on = [f for f in findings if f.severity is Severity.WARNING]
+    for finding in acted_on:
         for remedy in finding.remedies:
             if ((remedy.kind or " ".join(remedy.overrides)) in tried or (remedy.changes_model and scope == "training")
                     or list(remedy.overrides) in refused_before):
