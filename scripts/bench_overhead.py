@@ -60,7 +60,7 @@ def harness_step(trainer) -> None:
 
 def raw_step_fn(trainer):
     """nanoGPT's loop on the harness's own model, optimizer and data: the floor to compare against."""
-    model, opt, sched, stream, data = trainer.raw_model, trainer.built.optimizer, trainer.built.scheduler, trainer.batches.stream, trainer.built.train_set
+    model, opt, sched, stream, data = trainer.raw_model, trainer.built.optimizer, trainer.built.live_lr.scheduler, trainer.batches.stream, trainer.built.train_set
     loss_fn, clip = trainer.train_step.loss_fn, trainer.train_step.clip.threshold
 
     def step() -> None:

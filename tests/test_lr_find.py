@@ -111,7 +111,7 @@ def test_sweep_leaves_model_optimizer_and_data_exactly_as_before(make_trainer):
     assert after["param_groups"] == optimizer_before["param_groups"]
     for key, state in optimizer_before["state"].items():
         assert all(torch.equal(torch.as_tensor(v), torch.as_tensor(after["state"][key][k])) for k, v in state.items())
-    assert swept.state.step == 3 and swept.built.scheduler.last_epoch == 3 and torch.equal(torch.get_rng_state(), rng)
+    assert swept.state.step == 3 and swept.built.live_lr.scheduler.last_epoch == 3 and torch.equal(torch.get_rng_state(), rng)
     for trainer in (swept, untouched):  # same dropout draws, next batch and LR: the same update
         torch.set_rng_state(rng)
         trainer.update()

@@ -80,7 +80,7 @@ def test_accumulation_matches_one_big_batch(tmp_path):
         for _ in range(20):
             trainer.update()
         params[accum] = [p.detach().clone() for p in trainer.raw_model.parameters()]
-        schedulers[accum] = trainer.built.scheduler.last_epoch
+        schedulers[accum] = trainer.built.live_lr.scheduler.last_epoch
     diff = max((a - b).abs().max().item() for a, b in zip(params[1], params[4]))
     assert diff <= 1e-5
     assert schedulers[4] == schedulers[1] == 20

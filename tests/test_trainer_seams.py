@@ -77,3 +77,30 @@ def test_every_sink_implements_the_sink_base_and_the_tracker_makes_only_its_call
              and _chain(node.func.value) == ["sink"]}
     assert calls == declared == {"log", "histograms", "text", "finish", "close"}
     assert "getattr" not in (ROOT / "harness" / "sinks" / "tracking.py").read_text()
+
+
+def _lr_writes(tree: ast.AST) -> list[str]:
+    """`...["lr"] = x`, `....base_lrs = x` and `scheduler.step()`: the ways to change a live LR."""
+    found = []
+    for node in ast.walk(tree):
+        targets = node.targets if isinstance(node, ast.Assign) else [node.target] if isinstance(
+            node, (ast.AugAssign, ast.AnnAssign)) else []
+        for target in targets:
+            if isinstance(target, ast.Subscript) and isinstance(target.slice, ast.Constant) and target.slice.value == "lr":
+                found.append(f"{node.lineno}: [\"lr\"] =")
+            if isinstance(target, ast.Attribute) and target.attr == "base_lrs":
+                found.append(f"{node.lineno}: .base_lrs =")
+        if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "step"
+                and _chain(node.func.value)[-1:] == ["scheduler"]):
+            found.append(f"{node.lineno}: scheduler.step()")
+    return found
+
+
+def test_one_owner_writes_the_live_lr():
+    """The schedule, the rollbacks' factor and the LR finder's fixed LR all go through LiveLR."""
+    assert len(_lr_writes(ast.parse('g["lr"] = 1\ns.base_lrs = []\nself.scheduler.step()\ng["lr"] += 1'))) == 4
+    owner = ROOT / "harness" / "training" / "schedule.py"
+    found = {f"{path.relative_to(ROOT)}:{write}" for path in (ROOT / "harness").rglob("*.py") if path != owner
+             for write in _lr_writes(ast.parse(path.read_text()))}
+    assert found == set()
+    assert _lr_writes(ast.parse(owner.read_text()))  # the scan does see the owner's writes

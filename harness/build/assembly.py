@@ -56,7 +56,7 @@ from harness.training.optim import build_optimizer
 from harness.training.parallel import class_name, is_sharded, optimizer_config, parallel_config, parallelize
 from harness.training.precision import Precision, ScalerState, build_precision
 from harness.state.rundir import remove_stale_temp_files
-from harness.training.schedule import build_scheduler, check_schedule_continues
+from harness.training.schedule import LiveLR, build_scheduler, check_schedule_continues
 from harness.state.sharded_checkpoint import ModelState, OptimizerState, ShardedCheckpoints
 from harness.loop.step import ClipSettings, TrainStep
 from harness.sinks.base import RunInfo
@@ -148,6 +148,7 @@ def build_trainer(cfg: DictConfig, run_dir: Path, device: torch.device,
     model = parallelize(raw_model, parallel, cfg.precision.name, device, dist)  # fsdp shards raw_model in place
     optimizer = build_optimizer(optimizer_config(cfg.optim, parallel), raw_model)  # over the shards, when sharded
     scheduler = build_scheduler(cfg.schedule, optimizer, cfg.trainer.max_steps)
+    live_lr = LiveLR(optimizer, scheduler)
     precision = build_precision(cfg.precision, device)
     if cfg.compile:
         model = torch.compile(model)
@@ -171,7 +172,7 @@ def build_trainer(cfg: DictConfig, run_dir: Path, device: torch.device,
     loss_fn = partial(compute_loss, task=meta.task, label_smoothing=float(cfg.loss.label_smoothing),
                       z_loss=float(cfg.loss.z_loss), ignore_index=meta.ignore_index)
     train_step = TrainStep(model=model, params=[p for p in raw_model.parameters() if p.requires_grad],
-                           optimizer=optimizer, scheduler=scheduler, precision=precision, guard=guard, loss_fn=loss_fn,
+                           optimizer=optimizer, live_lr=live_lr, precision=precision, guard=guard, loss_fn=loss_fn,
                            pick_output=pick_output, ignore_index=meta.ignore_index, clip=clip, monitor=monitor,
                            log_every=cfg.trainer.log_every, faults=faults, device=device, dist=dist)
     closed_form = flops_per_update(raw_model, cfg.batch_size)
@@ -208,7 +209,7 @@ def build_trainer(cfg: DictConfig, run_dir: Path, device: torch.device,
                              "scheduler": scheduler,
                              "scaler": ScalerState(precision.scaler), "data": batches, "faults": faults, "monitor": monitor},
                       built=Built(train_set, val_set, recipe, micro_batch, cfg.accum, pick_output, precision, optimizer,
-                                  scheduler, evaluator.loss_fn, splits.test),
+                                  live_lr, evaluator.loss_fn, splits.test),
                       checkpoints=ShardedCheckpoints(dist) if sharded else FileCheckpoints(dist),
                       meta=meta, raw_model=raw_model, device=device, dist=dist, run_dir=run_dir,
                       tracker=tracker, facts=facts)

@@ -22,6 +22,7 @@ from harness.training.guard import Guard, Verdict, skips_on_device
 from harness.models.output import OutputPicker
 from harness.training.monitor import Monitor
 from harness.training.precision import Precision
+from harness.training.schedule import LiveLR
 
 LossFn = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
 
@@ -63,11 +64,11 @@ class TrainStep:
     activations during the forward, gradients after backward, updates after the step."""
 
     def __init__(self, *, model: nn.Module, params: list[nn.Parameter], optimizer: torch.optim.Optimizer,
-                 scheduler: torch.optim.lr_scheduler.LRScheduler, precision: Precision, guard: Guard,
+                 live_lr: LiveLR, precision: Precision, guard: Guard,
                  loss_fn: LossFn, pick_output: OutputPicker, ignore_index: int | None, clip: ClipSettings,
                  monitor: Monitor, log_every: int, faults: FaultInjector, device: torch.device,
                  dist: DistInfo) -> None:
-        self.model, self.params, self.optimizer, self.scheduler = model, params, optimizer, scheduler
+        self.model, self.params, self.optimizer, self.live_lr = model, params, optimizer, live_lr
         self.precision, self.scaler, self.guard = precision, precision.scaler, guard
         self.loss_fn, self.pick_output, self.ignore_index = loss_fn, pick_output, ignore_index
         self.clip, self.monitor, self.log_every = clip, monitor, log_every
@@ -109,7 +110,7 @@ class TrainStep:
         lr = self.optimizer.param_groups[0]["lr"]
         self._step_unless_bad(ok)  # a bad update moves neither parameters nor moments
         scale_dropped = self._update_loss_scale(ok)
-        self.scheduler.step()  # counts optimizer updates, skipped ones included
+        self.live_lr.advance()  # counts optimizer updates, skipped ones included
         self.optimizer.zero_grad(set_to_none=True)
         if monitoring:
             self.monitor.after_step()
@@ -137,7 +138,7 @@ class TrainStep:
     def _skip_empty(self, step: int) -> StepResult:
         """An update whose every target is the ignore index has nothing to learn from: no forward,
         no step; the schedule still advances, as for any skipped update, and the log counts it."""
-        self.scheduler.step()
+        self.live_lr.advance()
         zero = torch.zeros((), device=self.device)
         return StepResult(step, zero, zero, torch.tensor(Verdict.EMPTY, device=self.device), zero)
 

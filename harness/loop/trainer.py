@@ -28,6 +28,7 @@ from harness.loop.log_window import LogWindow
 from harness.models.output import OutputPicker
 from harness.training.parallel import class_name
 from harness.training.precision import Precision
+from harness.training.schedule import LiveLR
 from harness.loop.step import BatchSource, LossFn, StepResult, TrainStep
 from harness.sinks.tracking import Tracker, finite_or_none
 
@@ -64,7 +65,7 @@ class Built:
     pick_output: OutputPicker
     precision: Precision
     optimizer: torch.optim.Optimizer
-    scheduler: torch.optim.lr_scheduler.LRScheduler
+    live_lr: LiveLR  # the one writer of the optimizer's LRs
     eval_loss_fn: LossFn  # without label smoothing or z-loss
     test_set: Dataset | None = None  # built for mode=eval to score; the loop never reads it
 
@@ -141,10 +142,7 @@ class Trainer:
 
     def apply_lr_scale(self) -> None:
         """Base LRs are the optimizer's initial LRs times the rollbacks' factor; the schedule multiplies on top."""
-        optimizer, scheduler = self.built.optimizer, self.built.scheduler
-        scheduler.base_lrs = [g["initial_lr"] * self.state.lr_scale for g in optimizer.param_groups]
-        for group, base, factor in zip(optimizer.param_groups, scheduler.base_lrs, scheduler.lr_lambdas):
-            group["lr"] = base * factor(scheduler.last_epoch)
+        self.built.live_lr.rescale(self.state.lr_scale)
 
     # ------------------------------------------------------------------ state
     def state_dict(self) -> dict[str, Any]:

@@ -103,6 +103,37 @@ def build_scheduler(cfg: DictConfig, optimizer: Optimizer, max_steps: int) -> La
     return LambdaLR(optimizer, schedule_factor(cfg, max_steps))
 
 
+class LiveLR:
+    """The one writer of the optimizer's learning rates. Each param group's LR is its configured
+    LR times the rollbacks' factor times the schedule's multiplier at the current update; the LR
+    finder and the doctor may fix the next update's LRs instead. The LambdaLR inside keeps the
+    step count a checkpoint holds."""
+
+    def __init__(self, optimizer: Optimizer, scheduler: LambdaLR) -> None:
+        self.optimizer, self.scheduler = optimizer, scheduler
+
+    @property
+    def base_lrs(self) -> list[float]:
+        """Each group's LR before the schedule's multiplier (configured LR x the rollbacks' factor)."""
+        return list(self.scheduler.base_lrs)
+
+    def advance(self) -> None:
+        """One optimizer update done (a skipped one too): the schedule moves on a step."""
+        self.scheduler.step()
+
+    def rescale(self, factor: float) -> None:
+        """Base LRs become the configured ones times `factor`; the schedule multiplies on top."""
+        self.scheduler.base_lrs = [group["initial_lr"] * factor for group in self.optimizer.param_groups]
+        for group, base, multiplier in zip(self.optimizer.param_groups, self.scheduler.base_lrs,
+                                           self.scheduler.lr_lambdas):
+            group["lr"] = base * multiplier(self.scheduler.last_epoch)
+
+    def fix(self, lrs: list[float]) -> None:
+        """The next update's LRs, one per group, outside the schedule; `advance` restores it."""
+        for group, lr in zip(self.optimizer.param_groups, lrs):
+            group["lr"] = lr
+
+
 def check_schedule_continues(saved: DictConfig, cfg: DictConfig, step: int) -> None:
     """A resumed run must not jump its LR: the schedule that trained up to `step` (`saved`, from
     the checkpoint) and the one that continues (`cfg`) give the same multiplier there. A constant

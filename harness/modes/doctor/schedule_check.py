@@ -15,7 +15,7 @@ PEAK_PROBES = 1000  # steps sampled to find the schedule's peak without walking 
 
 
 def check_schedule(trainer: Trainer) -> Outcome:
-    return judge_schedule(trainer.built.scheduler, trainer.cfg.schedule, int(trainer.cfg.trainer.max_steps))
+    return judge_schedule(trainer.built.live_lr.scheduler, trainer.cfg.schedule, int(trainer.cfg.trainer.max_steps))
 
 
 def judge_schedule(scheduler: LRScheduler, cfg: DictConfig, max_steps: int) -> Outcome:

@@ -21,15 +21,14 @@ class StepDriver:
         self.trainer, self.batches = trainer, batches
         self.reference_lr = reference_lr(trainer)
         # each param group keeps its ratio to `optim.lr` (e.g. Muon's AdamW groups at lr/20)
-        self.ratios = [base / self.reference_lr for base in trainer.built.scheduler.base_lrs]
+        self.ratios = [base / self.reference_lr for base in trainer.built.live_lr.base_lrs]
 
     def step(self, lr: float) -> float:
         """One `train_step` with `optim.lr` = lr; returns that update's training loss, or NaN when
         the guard skipped the update for a non-finite loss or gradient."""
-        for group, ratio in zip(self.trainer.built.optimizer.param_groups, self.ratios):
-            group["lr"] = lr * ratio
+        self.trainer.built.live_lr.fix([lr * ratio for ratio in self.ratios])
         skipped = self.trainer.state.skipped_steps
-        result = self.trainer.update(self.batches)  # its scheduler.step() resets the LR; the next call sets it again
+        result = self.trainer.update(self.batches)  # it advances the schedule, which resets the LR; the next call fixes it again
         self.trainer.settle()
         loss = float(result.loss)
         return math.nan if self.trainer.state.skipped_steps > skipped else loss
@@ -38,7 +37,7 @@ class StepDriver:
 def reference_lr(trainer: Trainer) -> float:
     """The LR that `optim.lr` names, which a suggestion is expressed in."""
     lr = trainer.cfg.optim.get("lr")
-    return float(lr) if lr is not None else float(trainer.built.scheduler.base_lrs[0])
+    return float(lr) if lr is not None else float(trainer.built.live_lr.base_lrs[0])
 
 
 @contextlib.contextmanager
