@@ -327,3 +327,18 @@ def test_a_run_that_finished_with_a_warning_tries_its_remedies_and_a_stopped_one
     assert following([slow, bursts])["overrides"] == ["clip=1.0"]  # a critical finding comes first
     given["status"] = "sick"  # stopped by a critical finding: its warnings wait
     assert following([slow]) is None
+
+
+def test_the_lr_search_repairs_a_user_model_whose_lr_is_1000x_too_high(tmp_path):
+    """Adam at lr 1.0 on a user's net (no harness keys): a 10x cut helps but still diverges, so the
+    search cuts 10x again (kept, healthy) and once more (rejected); the result is the kept step."""
+    _, summary = train([*USER, "model._target_=tests.remedy_models.DeadStartNet", "+model.depth=2", "init=kaiming",
+                        "optim=adam", "optim.lr=1.0", "schedule=constant", "clip=null", "guard=off", *AUTO],
+                       tmp_path / "run")
+    given, cut, further, *rest = summary["attempts"]
+    assert cut["applied"]["kind"] == "lr_down" and cut["outcome"] == "kept" and "optim.lr=0.1" in cut["overrides"]
+    assert further["applied"]["search"] == "further" and further["base"] == cut["number"]
+    assert "optim.lr=0.01" in further["overrides"] and further["outcome"] == "kept"
+    best = summary["attempts"][summary["best_attempt"] - 1]
+    assert summary["remedy_verdict"] == "healed" and best["applied"]["kind"] == "lr_down" and not best["critical"]
+    assert ranked_loss(summary["best_val_loss"]) < ranked_loss(given["best_val_loss"]) / 2
