@@ -90,6 +90,7 @@ def test_verdicts_named_partial_missed_clean_alarmed_and_not_reproduced():
     assert bench.totals(rows)["missed"] == 1 and bench.totals(rows)["clean"] == 1
 
 
+@pytest.mark.slow  # two whole runs; the scoring it drives is unit-tested above
 def test_a_real_invocation_writes_results(tmp_path):
     out = tmp_path / "bench"
     cmd = [sys.executable, str(ROOT / "scripts" / "bench_external.py"), "--only", "so_50306988", "--out", str(out),

@@ -117,7 +117,7 @@ def test_under_torchrun_every_rank_follows_rank_0s_verdict_and_a_sharded_checkpo
 
 
 def test_a_run_killed_during_an_attempt_resumes_it_exactly(tmp_path):
-    command = [sys.executable, str(ROOT / "train.py"), "experiment=pathology/lr_too_high", "trainer.max_steps=3000",
+    command = [sys.executable, str(ROOT / "train.py"), "experiment=pathology/lr_too_high", "trainer.max_steps=1500",
                "trainer.ckpt_every=200", "trainer.log_every=50", "trainer.eval_every=500", "logger=none", *AUTO,
                "diagnose.max_attempts=1"]  # the kill falls in attempt 2; the LR search after it is not the point
     straight = subprocess.run([*command, f"hydra.run.dir={tmp_path / 'straight'}"], capture_output=True, text=True)
@@ -134,7 +134,7 @@ def test_a_run_killed_during_an_attempt_resumes_it_exactly(tmp_path):
     resumed = subprocess.run([*command, f"hydra.run.dir={tmp_path / 'killed'}", "resume=auto"], capture_output=True,
                              text=True)
     assert resumed.returncode == 0, resumed.stderr[-2000:]
-    final = [torch.load(d / "attempts" / "2" / "checkpoints" / "step_00003000.pt", weights_only=False)["model"]
+    final = [torch.load(d / "attempts" / "2" / "checkpoints" / "step_00001500.pt", weights_only=False)["model"]
              for d in (tmp_path / "straight", tmp_path / "killed")]
     assert all(torch.equal(v, final[1][k]) for k, v in final[0].items())
     assert json.loads((tmp_path / "killed" / "summary.json").read_text())["remedy_verdict"] == "healed"

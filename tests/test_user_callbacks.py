@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 
+import pytest
 import torch
 
 from conftest import run_cli, one_line_error
@@ -109,18 +110,28 @@ def test_an_entry_set_to_null_is_off(tmp_path):
     assert result.returncode == 0, result.stderr[-2000:]
 
 
-def test_bad_entries_fail_before_training_in_one_line(tmp_path):
-    cases = [
-        (["+callbacks.boom=5"], "callbacks.boom"),
-        (["+callbacks.boom.at=5"], "callbacks.boom"),
-        (["+callbacks.boom._target_=nomodule.Boom"], "callbacks.boom._target_"),
-        (["+callbacks.boom._target_=mycb.Missing"], "callbacks.boom._target_"),
-        (["+callbacks.boom._target_=mycb.Boom", "+callbacks.boom.at=5", "+callbacks.boom.every=2"],
-         "callbacks.boom.every"),
-        (["+callbacks.boom._target_=mycb.Boom"], "callbacks.boom._target_"),  # a required argument missing
-        (["+callbacks.boom._target_=json.dumps"], "callbacks.boom._target_"),  # not a callback
-    ]
-    for i, (overrides, key) in enumerate(cases):
-        result = _train(tmp_path, f"run{i}", *overrides)
+def test_bad_entries_fail_before_training_in_one_line(tmp_path, monkeypatch):
+    """Two from the command line (one the config checks refuse, one the build refuses), the rest
+    through the same checks in-process: each names its key."""
+    for i, (overrides, key) in enumerate([(["+callbacks.boom=5"], "callbacks.boom"),
+                                          (["+callbacks.boom._target_=mycb.Boom"], "callbacks.boom._target_")]):
+        result = _train(tmp_path, f"run{i}", *overrides)  # the second misses its required argument
         one_line_error(result, key)
         assert not (tmp_path / f"run{i}").exists()
+    from omegaconf import OmegaConf
+
+    from harness.core.errors import ConfigError
+    from harness.loop.callbacks.user import build_user_callbacks, validate_callbacks_config
+
+    monkeypatch.syspath_prepend(str(tmp_path))  # mycb.py, written by _train
+    cases = [({"at": 5}, "callbacks.boom"),
+             ({"_target_": "nomodule.Boom"}, "callbacks.boom._target_"),
+             ({"_target_": "mycb.Missing"}, "callbacks.boom._target_"),
+             ({"_target_": "mycb.Boom", "at": 5, "every": 2}, "callbacks.boom.every"),
+             ({"_target_": "json.dumps"}, "callbacks.boom._target_")]  # not a callback
+    for entry, key in cases:
+        node = OmegaConf.create({"boom": entry})
+        with pytest.raises(ConfigError) as refused:
+            validate_callbacks_config(node)
+            build_user_callbacks(node)
+        assert refused.value.key == key, (entry, str(refused.value))
