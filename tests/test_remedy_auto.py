@@ -104,6 +104,7 @@ def test_a_remedy_the_config_checks_refuse_stops_the_run_as_sick_before_anything
     assert "refused by the config checks: `model.no_such_key=1`" in (tmp_path / "run" / "report.md").read_text()
 
 
+@pytest.mark.slow  # two torchrun attempts on fsdp ranks
 def test_under_torchrun_every_rank_follows_rank_0s_verdict_and_a_sharded_checkpoint_is_continued(tmp_path):
     """2 ranks, parallel=fsdp: rank 0 judges each attempt and writes the story; both ranks train the
     next attempt from a copy of the step-10 .dcp checkpoint."""

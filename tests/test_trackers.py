@@ -84,6 +84,7 @@ def test_a_resume_after_kill_9_logs_no_step_twice(tmp_path):
         assert history == _history(client, runs["straight"].info.run_id, key)  # and exactly
 
 
+@pytest.mark.slow  # a whole sweep into MLflow
 def test_sweep_trials_are_children_of_one_parent_run(tmp_path):
     sweep = tmp_path / "sweep"
     result = run_cli(["-m", "hydra/sweeper=optuna", "hydra.sweeper.n_trials=3", "hydra.sweeper.n_jobs=2",
