@@ -250,7 +250,7 @@ def _rejudge_at_the_end(story: dict[str, Any], finished: dict[str, Any], noise: 
     for attempt in story["attempts"]:
         if (attempt.get("base") == base["number"] and attempt.get("outcome") == "rejected"
                 and not attempt.get("finishes") and attempt.get("steps") == finished.get("steps")
-                and ranked_loss(attempt.get("best_val_loss")) < given - max(BETTER_BY * abs(given), NOISE_SIGMAS * noise)):
+                and _beats(ranked_loss(attempt.get("best_val_loss")), given, noise)):
             attempt["outcome"] = KEPT_AT_THE_END
 
 
@@ -334,7 +334,12 @@ def _better(new: RunData, old: RunData) -> bool:
     new_best, old_best = _best_until(new_val, common), _best_until(old_val, common)
     if not math.isfinite(new_best) or not math.isfinite(old_best):
         return math.isfinite(new_best)
-    return new_best < old_best - max(BETTER_BY * abs(old_best), NOISE_SIGMAS * noise_level(old_val))
+    return _beats(new_best, old_best, noise_level(old_val))
+
+
+def _beats(new_best: float, old_best: float, noise: float) -> bool:
+    """Lower than `old_best` by more than BETTER_BY of it and NOISE_SIGMAS times its eval noise."""
+    return new_best < old_best - max(BETTER_BY * abs(old_best), NOISE_SIGMAS * noise)
 
 
 def _best_until(val: Series, step: int) -> float:
