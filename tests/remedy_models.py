@@ -41,3 +41,16 @@ class SigmoidStack(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.head(self.hidden(x))
+
+
+class SigmoidHeadRegressor(nn.Module):
+    """A regression MLP whose author ended it with a sigmoid, as for a probability: its predictions
+    stay in (0, 1) while the targets spread either side of 0."""
+
+    def __init__(self, in_features: int, out_features: int, width: int = 64) -> None:
+        super().__init__()
+        self.body = _stack(in_features, width, 2, nn.ReLU)
+        self.head, self.squash = nn.Linear(width, out_features), nn.Sigmoid()
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.squash(self.head(self.body(x)))

@@ -896,6 +896,19 @@ def test_unnormalised_inputs(tmp_path, scale, first_loss, severity):
     assert (findings["unnormalised_inputs"].severity if "unnormalised_inputs" in findings else None) is severity
     if severity:
         assert "|median| 170" in findings["unnormalised_inputs"].evidence
+        # its remedy comes at any severity: an info beside a divergence it explains is raised and acted on
+        assert findings["unnormalised_inputs"].remedy.overrides == ("data.standardize=true",)
+
+
+@pytest.mark.parametrize("best_over_start, severity", [(0.995, Severity.CRITICAL), (0.9, Severity.WARNING)])
+def test_unnormalised_inputs_that_hurt_are_critical_until_the_run_gets_clearly_below_its_start(
+        tmp_path, best_over_start, severity):
+    """Half a percent below where an untrained model starts is no recovery (a regressor on raw
+    columns in the thousands whose units all died ends at its targets' mean)."""
+    run = Run().set("train/loss_first", lambda s, v: 450.0 if s == 10 else v)
+    run.summary["input_stats"] = {"max_abs_feature_median": 170.0, "max_feature_spread": 80.0, "rms": 85.0}
+    run.summary["best_val_loss"] = best_over_start * run.summary["chance_loss"]
+    assert run.findings(tmp_path)["unnormalised_inputs"].severity is severity
 
 
 @pytest.mark.parametrize("data_cause", [False, True])
@@ -911,6 +924,18 @@ def test_a_data_cause_is_listed_before_the_divergence_it_explains(tmp_path, data
         assert names.index("diverging") > names.index("unnormalised_inputs")
     else:
         assert names[0] == "diverging" and "unnormalised_inputs" not in names
+
+
+def test_an_output_that_cannot_express_the_answer_leads_the_divergence_it_explains(tmp_path):
+    """A model that normalises ReLU class scores itself (0/0 = NaN once they are all 0): the output
+    activation is the cause, raised to the divergence's severity and listed before it."""
+    run = Run().set("train/loss", lambda s, v: 2.3 * (1 + s / 100)).val_follows_train()
+    run.summary["output_activation"] = {"module": "out", "type": "ReLU", "low": 0.0, "high": None,
+                                        "single_unit_softmax": False, "read_by_loss": False, "units": 10,
+                                        "output_units": 10}
+    found = diagnose(load_run(run.write(tmp_path / "run")))
+    assert [f.name for f in found][:2] == ["output_activation", "diverging"]
+    assert found[0].severity is Severity.CRITICAL and found[0].remedy.overrides == ("output_activation=softmax",)
 
 
 def test_diagnose_ignore_names_only_known_rules():

@@ -43,7 +43,7 @@ def test_help_names_modes_groups_presets_sweeps_and_torchrun() -> None:
 
     defaults = yaml.safe_load((ROOT / "conf" / "train.yaml").read_text())
     for key in ("seed", "device", "batch_size", "accum", "clip", "resume", "overwrite", "compile",
-                "activation_swap", "objective"):
+                "activation_swap", "output_activation", "objective"):
         shown = str(defaults[key]).lower() if defaults[key] is not None else "null"
         assert f"\n{key}={shown} " in text, key
 

@@ -60,6 +60,12 @@ def test_remedies_for_a_slow_start_restart_from_scratch_so_the_faster_updates_ge
     assert faster_updates(run_with())[0].restart is Restart.SCRATCH
 
 
+@pytest.mark.parametrize("ratio, lr", [(None, "optim.lr=0.09"), (2e-4, "optim.lr=0.15"), (1e-6, "optim.lr=0.3"),
+                                       (0.0, "optim.lr=0.3")])
+def test_a_slow_run_gets_an_lr_raised_by_how_far_its_updates_fall_short_and_10x_when_nothing_moved(ratio, lr):
+    assert faster_updates(run_with(), ratio)[0].overrides == (lr,)
+
+
 def test_fp16_underflow_turns_loss_scaling_on_and_an_overflow_despite_it_moves_to_bf16_where_it_runs():
     assert wider_range(run_with(), scaling_is_on=False)[0].overrides == ("precision.loss_scaling=true",)
     assert wider_range(run_with(), scaling_is_on=True)[0].overrides == ("precision=bf16",)  # every CPU computes in bf16

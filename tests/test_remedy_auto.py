@@ -172,12 +172,14 @@ def test_a_sweep_trial_reports_its_repaired_objective_and_records_its_remedies(t
 @pytest.mark.parametrize("model, extra, kind, overrides", [
     ("DeadStartNet", [], "init", ["init=kaiming"]),  # units dead from the first step: the author's init
     ("SigmoidStack", [], "activation", ["activation_swap=gelu"]),  # a hand-written deep sigmoid stack
+    ("SigmoidHeadRegressor", ["data.task=regression", "trainer.max_steps=150"], "output",
+     ["output_activation=identity"]),  # a regression output that cannot leave (0, 1)
     ("DeadStartNet", ["+model.depth=2", "init=kaiming", "optim=sgd", "optim.lr=0.5", "optim.momentum=0.99", "clip=null",
                       "schedule=constant", "guard=off"], "optimizer", ["optim=adamw", "optim.lr=0.001"]),
 ])
 def test_a_user_model_is_repaired_by_a_remedy_that_works_on_any_module(tmp_path, model, extra, kind, overrides):
-    """No harness keys in the model: the init group, the activation swap and the optimizer switch
-    work on any nn.Module, and the report says when a remedy changed the model."""
+    """No harness keys in the model: the init group, the activation swap, the output activation and
+    the optimizer switch work on any nn.Module, and the report says when a remedy changed the model."""
     _, summary = train([*USER, f"model._target_=tests.remedy_models.{model}", *extra, *AUTO], tmp_path / "run")
     second = summary["attempts"][1]
     assert second["applied"]["kind"] == kind and second["applied"]["overrides"] == overrides
@@ -303,6 +305,33 @@ def test_a_remedy_rejected_where_its_base_stopped_early_is_kept_if_it_ends_bette
     assert better["attempts"][1]["outcome"] == "kept at the end" and _best(better)["number"] == 2
     assert better["attempts"][2]["outcome"] == "rejected"
     assert hair["attempts"][1]["outcome"] == "rejected" and _best(hair)["number"] == 4
+
+
+def test_an_attempt_is_judged_by_ratios_against_its_bases_noise():
+    """A base that swung between 0.2 and 7 (a port of a published regressor, Adam at lr 0.1) is
+    beaten by a remedy that reaches 0.001, though its absolute wobble (1.27) is larger than its best;
+    not by one that only reaches 0.15. A steady base is not beaten by a remedy within its noise, at
+    any scale."""
+    from harness.diagnosis.load import RunData
+    from harness.modes.attempts import _better
+
+    def run(*val):
+        return RunData(Path("run"), {}, {}, [], [{"step": 100 * (i + 1), "val/loss": v} for i, v in enumerate(val)])
+
+    oscillating = run(7.41, 2.52, 1.29, 0.702, 0.574, 0.37, 2.01, 0.202, 7.16, 1.24)
+    assert _better(run(0.146, 0.00109, 0.00102, 0.000978, 0.000963, 0.000935, 0.000941, 6750.0, 3.51, 0.803),
+                   oscillating)
+    assert not _better(run(2.0, 1.0, 0.6, 0.4, 0.3, 0.25, 0.2, 0.18, 0.16, 0.15), oscillating)
+    # the LR search's next step on that port: 10% lower than a base that blew up after its best, and
+    # clean: within the base's noise, but it cleared its critical finding, so it is kept
+    blew_up = run(0.00106, 0.00138, 0.00107, 0.000977, 0.000914, 0.000879, 0.000846, 6750.0, 3.51, 0.803)
+    clean = run(0.00106, 0.00138, 0.00107, 0.000977, 0.000914, 0.000879, 0.000846, 0.000857, 0.000904, 0.000935)
+    assert not _better(clean, blew_up) and _better(clean, blew_up, cleared=True)
+    assert not _better(run(*(1.01 * v for v in clean.series("val/loss", kind="eval").values)), blew_up, cleared=True)
+    for scale in (1.0, 1e-6, 1e6):
+        steady = run(*(scale * v for v in (1.0, 0.8, 0.7, 0.62, 0.6, 0.61, 0.59, 0.6)))
+        assert not _better(run(*(scale * v for v in (1.0, 0.8, 0.7, 0.62, 0.6, 0.6, 0.585, 0.59))), steady)
+        assert _better(run(*(scale * v for v in (1.0, 0.7, 0.5, 0.45, 0.4, 0.41, 0.4, 0.4))), steady)
 
 
 def test_a_run_that_finished_with_a_warning_tries_its_remedies_and_a_stopped_one_only_its_criticals():

@@ -252,3 +252,12 @@ def raw_columns(n_train: int = 512):
     offset = torch.tensor([5000.0, 20000.0, 0.0, 100.0, 1000.0, 50000.0])
     x = z * scale + offset
     return TensorDataset(x[:n_train], y[:n_train]), TensorDataset(x[n_train:], y[n_train:])
+
+
+def multi_label(n_train: int = 512):
+    """Five independent yes/no labels per sample (float 0/1 targets, multi-label as BCE reads them),
+    each a linear rule of the inputs."""
+    g = torch.Generator().manual_seed(0)
+    x = torch.randn(n_train + 128, 8, generator=g)
+    y = (x @ torch.randn(8, 5, generator=g) > 0).float()
+    return TensorDataset(x[:n_train], y[:n_train]), TensorDataset(x[n_train:], y[n_train:])

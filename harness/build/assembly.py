@@ -47,6 +47,8 @@ from harness.loop.hooks import Cadence, Callbacks, trainer_config
 from harness.training.loss import compute_loss
 from harness.models import build_model
 from harness.models.activation_swap import swap_activations
+from harness.models.activation_trace import trace_activations
+from harness.models.output_activation import describe_output, replace_output_activation
 from harness.models.init import apply_init
 from harness.models.output import OutputPicker
 from harness.models.probe import (behaves_differently_in_eval, check_batch_norm, has_batch_norm, parameter_counts,
@@ -120,7 +122,7 @@ def build_trainer(cfg: DictConfig, run_dir: Path, device: torch.device,
     the doctor and the LR finder all build here; `console=False` keeps the progress line quiet
     (benchmarks)."""
     seed_everything(cfg.seed)
-    splits = build_splits(cfg.data, cfg.loss.get("ignore_index"))
+    splits = build_splits(cfg.data, cfg.loss.get("ignore_index"), cfg.loss.function)
     train_set, val_set, meta = splits.train, splits.val, splits.meta
     check_batch_fits(cfg.batch_size, len(train_set), cfg.data.name)
     recipe = with_input_scale(BatchRecipe.from_config(cfg.data), train_set, bool(cfg.data.get("standardize", False)))
@@ -133,13 +135,20 @@ def build_trainer(cfg: DictConfig, run_dir: Path, device: torch.device,
     x, y = fetch(train_set, recipe, spread_indices(len(train_set), micro_batch))
     probe_model(raw_model, pick_output, meta, x.to(device), y.to(device), cfg.model._target_)
     swapped = swap_activations(raw_model, cfg.activation_swap, x.to(device))
-    if swapped and dist.is_main:
-        log.info("activation_swap=%s replaced %d activation module(s): %s", cfg.activation_swap, len(swapped),
-                 ", ".join(swapped))
+    output_replaced = []
+    if cfg.output_activation is not None:
+        output_replaced = replace_output_activation(raw_model, cfg.output_activation,
+                                                    trace_activations(raw_model, x.to(device), pick_output))
+    if dist.is_main:
+        for key, changed in (("activation_swap", swapped), ("output_activation", output_replaced)):
+            if changed:
+                log.info("%s=%s replaced %d module(s): %s", key, cfg[key], len(changed), ", ".join(changed))
     facts = None
     if dist.is_main and cfg.mode == "train":  # what summary.json tells the diagnosis; only rank 0 writes it
+        output = describe_output(raw_model, trace_activations(raw_model, x.to(device), pick_output))
         facts = {"parameters": parameter_counts(raw_model), **split_facts(train_set, val_set, recipe, meta.task),
                  "input_stats": input_stats(train_set, recipe), "activation_swap": swapped,
+                 "output_activation": output, "output_replaced": output_replaced,
                  "test_samples": len(splits.test) if splits.test is not None else None}
     user_callbacks = build_user_callbacks(cfg.get("callbacks"))
     seed_everything(cfg.seed + dist.rank)  # identical weights on every rank, own dropout draws per rank
@@ -170,7 +179,7 @@ def build_trainer(cfg: DictConfig, run_dir: Path, device: torch.device,
     monitor = Monitor(cfg.monitor, raw_model, cfg.trainer.max_steps, dist)
     clip = ClipSettings(float(cfg.clip) if cfg.clip else 0.0, cfg.clip_mode, cfg.accum_reduction == "mean")
     loss_fn = partial(compute_loss, task=meta.task, label_smoothing=float(cfg.loss.label_smoothing),
-                      z_loss=float(cfg.loss.z_loss), ignore_index=meta.ignore_index)
+                      z_loss=float(cfg.loss.z_loss), ignore_index=meta.ignore_index, function=meta.loss_function)
     train_step = TrainStep(model=model, params=[p for p in raw_model.parameters() if p.requires_grad],
                            optimizer=optimizer, live_lr=live_lr, precision=precision, guard=guard, loss_fn=loss_fn,
                            pick_output=pick_output, ignore_index=meta.ignore_index, clip=clip, monitor=monitor,
@@ -182,7 +191,7 @@ def build_trainer(cfg: DictConfig, run_dir: Path, device: torch.device,
         indices = torch.cat([mb.indices for mb in micro_batches])
         xs, ys = fetch(train_set, recipe, indices)
         return attribute(raw_model, pick_output, xs.to(device), ys.to(device), indices.tolist(), meta.task,
-                         meta.ignore_index)
+                         meta.ignore_index, meta.loss_function)
 
     callbacks: list[Any] = [
         GuardWatch(guard, faults, attribute_update, meta.ignore_index),
@@ -257,7 +266,8 @@ def build_evaluator(cfg: DictConfig, *, raw_model: nn.Module, model: nn.Module, 
     if behaves_differently_in_eval(raw_model):
         train_batches, _ = eval_batches(cfg, train_set, recipe, loader, micro_batch, dist, sharded, "train")
     return Evaluator(model=model, pick_output=pick_output, precision=precision,
-                     loss_fn=partial(compute_loss, task=meta.task, ignore_index=meta.ignore_index), meta=meta,
+                     loss_fn=partial(compute_loss, task=meta.task, ignore_index=meta.ignore_index,
+                                     function=meta.loss_function), meta=meta,
                      batches=val_batches, train_batches=train_batches, prior=prior, device=device, dist=dist)
 
 

@@ -25,6 +25,7 @@ from harness.training.loss import loss_config
 from harness.training.lr_scaling import scale_lr_config
 from harness.models import validate_model_config
 from harness.models.activation_swap import validate_activation_swap
+from harness.models.output_activation import validate_output_activation
 from harness.models.init import validate_init_config
 from harness.training.monitor import monitor_config
 from harness.training.optim import validate_optim_config
@@ -120,6 +121,7 @@ def validate_config(cfg: DictConfig, world_size: int = 1, choices: Mapping[str, 
     validate_model_config(cfg.model, data_task(cfg))
     validate_model_output(cfg.model_output)
     validate_activation_swap(cfg.activation_swap)
+    validate_output_activation(cfg.output_activation)
     validate_init_config(cfg.init)
     loss_config(cfg.loss)
     scale_lr_config(cfg.scale_lr)

@@ -16,6 +16,7 @@ from harness.data.hf import build_hf, validate_hf
 from harness.data.loader import WORKER_STARTS, BatchRecipe, LoaderSettings
 from harness.data.prior import prior_loss
 from harness.data.synthetic import build_synthetic, validate_synthetic
+from harness.data.targets import AUTO, regression_loss
 from harness.data.tokens import build_tokens, validate_tokens
 from harness.core.errors import ConfigError
 from harness.core.validation import is_whole
@@ -105,22 +106,26 @@ def loader_settings(cfg: DictConfig, device_type: str) -> LoaderSettings:
                           worker_start=str(cfg.get("worker_start", "auto")))
 
 
-def build_splits(cfg: DictConfig, ignore_index: int | None = None) -> Splits:
+def build_splits(cfg: DictConfig, ignore_index: int | None = None, loss_function: str = AUTO) -> Splits:
     """Build the configured data option's splits; a sample of train and val is checked against the
     declared sizes before any training starts (the test split's, by `check_test_split`, only when
     it is scored). Targets equal to `ignore_index` (loss.ignore_index) are left out of the checks
-    and the priors."""
+    and the priors, which are those of `loss_function` (loss.function) for real-valued targets."""
     validate_data_config(cfg)
     _, build = BUILDERS[cfg.name]
     splits = build(cfg)
-    meta = replace(splits.meta, ignore_index=None if splits.meta.task == "regression" else ignore_index)
+    task = splits.meta.task
+    function = regression_loss(loss_function, task)
+    meta = replace(splits.meta, ignore_index=None if task == "regression" else ignore_index, loss_function=function,
+                   optimum_loss=splits.meta.optimum_loss if function in (None, "mse") else None)
     check_samples({"train": splits.train, "val": splits.val}, meta, BatchRecipe.from_config(cfg))
     return replace(splits, meta=replace(meta, prior_loss=prior_loss(splits.train, meta)))
 
 
-def build_data(cfg: DictConfig, ignore_index: int | None = None) -> tuple[Dataset, Dataset, DataMeta]:
+def build_data(cfg: DictConfig, ignore_index: int | None = None,
+               loss_function: str = AUTO) -> tuple[Dataset, Dataset, DataMeta]:
     """(train, val, meta): what training reads."""
-    splits = build_splits(cfg, ignore_index)
+    splits = build_splits(cfg, ignore_index, loss_function)
     return splits.train, splits.val, splits.meta
 
 

@@ -31,6 +31,7 @@ class DataMeta:
     tokenizer_file: str | None = None  # lm subwords: the tokenizer.json that decodes these ids (kept in the run dir)
     prior_loss: float | None = None  # loss of predicting only the targets' frequencies (or mean); see prior.py
     ignore_index: int | None = None  # the target value the loss leaves out (loss.ignore_index); never for regression
+    loss_function: str | None = None  # regression: the loss its targets get (loss.function: mse, l1, huber, bce)
 
     @property
     def num_classes(self) -> int | None:

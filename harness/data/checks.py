@@ -52,3 +52,6 @@ def check_samples(splits: dict[str, Dataset], meta: DataMeta, recipe: BatchRecip
         elif not y.is_floating_point() or not torch.isfinite(y).all():
             raise ConfigError("data.task", "regression", f"finite real-valued targets; sampled {split} targets are "
                                                          f"{str(y.dtype).removeprefix('torch.')} or not finite")
+        elif meta.loss_function == "bce" and ((y < 0).any() or (y > 1).any()):
+            raise ConfigError("loss.function", "bce", f"targets in [0, 1] (labels or probabilities); sampled {split} "
+                                                      f"targets span [{float(y.min()):.4g}, {float(y.max()):.4g}]")

@@ -52,12 +52,22 @@ def split_facts(train: Dataset, val: Dataset, recipe: BatchRecipe, task: str) ->
     language modelling: a window of a token stream is no sample of its own, and short windows
     repeat in any corpus, so duplicated documents must be found before the text is split)."""
     if task == "lm":
-        return {"split_overlap": None, "input_outliers": None, "target_outliers": None}
+        return {"split_overlap": None, "input_outliers": None, "target_outliers": None, "target_percentiles": None}
     hashed = spread_indices(len(train), TRAIN_HASHED)
     digests, norms, targets = _read_inputs(train, recipe, hashed, "train")
+    regression = task == "regression"
     return {"split_overlap": _overlap(set(digests), len(hashed), len(train), val, recipe),
             "input_outliers": _outliers(hashed, norms),
-            "target_outliers": _target_outliers(hashed, targets) if task == "regression" else None}
+            "target_outliers": _target_outliers(hashed, targets) if regression else None,
+            "target_percentiles": _percentiles(targets) if regression else None}
+
+
+def _percentiles(targets: np.ndarray | None) -> list[float] | None:
+    """The 0th to 100th percentiles of every finite regression target value (all dimensions pooled):
+    what share of the targets an output activation's range can reach."""
+    if targets is None or not np.isfinite(targets).any():
+        return None
+    return [float(v) for v in np.percentile(targets[np.isfinite(targets)], np.arange(101))]
 
 
 def _target_outliers(indices: torch.Tensor, targets: np.ndarray | None) -> dict[str, Any] | None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 import torch
+import torch.nn.functional as F
 from torch.utils.data import Dataset, TensorDataset
 
 from harness.data.base import DataMeta, TensorPairs, Tokens, TokenWindows, token_windows
@@ -16,21 +17,43 @@ from harness.data.base import DataMeta, TensorPairs, Tokens, TokenWindows, token
 # page of a corpus of billions of tokens.
 MAX_COUNTED = 1_000_000
 COUNTED_RUNS = 1000
+HUBER_BISECTIONS = 60  # halvings of the targets' range: float64 precision
 
 
 def prior_loss(split: Dataset, meta: DataMeta, indices: torch.Tensor | None = None) -> float | None:
     """Entropy (nats) of the split's targets' distribution for classification and language
     modelling (the cross-entropy of always predicting the frequencies); the targets' variance
-    (MSE of always predicting their mean) for regression. None when the targets are not held
-    as one array (a user's Dataset without `targets`/`labels` or TensorDataset tensors), since
-    reading them all could take long."""
+    (MSE of always predicting their mean) for regression, or the loss of the best constant under
+    its other losses (`meta.loss_function`). None when the targets are not held as one array (a
+    user's Dataset without `targets`/`labels` or TensorDataset tensors), since reading them all
+    could take long."""
     targets = _targets(split, indices)
     if targets is None:
         return None
     if meta.task == "regression":
         values = torch.as_tensor(targets, dtype=torch.float64)
-        return float(values.reshape(len(values), -1).var(dim=0, unbiased=False).mean())
+        return constant_prediction_loss(values.reshape(len(values), -1), meta.loss_function or "mse")
     return label_entropy(targets, meta.ignore_index)
+
+
+def constant_prediction_loss(values: torch.Tensor, function: str) -> float:
+    """The loss of the best constant per target dimension ([N, D] targets), averaged over dimensions:
+    the mean under mse (their variance), the median under l1, a point between the two under huber
+    (found by bisection: the mean of the clipped residuals is 0 there), the targets' mean
+    probability under bce (its logit)."""
+    if function == "mse":
+        return float(values.var(dim=0, unbiased=False).mean())
+    if function == "l1":
+        return float((values - values.median(dim=0).values).abs().mean())
+    if function == "huber":
+        low, high = values.min(dim=0).values, values.max(dim=0).values
+        for _ in range(HUBER_BISECTIONS):
+            mid = (low + high) / 2
+            above = (values - mid).clamp(-1, 1).mean(dim=0) > 0  # the optimum lies above mid
+            low, high = torch.where(above, mid, low), torch.where(above, high, mid)
+        return float(F.huber_loss(values, ((low + high) / 2).expand_as(values)))
+    p = values.mean(dim=0).clamp(1e-7, 1 - 1e-7)
+    return float(-(values * p.log() + (1 - values) * torch.log1p(-p)).mean())
 
 
 def majority_share(split: Dataset, meta: DataMeta, indices: torch.Tensor | None = None) -> float | None:

@@ -1,9 +1,27 @@
-"""How many targets of a batch the loss counts, read from the host's copy of the batch (the
-loader's output, before it moves to the device): the micro-batch weights need the numbers,
-and reading them there stalls nothing."""
+"""How the loss reads targets: which loss real-valued targets get (`loss.function`), and how many
+targets of a batch it counts, read from the host's copy of the batch (the loader's output, before
+it moves to the device): the micro-batch weights need the numbers, and reading them there stalls
+nothing."""
 from __future__ import annotations
 
 import torch
+
+from harness.core.errors import ConfigError
+
+AUTO = "auto"  # cross-entropy for classes and tokens, mse for real-valued targets
+REGRESSION_LOSS_NAMES = ("mse", "l1", "huber", "bce")  # bce: logits against targets in [0, 1]
+
+
+def regression_loss(function: str, task: str) -> str | None:
+    """The loss real-valued targets get (`loss.function`, auto: mse); None for the other tasks, whose
+    loss is the cross-entropy: a distance or bce asked of them is an error."""
+    if task != "regression":
+        if function != AUTO:
+            raise ConfigError("loss.function", function, "auto for classification and language modelling (the "
+                                                         "cross-entropy); mse, l1, huber and bce take real-valued "
+                                                         "targets (data.task=regression)")
+        return None
+    return "mse" if function == AUTO else function
 
 
 def target_shares(targets: list[torch.Tensor], ignore_index: int | None) -> list[float] | None:

@@ -115,9 +115,12 @@ def wider_range(run: RunData, scaling_is_on: bool) -> Candidates:
 def faster_updates(run: RunData, update_ratio: float | None = None) -> Candidates:
     """slow_progress: a higher LR, from scratch: by how far the median update/weight ratio at the
     peak LR (`update_ratio`) falls short of a healthy ~1e-3 (updates scale with the LR), between
-    3x and 10x (the seeds' "raise it 3-10x"); 3x when the ratio was not measured."""
+    3x and 10x (the seeds' "raise it 3-10x"); 10x when it was 0 (no weight moved at all), 3x when
+    it was not measured."""
     factor = LR_FACTOR
-    if update_ratio:
+    if update_ratio == 0:  # measured, and nothing moved: the weights' updates fell below their precision
+        factor = MAX_SLOW_FACTOR
+    elif update_ratio is not None:
         factor = min(max(HEALTHY_UPDATE_RATIO / update_ratio, LR_FACTOR), MAX_SLOW_FACTOR)
     lr = _lr_override(run, factor)
     return () if lr is None else (Remedy((lr,), Restart.SCRATCH, f"the weights barely move at this LR; "
@@ -208,6 +211,20 @@ def _swap(run: RunData, target: str) -> Remedy | None:
                    "a quarter per layer"}[target]
     return Remedy((f"activation_swap={target}",), Restart.SCRATCH, why + "; the model's activation modules change "
                   "(the output's own stays), so the run starts over", kind="activation", changes_model=True)
+
+
+OUTPUT_WHY = {"identity": "a linear output reaches every target and hands the loss raw logits",
+              "sigmoid": "a sigmoid is the probability of one class, between 0 and 1 and never constant",
+              "softmax": "a softmax gives every class a probability, and they sum to 1"}
+
+
+def output_fix(run: RunData, target: str) -> Candidates:
+    """output_activation: the activation after the model's last layer with weights replaced
+    (`output_activation`, any model), from scratch: what the model predicts changes."""
+    if run.cfg("output_activation") is not None:
+        return ()
+    return (Remedy((f"output_activation={target}",), Restart.SCRATCH, OUTPUT_WHY[target] + "; the model's output "
+                   "changes, so the run starts over", kind="output", changes_model=True),)
 
 
 def bf16_runs_here(run: RunData) -> bool:

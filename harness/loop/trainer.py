@@ -208,6 +208,7 @@ class Trainer:
             "empty_steps": s.empty_steps,
             "events": s.events,
             "task": self.meta.task,
+            "loss_function": self.meta.loss_function,
             "chance_loss": self.meta.chance_loss,
             "prior_loss": self.meta.prior_loss,
             "optimum_loss": self.meta.optimum_loss,

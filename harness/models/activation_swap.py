@@ -14,6 +14,7 @@ import torch
 from torch import nn
 
 from harness.core.errors import ConfigError
+from harness.models.activation_trace import trace_activations
 
 SWAPS: dict[str, Callable[[], nn.Module]] = {
     "gelu": nn.GELU,
@@ -21,7 +22,6 @@ SWAPS: dict[str, Callable[[], nn.Module]] = {
     "leaky_relu": lambda: nn.LeakyReLU(0.01),
 }
 SWAPPABLE = (nn.ReLU, nn.ReLU6, nn.Sigmoid, nn.Tanh, nn.ELU, nn.SELU, nn.Hardtanh, nn.GELU, nn.SiLU, nn.LeakyReLU)
-WEIGHTED = (nn.Linear, nn.modules.conv._ConvNd, nn.Embedding, nn.RNNBase)
 
 
 def validate_activation_swap(value: object) -> None:
@@ -31,36 +31,24 @@ def validate_activation_swap(value: object) -> None:
 
 def swap_activations(model: nn.Module, target: str | None, example: torch.Tensor) -> list[str]:
     """Replace every hidden activation module by SWAPS[target]; returns what was replaced
-    ("hidden.1.act: ReLU -> GELU"). `example` is a batch of inputs: one forward in eval mode and
-    without gradients tells hidden activations from output ones."""
+    ("hidden.1.act: ReLU -> GELU"). `example` is a batch of inputs: one traced forward tells hidden
+    activations from output ones."""
     if target is None:
         return []
     replaced = []
-    for name in _hidden_activations(model, example):
-        parent_name, _, child = name.rpartition(".")
-        parent = model.get_submodule(parent_name) if parent_name else model
-        old, new = getattr(parent, child), SWAPS[target]()
-        if type(old) is not type(new):
-            setattr(parent, child, new)
-            replaced.append(f"{name}: {type(old).__name__} -> {type(new).__name__}")
+    for name in trace_activations(model, example).hidden:
+        if isinstance(model.get_submodule(name), SWAPPABLE):
+            replaced += replace_module(model, name, SWAPS[target]())
     return replaced
 
 
-def _hidden_activations(model: nn.Module, example: torch.Tensor) -> list[str]:
-    """Names of the activation modules called before the last call of a layer with weights."""
-    calls: list[tuple[str, bool]] = []  # (module name, has weights) in call order
-    hooks = [module.register_forward_hook(lambda m, i, o, name=name, weighted=isinstance(module, WEIGHTED):
-                                          calls.append((name, weighted)))
-             for name, module in model.named_modules() if isinstance(module, (*SWAPPABLE, *WEIGHTED))]
-    training = model.training
-    try:
-        model.eval()
-        with torch.no_grad():
-            model(example)
-    finally:
-        model.train(training)
-        for hook in hooks:
-            hook.remove()
-    last_weighted = max((i for i, (_, weighted) in enumerate(calls) if weighted), default=-1)
-    names = [name for name, weighted in calls[:last_weighted] if not weighted]
-    return list(dict.fromkeys(names))
+def replace_module(model: nn.Module, name: str, new: nn.Module) -> list[str]:
+    """Put `new` where the submodule `name` is; what changed ("a.b: ReLU -> GELU"), or nothing when it
+    is of the same type already."""
+    parent_name, _, child = name.rpartition(".")
+    parent = model.get_submodule(parent_name) if parent_name else model
+    old = getattr(parent, child)
+    if type(old) is type(new):
+        return []
+    setattr(parent, child, new)
+    return [f"{name}: {type(old).__name__} -> {type(new).__name__}"]

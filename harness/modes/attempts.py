@@ -105,14 +105,16 @@ def _judge(cfg: DictConfig, story: dict[str, Any], run_dir: Path, scope: str, wo
                    learned=learned(run))
     base = _by_number(story, attempt.get("base"))
     if base is not None:
-        attempt["outcome"] = "kept" if _better(run, load_run(run_dir / ATTEMPTS / str(base["number"]))) else "rejected"
+        cleared = bool(base.get("critical")) and not attempt["critical"]
+        attempt["outcome"] = "kept" if _better(run, load_run(run_dir / ATTEMPTS / str(base["number"])),
+                                               cleared) else "rejected"
     current = attempt if base is None or attempt["outcome"] == "kept" else base
     current_dir = run_dir / ATTEMPTS / str(current["number"])
     if current is not attempt:  # set aside: the next candidate starts where this one did
         findings = diagnose(load_run(current_dir))
     remedies = sum(1 for a in story["attempts"] if a.get("applied"))
     if attempt.get("finishes"):  # the run as it was, finished: nothing follows it
-        _rejudge_at_the_end(story, attempt, noise_level(run.series(VAL_LOSS, kind="eval")))
+        _rejudge_at_the_end(story, attempt, log_noise(run.series(VAL_LOSS, kind="eval")))
         _conclude(story)
         return
     following = None
@@ -317,12 +319,17 @@ def learned(run: RunData) -> bool:
 # An attempt beats the one it builds on when its best val loss up to the last step both reached is
 # lower by more than 1% and more than twice the eval-to-eval noise of the attempt it replaces: an
 # eval of fixed batches wobbles by the model's own noise, and a remedy that only matches the
-# attempt before it changed nothing worth keeping.
+# attempt before it changed nothing worth keeping, unless it cleared the critical findings the
+# attempt before it had. The noise is measured on the log of the loss:
+# a loss wobbles in proportion to its size, so a base that oscillated between 0.2 and 50 is beaten
+# by a remedy that ends at 0.001, and the same ratio counts at any scale.
 BETTER_BY = 0.01
 NOISE_SIGMAS = 2.0
 
 
-def _better(new: RunData, old: RunData) -> bool:
+def _better(new: RunData, old: RunData, cleared: bool = False) -> bool:
+    """Whether `new` beats `old` (see above); one that `cleared` every critical finding of `old` only
+    has to be at least as low: a run as good and no longer sick is better."""
     new_val, old_val = (r.series(VAL_LOSS, kind="eval") for r in (new, old))
     if not len(new_val.steps):
         return False
@@ -334,12 +341,22 @@ def _better(new: RunData, old: RunData) -> bool:
     new_best, old_best = _best_until(new_val, common), _best_until(old_val, common)
     if not math.isfinite(new_best) or not math.isfinite(old_best):
         return math.isfinite(new_best)
-    return _beats(new_best, old_best, noise_level(old_val))
+    return (cleared and new_best <= old_best) or _beats(new_best, old_best, log_noise(old_val))
+
+
+def log_noise(val: Series) -> float:
+    """The eval-to-eval noise of a val loss curve, as a log ratio (positive losses only)."""
+    finite = val.finite()
+    positive = finite.values > 0
+    return noise_level(Series(finite.steps[positive], np.log(finite.values[positive])))
 
 
 def _beats(new_best: float, old_best: float, noise: float) -> bool:
-    """Lower than `old_best` by more than BETTER_BY of it and NOISE_SIGMAS times its eval noise."""
-    return new_best < old_best - max(BETTER_BY * abs(old_best), NOISE_SIGMAS * noise)
+    """Lower than `old_best` by more than BETTER_BY of it and NOISE_SIGMAS times its eval noise
+    (`noise` a log ratio); a loss at or below 0 by BETTER_BY of its size alone."""
+    if old_best <= 0 or new_best <= 0:
+        return new_best < old_best - BETTER_BY * abs(old_best)
+    return math.log(new_best) < math.log(old_best) + min(math.log1p(-BETTER_BY), -NOISE_SIGMAS * noise)
 
 
 def _best_until(val: Series, step: int) -> float:

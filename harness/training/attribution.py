@@ -47,12 +47,13 @@ def describe_sample(sample: dict[str, float]) -> str:
 
 @torch.no_grad()
 def attribute(model: nn.Module, pick_output: OutputPicker, x: torch.Tensor, y: torch.Tensor,
-              indices: list[int], task: str, ignore_index: int | None = None) -> Attribution:
+              indices: list[int], task: str, ignore_index: int | None = None,
+              function: str | None = None) -> Attribution:
     """Score each sample of a skipped update; `indices` are their dataset indices, in batch order."""
     was_training = model.training
     model.eval()  # no dropout noise, no batch-norm statistics updated by a diagnostic pass
     try:
-        losses = per_sample_loss(pick_output(model(x)), y, task, ignore_index).double().cpu()
+        losses = per_sample_loss(pick_output(model(x)), y, task, ignore_index, function).double().cpu()
     finally:
         model.train(was_training)
     norms = None

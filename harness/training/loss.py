@@ -6,19 +6,35 @@ micro-batch whose targets are all ignored has loss 0, not 0/0."""
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F
 from omegaconf import DictConfig
 
-from harness.core.typed_config import read_typed, setting, within
+from harness.core.typed_config import one_of, read_typed, setting, within
+from harness.data.targets import AUTO, REGRESSION_LOSS_NAMES
 
 TORCH_IGNORE_INDEX = -100  # what F.cross_entropy ignores unless told otherwise
 
 
+# Losses for real-valued targets (data.task=regression), by `loss.function`. Each takes the model's
+# outputs as they are: predictions for the distances, logits for bce (multi-label, soft or per-pixel
+# targets in [0, 1]: the sigmoid is in the loss, as in BCEWithLogitsLoss).
+REGRESSION_LOSSES: dict[str, Callable[..., torch.Tensor]] = {
+    "mse": F.mse_loss,
+    "l1": F.l1_loss,
+    "huber": F.huber_loss,  # delta 1: squared below 1, linear above
+    "bce": F.binary_cross_entropy_with_logits,
+}
+LOSS_FUNCTIONS = (AUTO, *REGRESSION_LOSS_NAMES)
+
+
 @dataclass(frozen=True)
 class LossConfig:
+    function: str = setting(AUTO, "auto (cross-entropy for classes and tokens, mse for real-valued targets), mse, "
+                                  "l1, huber or bce", one_of(LOSS_FUNCTIONS))
     label_smoothing: float = setting(0.0, "a number in [0, 1)", within(0.0, 1.0, high_open=True))
     z_loss: float = setting(0.0, "a number >= 0", within(0.0, math.inf, high_open=True))
     ignore_index: int | None = setting(TORCH_IGNORE_INDEX, "an integer target value to leave out (-100: PyTorch's) "
@@ -30,10 +46,10 @@ def loss_config(cfg: DictConfig) -> LossConfig:
 
 
 def compute_loss(output: torch.Tensor, target: torch.Tensor, task: str, label_smoothing: float = 0.0,
-                 z_loss: float = 0.0, ignore_index: int | None = None) -> torch.Tensor:
-    """The mean loss over the counted targets."""
+                 z_loss: float = 0.0, ignore_index: int | None = None, function: str | None = None) -> torch.Tensor:
+    """The mean loss over the counted targets (`function`: the regression loss, mse when None)."""
     if task == "regression":  # [B, 1] predictions for [B] targets must not broadcast to [B, B]
-        return F.mse_loss(output.float().reshape(target.shape), target.float())
+        return REGRESSION_LOSSES[function or "mse"](output.float().reshape(target.shape), target.float())
     logits = output.float().reshape(-1, output.size(-1))
     target = target.reshape(-1)
     ignore = TORCH_IGNORE_INDEX if ignore_index is None else ignore_index
@@ -46,12 +62,12 @@ def compute_loss(output: torch.Tensor, target: torch.Tensor, task: str, label_sm
 
 
 def per_sample_loss(output: torch.Tensor, target: torch.Tensor, task: str,
-                    ignore_index: int | None = None) -> torch.Tensor:
+                    ignore_index: int | None = None, function: str | None = None) -> torch.Tensor:
     """Each sample's own loss ([B]: a sequence's mean over its counted tokens; 0 when it has
     none), to tell one bad sample from a bad batch."""
     if task == "regression":
-        return F.mse_loss(output.float().reshape(target.shape), target.float(), reduction="none").reshape(
-            len(target), -1).mean(1)
+        return REGRESSION_LOSSES[function or "mse"](output.float().reshape(target.shape), target.float(),
+                                                    reduction="none").reshape(len(target), -1).mean(1)
     ignore = TORCH_IGNORE_INDEX if ignore_index is None else ignore_index
     logits = output.float().reshape(-1, output.size(-1))
     losses = F.cross_entropy(logits, target.reshape(-1), ignore_index=ignore, reduction="none").reshape(len(target), -1)

@@ -8,13 +8,14 @@ from dataclasses import replace
 from harness.diagnosis.findings import Finding, Severity
 from harness.diagnosis.load import RunData
 from harness.diagnosis.rules import (attention, capacity, curves, data_order, eval_mode, gradients, guard_events,
-                                     numerics, outliers, schedule, setup, weight_decay)
+                                     numerics, outliers, output, schedule, setup, weight_decay)
 
 Rule = Callable[[RunData], "Finding | None"]
 
 RULES: tuple[Rule, ...] = (  # setup mistakes first: among findings of one severity they come first
     setup.frozen_parameters,
     setup.val_train_overlap,
+    output.output_activation,  # before the inputs: the model cannot express the answer whatever its inputs
     setup.unnormalised_inputs,
     numerics.fp16_underflow,  # the precision config's own cause, before the vanishing gradients it makes
     curves.diverging,
@@ -56,15 +57,16 @@ SYMPTOMS = frozenset({"plateau_at_chance", "plateau_at_prior", "underfitting"})
 INTERMEDIATE = frozenset({"slow_progress"})
 CAUSES = frozenset({"clip_pinned", "schedule_ended_early", "dead_relu", "vanishing_gradients", "fp16_underflow",
                     "exploding_gradients", "warmup_too_long", "weight_decay_collapse", "frozen_parameters",
-                    "unnormalised_inputs", "attention_entropy_collapse", "outlier_samples",
+                    "unnormalised_inputs", "attention_entropy_collapse", "outlier_samples", "output_activation",
                     "capacity_limit"})
 
 
-# Findings outside that chain that particular causes explain: inputs 100x too large or a few huge
-# samples blow the loss up, and the LR fix `diverging` offers is the wrong one for both; a few huge
+# Findings outside that chain that particular causes explain: inputs 100x too large, a few huge
+# samples or an output activation that normalises zeros blow the loss up, and the LR fix
+# `diverging` offers is the wrong one for all three; a few huge
 # samples averaged into batch norm's running statistics break eval mode, and their batches are the
 # guard's loss spikes.
-EXPLAINED_BY = {"diverging": frozenset({"unnormalised_inputs", "outlier_samples"}),
+EXPLAINED_BY = {"diverging": frozenset({"unnormalised_inputs", "outlier_samples", "output_activation"}),
                "bn_eval_gap": frozenset({"outlier_samples"}),
                "loss_spikes": frozenset({"outlier_samples"})}
 TIERS = (CAUSES, INTERMEDIATE, SYMPTOMS)

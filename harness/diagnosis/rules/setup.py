@@ -9,6 +9,7 @@ from harness.diagnosis.findings import Finding, Severity
 from harness.diagnosis.load import RunData
 from harness.diagnosis.remedies import standardised_inputs
 from harness.diagnosis.rules.common import name_some
+from harness.diagnosis.rules.curves import CHANCE_BAND
 from harness.diagnosis.signals import fmt
 from harness.core.metric_names import TRAIN_LOSS_FIRST
 
@@ -28,9 +29,13 @@ OVERLAP_MIN_FOUND = 8
 # saturating tanh can absorb the scale at the first update (first loss 1.0-1.6x ln K in the suite)
 # and still train slowly; a model that normalises its own inputs (a LayerNorm first) is fine. A
 # critical when it hurt and the run never got back below that start: its best val loss is no better
-# than an untrained model's, and no other cause is as plain.
+# than an untrained model's, and no other cause is as plain. Its remedy comes with it at any
+# severity: an info beside a divergence it explains is raised to critical, and acted on then.
 INPUT_SCALE = 10.0
 FIRST_LOSS_OVER_START = 2.0
+# Recovered: the best val loss got clearly below that start, by more than the band in which
+# plateau_at_chance and plateau_at_prior call a run stuck where it started (curves.CHANCE_BAND).
+RECOVERED_BY = CHANCE_BAND
 
 
 def frozen_parameters(run: RunData) -> Finding | None:
@@ -77,7 +82,7 @@ def unnormalised_inputs(run: RunData) -> Finding | None:
     hurt = first_loss > FIRST_LOSS_OVER_START * start
     best = run.summary.get("best_val_loss")
     finite_best = isinstance(best, (int, float)) and math.isfinite(best)
-    never_recovered = hurt and not (finite_best and best < start)
+    never_recovered = hurt and not (finite_best and best < (1 - RECOVERED_BY) * start)
     severity = Severity.CRITICAL if never_recovered else Severity.WARNING if hurt else Severity.INFO
     return Finding("unnormalised_inputs", severity, "the inputs are not normalised",
                    f"input features reach |median| {fmt(stats['max_abs_feature_median'])} and robust std "
@@ -91,7 +96,7 @@ def unnormalised_inputs(run: RunData) -> Finding | None:
                    "data.standardize=true scales each input feature by the training split's mean and std (the "
                    "same statistics for validation and test); or standardise in the dataset or a transform "
                    "(images: scale to [0, 1], then per-channel mean/std).",
-                   standardised_inputs(run) if hurt else ())
+                   standardised_inputs(run))
 
 
 def _untrained_start(run: RunData) -> tuple[float | None, str]:

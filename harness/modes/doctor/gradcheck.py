@@ -22,6 +22,7 @@ from harness.modes.doctor.sampling import read, sample_indices
 from harness.models import build_model
 from harness.models.init import apply_init
 from harness.loop.trainer import Trainer
+from harness.training.loss import REGRESSION_LOSSES
 
 SHRINK = {"n_layer": 2, "n_head": 2, "n_embd": 16, "depth": 2, "width": 16}  # upper bounds per size key
 TINY_SAMPLES, TINY_BLOCK = 2, 8
@@ -55,10 +56,10 @@ def _rebuildable(trainer: Trainer) -> bool:
     return hasattr(locate("model._target_", trainer.cfg.model._target_), "Config")
 
 
-def _loss64(output: torch.Tensor, target: torch.Tensor, task: str) -> torch.Tensor:
+def _loss64(output: torch.Tensor, target: torch.Tensor, task: str, function: str | None = None) -> torch.Tensor:
     """The task's loss kept in float64 (the training loss casts to float32 on purpose)."""
     if task == "regression":
-        return F.mse_loss(output.reshape(target.shape), target.double())
+        return REGRESSION_LOSSES[function or "mse"](output.reshape(target.shape), target.double())
     return F.cross_entropy(output.reshape(-1, output.size(-1)), target.reshape(-1))
 
 
@@ -90,7 +91,7 @@ def check_gradients(trainer: Trainer) -> Outcome:
     def loss() -> torch.Tensor:
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(0)  # the same dropout mask in every evaluation
-            return _loss64(trainer.built.pick_output(model(x)), y, trainer.meta.task)
+            return _loss64(trainer.built.pick_output(model(x)), y, trainer.meta.task, trainer.meta.loss_function)
 
     loss().backward()
     named = [(n, p) for n, p in model.named_parameters() if p.requires_grad and p.grad is not None]

@@ -42,7 +42,8 @@ def check_initial_loss(trainer: Trainer) -> Outcome:
     loss = clean_loss(trainer, sample_indices(trainer.built.train_set, INITIAL_LOSS_SAMPLES))
     chance = trainer.meta.chance_loss
     if chance is None:
-        return Outcome(Status.SKIP, f"regression (no ln K reference); initial MSE {loss:.4g}")
+        return Outcome(Status.SKIP, f"regression (no ln K reference); initial "
+                                    f"{(trainer.meta.loss_function or 'mse').upper()} {loss:.4g}")
     measured = f"{loss:.3f} vs ln({num_classes(trainer.meta)}) = {chance:.3f} ({loss - chance:+.3f})"
     if loss > chance + INITIAL_LOSS_EXCESS:
         return Outcome(Status.FAIL, measured,

@@ -1,0 +1,97 @@
+"""The model's output activation against what reads it (summary.json's `output_activation`,
+measured when the run is built): a range that holds the regression targets, logits for a
+cross-entropy, a probability where the model makes one itself. A mismatch is a cause no LR, init or
+hidden activation reaches: the model cannot express the answer, however it trains."""
+from __future__ import annotations
+
+import math
+
+from harness.diagnosis.findings import Finding, Severity
+from harness.diagnosis.load import RunData
+from harness.diagnosis.remedies import output_fix
+
+# Regression: the share of the training targets outside the activation's range. Past 1% the
+# targets it cannot reach are a floor under the loss; past 10% that floor is most of what the
+# model could still learn (a tenth of the targets missed by at least their distance to the range).
+OUT_OF_REACH_WARNING = 0.01
+OUT_OF_REACH_CRITICAL = 0.10
+
+
+def output_activation(run: RunData) -> Finding | None:
+    out = run.summary.get("output_activation")
+    task = run.summary.get("task")
+    if not out or task not in ("regression", "classification"):
+        return None
+    where = f"`{out['module']}` ({out['type']}), called after the model's last layer with weights"
+    if out.get("single_unit_softmax"):
+        probability = task == "classification" or run.summary.get("loss_function") == "bce"
+        target = "sigmoid" if probability and not out["read_by_loss"] else "identity"
+        return _found(run, Severity.CRITICAL, "the output is a softmax over one unit: always 1",
+                       f"{where}, normalises over a dimension of size 1, so it outputs 1 for every input and no "
+                       "layer before it gets a gradient.",
+                       "a probability of one class is a sigmoid; a regression output has no activation "
+                       f"(output_activation={target} replaces it).", target)
+    if task == "regression" and run.summary.get("loss_function") != "bce":
+        return _unreachable_targets(run, out, where)
+    # the cross-entropy and bce read logits
+    return _not_logits(run, out, where) if out["read_by_loss"] else _not_a_probability(run, out, where)
+
+
+def _unreachable_targets(run: RunData, out: dict, where: str) -> Finding | None:
+    """A regression output whose range misses some of the targets: their error cannot fall."""
+    percentiles = run.summary.get("target_percentiles")
+    low, high = _range(out)
+    if not percentiles or (low == -math.inf and high == math.inf):
+        return None
+    outside = sum(1 for v in percentiles if v < low or v > high) / len(percentiles)
+    if outside <= OUT_OF_REACH_WARNING:
+        return None
+    severity = Severity.CRITICAL if outside >= OUT_OF_REACH_CRITICAL else Severity.WARNING
+    return _found(run, severity, "the output activation cannot reach the targets",
+                   f"{where}, outputs values in [{low:.4g}, {high:.4g}]; ~{outside:.0%} of the training "
+                   f"targets lie outside it (they span {percentiles[0]:.4g} to {percentiles[-1]:.4g}): their error "
+                   "is a floor under the loss.",
+                   "a regression output has no activation (output_activation=identity replaces it), or scale "
+                   "the targets into its range.", "identity")
+
+
+def _not_logits(run: RunData, out: dict, where: str) -> Finding | None:
+    """A cross-entropy on logits that reads a squashed output: bounded logits put a floor under it."""
+    low, high = _range(out)
+    if not (math.isfinite(low) and math.isfinite(high)):
+        return None  # one side open: the logits' differences are unbounded
+    return _found(run, Severity.WARNING, "the loss reads squashed logits",
+                   f"{where}, bounds the logits the cross-entropy reads to [{low:.4g}, {high:.4g}]: no class "
+                   f"can be more than e^{high - low:.3g} times "
+                   "likelier than another, so the loss cannot fall far and its gradients stay small.",
+                   "the classification loss takes raw logits and applies the softmax itself: drop the output "
+                   "activation (output_activation=identity).", "identity")
+
+
+def _not_a_probability(run: RunData, out: dict, where: str) -> Finding | None:
+    """A model that turns its output activation into class probabilities itself (one unit for a binary
+    task, or one per class) needs a probability there: a ReLU can be 0 for every class (0/0) or over 1."""
+    binary = out["units"] == 1 and out["output_units"] == 2 and run.summary.get("task") == "classification"
+    if not (binary or out["units"] == out["output_units"]):
+        return None  # not the class scores: something the model computes on
+    low, high = _range(out)
+    if 0 <= low and high <= 1:
+        return None
+    independent = run.summary.get("loss_function") == "bce"  # one probability per target, not one over classes
+    target = "sigmoid" if binary or independent else "softmax"
+    return _found(run, Severity.WARNING, "the class scores are not probabilities",
+                   f"{where}, outputs values in [{low:.4g}, {high:.4g}] that the model then "
+                   "turns into the logits the loss reads: scores of 0, or over 1, are no probability (clipped, "
+                   "they pass no gradient; all 0, they normalise to NaN).",
+                   f"a probability of one class is a sigmoid, of one of several classes a softmax "
+                   f"(output_activation={target} replaces it).", target)
+
+
+def _found(run: RunData, severity: Severity, title: str, evidence: str, fix: str, target: str) -> Finding:
+    """The finding, with the output activation that can express the answer as its remedy."""
+    return Finding("output_activation", severity, title, evidence, fix, output_fix(run, target))
+
+
+def _range(out: dict) -> tuple[float, float]:
+    """The activation's range, an open end as an infinity."""
+    return (-math.inf if out["low"] is None else out["low"]), (math.inf if out["high"] is None else out["high"])

@@ -1,0 +1,54 @@
+"""One forward of a built model with hooks on its activation modules and its layers with weights:
+which activations are hidden (called before the last layer with weights) and which make its
+output (called after it). `activation_swap` changes the first kind, `output_activation` the
+second; the diagnosis reads what the second kind can produce."""
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import torch
+from torch import nn
+
+ACTIVATIONS = (nn.ReLU, nn.ReLU6, nn.Sigmoid, nn.Tanh, nn.ELU, nn.SELU, nn.Hardtanh, nn.GELU, nn.SiLU,
+               nn.LeakyReLU, nn.Softmax, nn.Softplus, nn.Hardsigmoid)
+WEIGHTED = (nn.Linear, nn.modules.conv._ConvNd, nn.Embedding, nn.RNNBase)
+
+
+@dataclass
+class ActivationTrace:
+    """Activation module names in call order: `hidden` before the last call of a layer with weights,
+    `output` after it (with the tensors they returned); `final` is the tensor the loss reads."""
+
+    hidden: list[str] = field(default_factory=list)
+    output: list[tuple[str, torch.Tensor]] = field(default_factory=list)
+    final: torch.Tensor | None = None
+
+
+def trace_activations(model: nn.Module, example: torch.Tensor,
+                      pick_output: Callable[[object], torch.Tensor] | None = None) -> ActivationTrace:
+    """One forward of `example` in eval mode without gradients. Only the activations called since the
+    last layer with weights keep their outputs, so the trace holds a few tensors, not the whole forward."""
+    trace, pending = ActivationTrace(), []
+
+    def on_call(module: nn.Module, _inputs: object, output: object, name: str) -> None:
+        if isinstance(module, WEIGHTED):
+            trace.hidden += [n for n, _ in pending if n not in trace.hidden]
+            pending.clear()
+        elif isinstance(output, torch.Tensor):
+            pending.append((name, output))
+
+    hooks = [module.register_forward_hook(lambda m, i, o, name=name: on_call(m, i, o, name))
+             for name, module in model.named_modules() if isinstance(module, (*ACTIVATIONS, *WEIGHTED))]
+    training = model.training
+    try:
+        model.eval()
+        with torch.no_grad():
+            out = model(example)
+    finally:
+        model.train(training)
+        for hook in hooks:
+            hook.remove()
+    trace.output = pending
+    trace.final = pick_output(out) if pick_output is not None else out if isinstance(out, torch.Tensor) else None
+    return trace

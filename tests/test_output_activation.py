@@ -1,0 +1,131 @@
+"""The output activation: what it can produce is measured when a run is built, `output_activation`
+replaces it on any model, and the diagnosis names an output that cannot express the answer."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import torch
+from torch import nn
+
+from conftest import one_line_error, run_cli, train
+from harness.diagnosis.findings import Finding, Severity
+from harness.diagnosis.load import RunData, load_run
+from harness.diagnosis.rules import diagnose
+from harness.diagnosis.rules.output import output_activation
+from harness.models.activation_trace import trace_activations
+from harness.models.output_activation import describe_output, replace_output_activation
+
+
+class TwoClassFromOneUnit(nn.Module):
+    """A binary classifier that makes a probability from one unit and turns it into two logits itself."""
+
+    def __init__(self, squash: nn.Module) -> None:
+        super().__init__()
+        self.body, self.head, self.squash = nn.Sequential(nn.Linear(4, 8), nn.ReLU()), nn.Linear(8, 1), squash
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        p = self.squash(self.head(self.body(x))).clamp(1e-7, 1 - 1e-7)
+        return torch.cat([torch.log1p(-p), p.log()], dim=1)
+
+
+def described(model: nn.Module) -> dict | None:
+    return describe_output(model, trace_activations(model, torch.randn(5, 4)))
+
+
+def test_the_output_activation_is_told_from_hidden_ones_with_its_range_and_what_reads_it():
+    regressor = nn.Sequential(nn.Linear(4, 8), nn.Tanh(), nn.Linear(8, 1), nn.Sigmoid())
+    out = described(regressor)
+    assert (out["module"], out["type"], out["low"], out["high"]) == ("3", "Sigmoid", 0.0, 1.0)
+    assert out["read_by_loss"] and not out["single_unit_softmax"] and out["units"] == out["output_units"] == 1
+    single = described(TwoClassFromOneUnit(nn.Softmax(dim=1)))
+    assert single["single_unit_softmax"] and not single["read_by_loss"] and (single["units"], single["output_units"]) \
+        == (1, 2)
+    assert described(TwoClassFromOneUnit(nn.ReLU()))["high"] is None  # unbounded above
+    assert described(nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 3))) is None  # logits: no activation
+
+
+def test_output_activation_replaces_only_what_comes_after_the_last_layer_with_weights():
+    model = nn.Sequential(nn.Linear(4, 8), nn.Sigmoid(), nn.Linear(8, 1), nn.ReLU(), nn.Sigmoid())
+    replaced = replace_output_activation(model, "identity", trace_activations(model, torch.randn(5, 4)))
+    assert replaced == ["3: ReLU -> Identity", "4: Sigmoid -> Identity"]
+    assert isinstance(model[1], nn.Sigmoid)  # hidden: activation_swap's business
+    x = torch.randn(5, 4)
+    assert torch.equal(model(x), model[2](model[1](model[0](x))))
+    softmax = TwoClassFromOneUnit(nn.ReLU())
+    assert replace_output_activation(softmax, "sigmoid", trace_activations(softmax, x)) == ["squash: ReLU -> Sigmoid"]
+
+
+def run_of(task: str, out: dict | None, **summary) -> RunData:
+    return RunData(Path("run"), {"output_activation": None}, {"task": task, "output_activation": out, **summary}, [], [])
+
+
+def output(kind: str, low, high, *, single=False, read=True, units=1, output_units=1) -> dict:
+    return {"module": "head.act", "type": kind, "low": low, "high": high, "single_unit_softmax": single,
+            "read_by_loss": read, "units": units, "output_units": output_units}
+
+
+@pytest.mark.parametrize("task, out, percentiles, severity, remedy", [
+    # a softmax over one unit is 1 whatever the input: a binary probability is a sigmoid
+    ("classification", output("Softmax", 0.0, 1.0, single=True, read=False, output_units=2), None, "critical",
+     "output_activation=sigmoid"),
+    ("regression", output("Softmax", 0.0, 1.0, single=True), [0.0] * 101, "critical", "output_activation=identity"),
+    # a sigmoid regression head on targets in the tens: none reachable
+    ("regression", output("Sigmoid", 0.0, 1.0), list(range(10, 111)), "critical", "output_activation=identity"),
+    ("regression", output("Sigmoid", 0.0, 1.0), [0.5] * 96 + [2.0] * 5, "warning", "output_activation=identity"),
+    ("regression", output("Sigmoid", 0.0, 1.0), [0.0] * 50 + [1.0] * 51, None, None),  # 0/1 targets: reachable
+    ("regression", output("ReLU", 0.0, None), list(range(101)), None, None),
+    # a cross-entropy on logits squashed into (0, 1); a ReLU's logits are unbounded above
+    ("classification", output("Sigmoid", 0.0, 1.0, units=10, output_units=10), None, "warning",
+     "output_activation=identity"),
+    ("classification", output("ReLU", 0.0, None, units=10, output_units=10), None, None, None),
+    # a model that normalises its scores itself: a ReLU is no probability, a sigmoid is
+    ("classification", output("ReLU", 0.0, None, read=False, units=10, output_units=10), None, "warning",
+     "output_activation=softmax"),
+    ("classification", output("ReLU", 0.0, None, read=False, output_units=2), None, "warning",
+     "output_activation=sigmoid"),
+    ("classification", output("Sigmoid", 0.0, 1.0, read=False, output_units=2), None, None, None),
+    ("classification", output("GELU", -0.17, None, read=False, units=64, output_units=10), None, None, None),
+])
+def test_an_output_that_cannot_express_the_answer_is_named_with_the_replacement_that_can(task, out, percentiles,
+                                                                                       severity, remedy):
+    finding = output_activation(run_of(task, out, target_percentiles=percentiles))
+    if severity is None:
+        assert finding is None
+        return
+    assert finding.severity == Severity(severity) and finding.remedy.overrides == (remedy,)
+    assert finding.remedy.changes_model and finding.remedy.kind == "output"
+
+
+def test_a_warning_beside_a_symptom_it_explains_becomes_critical_and_comes_first(monkeypatch):
+    import harness.diagnosis.rules as rules
+
+    out = output("ReLU", 0.0, None, read=False, units=10, output_units=10)
+    run = run_of("classification", out)
+    assert output_activation(run).severity == Severity.WARNING  # alone: the run may still learn
+    for symptom in ("plateau_at_chance", "diverging"):
+        def sick(_run, name=symptom):
+            return Finding(name, Severity.CRITICAL, "sick", "", "")
+
+        monkeypatch.setattr(rules, "RULES", (sick, output_activation))
+        assert [(f.name, f.severity) for f in rules.diagnose(run)] == [
+            ("output_activation", Severity.CRITICAL), (symptom, Severity.CRITICAL)]
+    replaced = RunData(Path("run"), {"output_activation": "softmax"}, run.summary, [], [])
+    assert output_activation(replaced).remedies == ()  # replaced once already: no second candidate of that kind
+
+
+def test_a_user_regressor_with_a_sigmoid_head_is_named_and_its_output_replaced(tmp_path):
+    overrides = ["model=mlp", "data=synthetic", "data.task=regression", "~model.depth", "~model.activation",
+                 "~model.norm", "~model.residual", "~model.dropout", "~model.width", "trainer.max_steps=60",
+                 "model._target_=tests.remedy_models.SigmoidHeadRegressor", "diagnose.report=false"]
+    _, summary = train(overrides, tmp_path / "given")
+    assert summary["output_activation"]["type"] == "Sigmoid" and summary["output_activation"]["read_by_loss"]
+    _, fixed = train([*overrides, "output_activation=identity"], tmp_path / "fixed")
+    assert fixed["output_replaced"] == ["squash: Sigmoid -> Identity"] and fixed["output_activation"] is None
+    assert fixed["best_val_loss"] < 0.8 * summary["best_val_loss"]
+    (first, *_) = diagnose(load_run(tmp_path / "given"))
+    assert (first.name, first.severity, first.remedy.overrides) == ("output_activation", Severity.CRITICAL,
+                                                                    ("output_activation=identity",))
+    result = run_cli(["output_activation=tanh", f"hydra.run.dir={tmp_path / 'bad'}"], cwd=tmp_path)
+    assert "null or one of ['identity', 'sigmoid', 'softmax']" in one_line_error(result, "output_activation")
+    assert not (tmp_path / "bad").exists()
