@@ -115,6 +115,9 @@ def _run_defining(config: dict[str, Any]) -> dict[str, Any]:
     return kept
 
 
+TRACED_SAMPLES = 2
+
+
 def build_trainer(cfg: DictConfig, run_dir: Path, device: torch.device,
                   resume_from: tuple[Path, dict[str, Any]] | None, dist: DistInfo = DistInfo(),
                   console: bool = True) -> Trainer:
@@ -136,16 +139,17 @@ def build_trainer(cfg: DictConfig, run_dir: Path, device: torch.device,
     probe_model(raw_model, pick_output, meta, x.to(device), y.to(device), cfg.model._target_)
     swapped = swap_activations(raw_model, cfg.activation_swap, x.to(device))
     output_replaced = []
+    few = x[:TRACED_SAMPLES].to(device)  # which module makes the output: two samples tell as well as a batch
     if cfg.output_activation is not None:
         output_replaced = replace_output_activation(raw_model, cfg.output_activation,
-                                                    trace_activations(raw_model, x.to(device), pick_output))
+                                                    trace_activations(raw_model, few, pick_output))
     if dist.is_main:
         for key, changed in (("activation_swap", swapped), ("output_activation", output_replaced)):
             if changed:
                 log.info("%s=%s replaced %d module(s): %s", key, cfg[key], len(changed), ", ".join(changed))
     facts = None
     if dist.is_main and cfg.mode == "train":  # what summary.json tells the diagnosis; only rank 0 writes it
-        output = describe_output(raw_model, trace_activations(raw_model, x.to(device), pick_output))
+        output = describe_output(raw_model, trace_activations(raw_model, few, pick_output))
         facts = {"parameters": parameter_counts(raw_model), **split_facts(train_set, val_set, recipe, meta.task),
                  "input_stats": input_stats(train_set, recipe), "activation_swap": swapped,
                  "output_activation": output, "output_replaced": output_replaced,
