@@ -41,7 +41,8 @@ def test_clean_data_has_no_outliers_and_token_streams_are_not_scanned():
     facts = split_facts(train, train, RECIPE, "classification")
     assert facts["input_outliers"]["count"] == 0 and facts["split_overlap"]["share"] == 1.0
     assert split_facts(train, train, RECIPE, "lm") == {"split_overlap": None, "input_outliers": None,
-                                                       "target_outliers": None, "target_percentiles": None}
+                                                       "target_outliers": None, "target_percentiles": None,
+                                                       "target_rows_off_one": None}
     assert facts["target_percentiles"] is None  # classification: no range to reach
 
 
@@ -49,6 +50,10 @@ def test_regression_targets_are_summed_up_by_their_percentiles():
     train = TensorDataset(torch.zeros(201, 2), torch.arange(201, dtype=torch.float32) - 100)
     percentiles = split_facts(train, train, RECIPE, "regression")["target_percentiles"]
     assert len(percentiles) == 101 and percentiles[0] == -100 and percentiles[50] == 0 and percentiles[100] == 100
+    multi_label = TensorDataset(torch.zeros(4, 2), torch.tensor([[1.0, 1.0, 0.0], [1.0, 0.0, 0.0],
+                                                                [0.2, 0.3, 0.5], [0.0, 0.0, 0.0]]))
+    assert split_facts(multi_label, multi_label, RECIPE, "regression")["target_rows_off_one"] == 0.5
+    assert split_facts(train, train, RECIPE, "regression")["target_rows_off_one"] is None  # one value per sample
 
 
 def test_regression_targets_far_from_the_rest_are_found():

@@ -129,3 +129,17 @@ def test_a_user_regressor_with_a_sigmoid_head_is_named_and_its_output_replaced(t
     result = run_cli(["output_activation=tanh", f"hydra.run.dir={tmp_path / 'bad'}"], cwd=tmp_path)
     assert "null or one of ['identity', 'sigmoid', 'softmax']" in one_line_error(result, "output_activation")
     assert not (tmp_path / "bad").exists()
+
+
+@pytest.mark.parametrize("off_one, percentiles, severity, remedy", [
+    (0.68, [0.0] * 50 + [1.0] * 51, "critical", "output_activation=sigmoid"),  # multi-label rows: 2 labels on
+    (0.05, [0.0] * 50 + [1.0] * 51, "warning", "output_activation=sigmoid"),
+    (0.5, list(range(-50, 51)), "critical", "output_activation=identity"),  # values of any size
+    (0.0, [0.0] * 50 + [1.0] * 51, None, None),  # distributions: a softmax can make every row
+])
+def test_a_softmax_cannot_make_target_rows_that_do_not_sum_to_one(off_one, percentiles, severity, remedy):
+    run = run_of("regression", output("Softmax", 0.0, 1.0, units=3, output_units=3), target_percentiles=percentiles,
+                 target_rows_off_one=off_one)
+    finding = output_activation(run)
+    assert (finding.severity, finding.remedy.overrides) == (Severity(severity), (remedy,)) if severity else \
+        finding is None

@@ -52,14 +52,25 @@ def split_facts(train: Dataset, val: Dataset, recipe: BatchRecipe, task: str) ->
     language modelling: a window of a token stream is no sample of its own, and short windows
     repeat in any corpus, so duplicated documents must be found before the text is split)."""
     if task == "lm":
-        return {"split_overlap": None, "input_outliers": None, "target_outliers": None, "target_percentiles": None}
+        return {"split_overlap": None, "input_outliers": None, "target_outliers": None, "target_percentiles": None,
+                "target_rows_off_one": None}
     hashed = spread_indices(len(train), TRAIN_HASHED)
     digests, norms, targets = _read_inputs(train, recipe, hashed, "train")
     regression = task == "regression"
     return {"split_overlap": _overlap(set(digests), len(hashed), len(train), val, recipe),
             "input_outliers": _outliers(hashed, norms),
             "target_outliers": _target_outliers(hashed, targets) if regression else None,
-            "target_percentiles": _percentiles(targets) if regression else None}
+            "target_percentiles": _percentiles(targets) if regression else None,
+            "target_rows_off_one": _rows_off_one(targets) if regression else None}
+
+
+def _rows_off_one(targets: np.ndarray | None) -> float | None:
+    """The share of the (finite) target rows of several values that do not sum to 1: targets a
+    softmax output, whose values always do, cannot reach. None for one value per sample."""
+    if targets is None or targets.ndim < 2 or targets.shape[1] < 2:
+        return None
+    rows = targets[np.isfinite(targets).all(axis=1)]
+    return float(np.mean(np.abs(rows.sum(axis=1) - 1.0) > 1e-4)) if len(rows) else None
 
 
 def _percentiles(targets: np.ndarray | None) -> list[float] | None:

@@ -40,6 +40,9 @@ def output_activation(run: RunData) -> Finding | None:
 def _unreachable_targets(run: RunData, out: dict, where: str) -> Finding | None:
     """A regression output whose range misses some of the targets: their error cannot fall."""
     percentiles = run.summary.get("target_percentiles")
+    off_one = run.summary.get("target_rows_off_one")
+    if out["type"] == "Softmax" and off_one is not None and off_one > OUT_OF_REACH_WARNING:
+        return _rows_a_softmax_cannot_make(run, out, where, off_one, percentiles)
     low, high = _range(out)
     if not percentiles or (low == -math.inf and high == math.inf):
         return None
@@ -53,6 +56,21 @@ def _unreachable_targets(run: RunData, out: dict, where: str) -> Finding | None:
                    "is a floor under the loss.",
                    "a regression output has no activation (output_activation=identity replaces it), or scale "
                    "the targets into its range.", "identity")
+
+
+def _rows_a_softmax_cannot_make(run: RunData, out: dict, where: str, off_one: float,
+                                percentiles: list[float] | None) -> Finding:
+    """A softmax output's values sum to 1 for every sample: target rows that do not (several labels
+    on at once, none on, or values of any size) are out of its reach."""
+    severity = Severity.CRITICAL if off_one >= OUT_OF_REACH_CRITICAL else Severity.WARNING
+    labels = percentiles is not None and percentiles[0] >= 0 and percentiles[-1] <= 1
+    return _found(run, severity, "the output activation cannot reach the targets",
+                  f"{where}, makes {out['units']} values that sum to 1 for every sample; ~{off_one:.0%} of the "
+                  "training target rows do not sum to 1" + (" (several labels on at once, or none)" if labels else "")
+                  + ": their error is a floor under the loss.",
+                  "independent labels take one sigmoid each (output_activation=sigmoid, or logits under "
+                  "loss.function=bce); other targets no activation (output_activation=identity).",
+                  "sigmoid" if labels else "identity")
 
 
 def _not_logits(run: RunData, out: dict, where: str) -> Finding | None:
