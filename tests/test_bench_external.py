@@ -26,13 +26,53 @@ def test_every_case_composes_and_passes_the_harness_config_checks(case):
         validate_config(compose_cfg(list(case.overrides(variant))))
 
 
+# Round 1's split as it was decided before any diagnosis was read (and then scored): adding rounds
+# must not move a case of it.
+ROUND_1_PARTS = {
+    "gh_averaging": "dev", "gh_facial_keypoints": "held-out", "gh_kerasma": "dev", "gh_movie_reviews": "held-out",
+    "so_31880720": "dev", "so_33969059": "held-out", "so_34311586": "dev", "so_39525358": "held-out",
+    "so_44066044": "dev", "so_47352366": "held-out", "so_48221692": "dev", "so_48385830": "held-out",
+    "so_48934338": "dev", "so_50306988": "held-out", "so_50481178": "dev", "so_51930566": "held-out",
+    "so_52800582": "dev", "so_55328966": "held-out", "so_59278771": "dev", "so_59325381": "held-out",
+}
+
+
 def test_the_split_is_deterministic_and_covers_every_case_once():
     parts = [bench.part(c) for c in bench.CASES]
     assert parts == [bench.part(c) for c in bench.CASES]
     assert set(parts) == set(bench.PARTS)
-    assert abs(parts.count("dev") - parts.count("held-out")) <= 1
     chosen = [c.id for p in bench.PARTS for c in bench.CASES if bench.part(c) == p]
     assert sorted(chosen) == sorted(c.id for c in bench.CASES) and len(set(chosen)) == len(chosen)
+
+
+@pytest.mark.parametrize("round_", bench.ROUNDS)
+def test_each_round_alternates_dev_and_held_out_by_id(round_):
+    """Within a round, the cases sorted by id alternate dev / held-out, whatever the other rounds hold."""
+    ids = sorted(c.id for c in bench.CASES if c.round == round_)
+    by_id = {c.id: c for c in bench.CASES}
+    assert [bench.part(by_id[i]) for i in ids] == [bench.PARTS[k % 2] for k in range(len(ids))]
+
+
+def test_round_1_keeps_its_split_and_round_2_is_new():
+    assert {c.id: bench.part(c) for c in bench.CASES if c.round == 1} == ROUND_1_PARTS
+    assert set(bench.ROUNDS) == {1, 2}
+    round_2 = [c for c in bench.CASES if c.round == 2]
+    assert round_2 and not {c.id for c in round_2} & set(ROUND_1_PARTS)
+    assert {bench.part(c) for c in round_2} == set(bench.PARTS)
+
+
+def test_the_round_option_selects_one_round(capsys):
+    assert bench.main(["--list", "--round", "2"]) == 0
+    listed = {line.split()[0] for line in capsys.readouterr().out.splitlines() if not line.startswith(" ")}
+    assert listed == {c.id for c in bench.CASES if c.round == 2}
+
+
+def test_the_remedy_benchmark_reads_round_1_only():
+    """Round 2's held-out part must not be diagnosed before it is scored."""
+    import bench_remedy
+
+    names = {s.name.split("/", 1)[1] for s in bench_remedy.external_runs()}
+    assert names and names <= set(ROUND_1_PARTS)
 
 
 def test_every_case_and_skip_names_a_recorded_source_and_every_source_is_accounted_for():
@@ -46,7 +86,9 @@ def test_every_case_and_skip_names_a_recorded_source_and_every_source_is_account
 def test_every_case_expects_findings_the_diagnosis_has():
     for case in bench.CASES:
         assert set(case.expected) <= RULE_NAMES, case.id
-    assert sum(bool(c.expected) for c in bench.CASES) >= len(bench.CASES) - 3  # most sources show a pathology
+    for round_ in bench.ROUNDS:  # most sources of each round show a pathology
+        cases = [c for c in bench.CASES if c.round == round_]
+        assert sum(bool(c.expected) for c in cases) >= len(cases) - 3, round_
 
 
 def _run(acc=None, loss=1.0, task="classification", nan=None, prior=None, found=None) -> dict:
@@ -105,3 +147,18 @@ def test_a_real_invocation_writes_results(tmp_path):
     assert row["verdict"] in ("reproduced", "not reproduced") and row["twin"] == "trained"
     assert "findings" not in row["buggy_run"]
     assert (out / "results.md").is_file()
+
+
+def test_keras_binary_crossentropy_on_float_targets_is_bce_on_the_ports_logits():
+    """Keras 2.2: clip p to [eps, 1 - eps], then the cross-entropy; the ports' logits under the
+    harness's bce (BCE with logits) give the same loss, a softmax over one unit included."""
+    import torch
+    from torch.nn import functional as F
+
+    from external.keras_like import EPSILON, bce_logits
+
+    p = torch.tensor([[0.0, 0.3, 1.0], [0.5, 1e-9, 0.999]], dtype=torch.float64)
+    y = torch.tensor([[0.0, 1.0, 0.25], [1.0, 0.0, 1.0]], dtype=torch.float64)
+    clipped = p.clamp(EPSILON, 1 - EPSILON)
+    keras = -(y * clipped.log() + (1 - y) * (1 - clipped).log()).mean()
+    assert torch.allclose(F.binary_cross_entropy_with_logits(bce_logits(p), y), keras)

@@ -12,7 +12,13 @@ program's output into what the harness's loss reads:
 - binary_crossentropy on one output p: two-class logits `[log(1 - p), log(p)]`, clipped as
   Keras clips p, whose cross-entropy is Keras' binary cross-entropy, zero gradients included
   where the clip holds;
-- mean_squared_error: the outputs as they are (the harness's regression loss is MSE).
+- mean_squared_error: the outputs as they are (the harness's regression loss is MSE);
+- mean_absolute_error: the outputs as they are (the case trains them with `loss.function=l1`);
+- binary_crossentropy against float targets (several outputs: multi-label, one-hot rows, per-pixel
+  or soft targets in [0, 1]; `float_targets=True`): the logits `log(p) - log(1 - p)` of the
+  clipped p, which is what Keras 2.2 (TensorFlow backend) feeds `sigmoid_cross_entropy_with_logits`,
+  so the harness's `loss.function=bce` on them is Keras' binary cross-entropy exactly, zero
+  gradients included where the clip holds.
 """
 from __future__ import annotations
 
@@ -25,7 +31,7 @@ from torch import nn
 EPSILON = 1e-7  # keras.backend.epsilon(): the clip of probabilities in Keras' cross-entropies
 ACTIVATIONS = {"relu": nn.ReLU, "sigmoid": nn.Sigmoid, "tanh": nn.Tanh, "elu": nn.ELU, "linear": nn.Identity,
                "softmax": lambda: nn.Softmax(dim=1)}
-LOSSES = ("categorical_crossentropy", "binary_crossentropy", "mean_squared_error")
+LOSSES = ("categorical_crossentropy", "binary_crossentropy", "mean_squared_error", "mean_absolute_error")
 
 
 @dataclass(frozen=True)
@@ -57,7 +63,12 @@ class Dropout:
     rate: float
 
 
-Layer = Dense | Conv2D | MaxPool | Dropout
+@dataclass(frozen=True)
+class BatchNorm:
+    """Keras' BatchNormalization() on features: momentum 0.99 (torch's 0.01), epsilon 1e-3."""
+
+
+Layer = Dense | Conv2D | MaxPool | Dropout | BatchNorm
 
 
 def initialise(weight: torch.Tensor, init: str, fan_in: int, fan_out: int) -> None:
@@ -116,6 +127,9 @@ def build_layers(input_shape: tuple[int, ...], spec: list[Layer]) -> nn.Sequenti
             layers += [_conv(shape[0], item), ACTIVATIONS[item.activation]()]
             size = (shape[1] + 2 * (item.kernel // 2 if item.padding == "same" else 0) - item.kernel) // item.stride + 1
             shape = (item.filters, size, size)
+        elif isinstance(item, BatchNorm):
+            layers.append(nn.BatchNorm1d(shape[0], eps=1e-3, momentum=0.01) if len(shape) == 1 else
+                          nn.BatchNorm2d(shape[0], eps=1e-3, momentum=0.01))
         elif isinstance(item, MaxPool):
             layers.append(nn.MaxPool2d(item.size))
             shape = (shape[0], shape[1] // item.size, shape[2] // item.size)
@@ -130,6 +144,13 @@ def binary_logits(p: torch.Tensor) -> torch.Tensor:
     return torch.cat([torch.log1p(-p), torch.log(p)], dim=1)
 
 
+def bce_logits(p: torch.Tensor) -> torch.Tensor:
+    """Per-output logits whose binary cross-entropy with logits is Keras' binary_crossentropy on the
+    probabilities p (any shape): Keras clips p to [eps, 1 - eps] and takes log(p / (1 - p))."""
+    p = p.clamp(EPSILON, 1.0 - EPSILON)
+    return torch.log(p) - torch.log1p(-p)
+
+
 def categorical_logits(p: torch.Tensor) -> torch.Tensor:
     """Logits whose cross-entropy is Keras' categorical_crossentropy on the outputs p: normalised
     to sum to 1, then clipped (outputs that are all 0 give 0/0 = NaN, as in Keras)."""
@@ -138,9 +159,11 @@ def categorical_logits(p: torch.Tensor) -> torch.Tensor:
 
 class KerasNet(nn.Module):
     """A Keras Sequential model compiled with `loss`, its output fed to the harness's loss as
-    Keras would feed it to that loss."""
+    Keras would feed it to that loss. `float_targets`: binary_crossentropy against float targets
+    (several outputs, soft or per-pixel targets), read by `loss.function=bce`."""
 
-    def __init__(self, input_shape: tuple[int, ...], spec: list[Layer], loss: str) -> None:
+    def __init__(self, input_shape: tuple[int, ...], spec: list[Layer], loss: str,
+                 float_targets: bool = False) -> None:
         super().__init__()
         if loss not in LOSSES:
             raise ValueError(f"loss must be one of {LOSSES}")
@@ -150,10 +173,12 @@ class KerasNet(nn.Module):
             last = spec[-1]
             spec = [*spec[:-1], Dense(last.units, "linear", last.init, last.bias)]
         self.layers = build_layers(input_shape, spec)
-        self.loss = "logits" if softmax_ce else loss
+        self.loss = "logits" if softmax_ce else "bce_logits" if float_targets and loss == "binary_crossentropy" else loss
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         out = self.layers(x)
+        if self.loss == "bce_logits":
+            return bce_logits(out)
         if self.loss == "binary_crossentropy":
             return binary_logits(out)
         if self.loss == "categorical_crossentropy":
