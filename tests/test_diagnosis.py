@@ -229,6 +229,9 @@ def test_plateau_at_prior(tmp_path):
     found = run.findings(tmp_path)
     assert set(found) == {"plateau_at_prior"}
     assert found["plateau_at_prior"].severity is Severity.CRITICAL and fmt_in(PRIOR, found["plateau_at_prior"].evidence)
+    run.summary.update(task="regression", loss_function="bce", chance_loss=None)  # multi-label: its own prior
+    assert "the best constant under bce (the targets' mean probability)" in \
+        run.findings(tmp_path / "bce")["plateau_at_prior"].evidence
 
 
 def test_a_run_falling_through_the_prior_is_not_stuck_there(tmp_path):

@@ -326,8 +326,12 @@ def plateau_at_prior(run: RunData) -> Finding | None:
     last_val = float(val.values[-1])
     if still_falling(val, PLATEAU_TAIL, PLATEAU_IMPROVEMENT):
         return None  # on its way through the prior, not stuck at it
-    what = "the targets' mean (MSE = their variance)" if run.summary.get("task") == "regression" else (
-        "the targets' frequencies (their entropy)")
+    what = "the targets' frequencies (their entropy)"
+    if run.summary.get("task") == "regression":
+        function = run.summary.get("loss_function") or "mse"
+        what = "the targets' mean (MSE = their variance)" if function == "mse" else (
+            f"the best constant under {function} (the targets' "
+            + {"l1": "median", "huber": "centre", "bce": "mean probability"}.get(function, "centre") + ")")
     return Finding("plateau_at_prior", Severity.CRITICAL, "the model learned only the targets' statistics, "
                    "nothing from its inputs",
                    f"median train loss {fmt(level)} over steps {int(late.steps[0])}-{int(late.steps[-1])} and best val "
