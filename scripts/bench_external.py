@@ -426,6 +426,9 @@ PARTS = ("dev", "held-out")
 
 
 ROUNDS = tuple(sorted({c.round for c in CASES}))
+# Rounds whose held-out part has been scored once: only these may be diagnosed elsewhere (the remedy
+# benchmark). A new round joins once its held-out part is scored.
+SCORED_ROUNDS = (1, 2)
 
 
 def part(case: Case) -> str:

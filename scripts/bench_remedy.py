@@ -126,11 +126,12 @@ def external_runs() -> list[Sick]:
     """Other people's buggy programs (scripts/bench_external.py) whose source shows a pathology, each
     cured by its author's fix (its fixed twin) on the same task, so their losses compare; live
     diagnosis on, so an attempt stops where its finding holds."""
-    from bench_external import CASES
+    import bench_external
 
-    # Round 1 only: round 2's held-out part must not be diagnosed before it is scored.
+    # Scored rounds only: a round's held-out part must not be diagnosed before it is scored.
     return [Sick(f"{EXTERNAL}/{c.id}", EXTERNAL, with_evals_as_checkpoints((*c.overrides("buggy"), "diagnose.live=true")),
-                 c.overrides("fixed")) for c in CASES if c.round == 1 and c.expected and not c.fixed_task]
+                 c.overrides("fixed")) for c in bench_external.CASES
+            if c.round in bench_external.SCORED_ROUNDS and c.expected and not c.fixed_task]
 
 
 def healthy_runs(n: int, draw: int) -> list[Sick]:
@@ -300,7 +301,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, default=ROOT / "outputs" / "bench_remedy")
     parser.add_argument("--rescore", action="store_true", help="score the runs already in --out; train nothing")
     parser.add_argument("--list", action="store_true", help="print the runs and exit")
-    parser.add_argument("--external", action="store_true", help="the external benchmark's buggy programs (round 1), "
+    parser.add_argument("--external", action="store_true", help="the external benchmark's buggy programs (its scored rounds), "
                         "cured by their authors' fixes, instead of the pathology presets and catalogue")
     args = parser.parse_args(argv)
     sick = [s for s in (external_runs() if args.external else sick_runs(args.per_class, args.draw))

@@ -67,12 +67,17 @@ def test_the_round_option_selects_one_round(capsys):
     assert listed == {c.id for c in bench.CASES if c.round == 2}
 
 
-def test_the_remedy_benchmark_reads_round_1_only():
-    """Round 2's held-out part must not be diagnosed before it is scored."""
+def test_the_remedy_benchmark_reads_only_the_rounds_whose_held_out_part_was_scored(monkeypatch):
+    """A round's held-out part must not be diagnosed before it is scored."""
     import bench_remedy
 
-    names = {s.name.split("/", 1)[1] for s in bench_remedy.external_runs()}
-    assert names and names <= set(ROUND_1_PARTS)
+    def names():
+        return {s.name.split("/", 1)[1] for s in bench_remedy.external_runs()}
+
+    scored = {c.id for c in bench.CASES if c.round in bench.SCORED_ROUNDS and c.expected and not c.fixed_task}
+    assert names() == scored and any(c.round == 2 for c in bench.CASES if c.id in scored)
+    monkeypatch.setattr(bench, "SCORED_ROUNDS", (1,))  # as it stood before round 2's held-out part was scored
+    assert names() and names() <= set(ROUND_1_PARTS)
 
 
 def test_every_case_and_skip_names_a_recorded_source_and_every_source_is_accounted_for():

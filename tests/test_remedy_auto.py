@@ -117,6 +117,7 @@ def test_under_torchrun_every_rank_follows_rank_0s_verdict_and_a_sharded_checkpo
     assert json.loads((tmp_path / "run" / "summary.json").read_text())["remedy_verdict"] == "healed"
 
 
+@pytest.mark.slow  # ~32 s; kill -9 and an exact resume run in the default suite for plain, torchrun and FSDP runs
 def test_a_run_killed_during_an_attempt_resumes_it_exactly(tmp_path):
     command = [sys.executable, str(ROOT / "train.py"), "experiment=pathology/lr_too_high", "trainer.max_steps=1500",
                "trainer.ckpt_every=200", "trainer.log_every=50", "trainer.eval_every=500", "logger=none", *AUTO,
@@ -149,6 +150,7 @@ def test_bad_values_of_the_remedy_keys_are_one_line(tmp_path):
         assert "is invalid" in one_line_error(result, key) and not (tmp_path / key).exists()
 
 
+@pytest.mark.slow  # ~18 s; a sweep trial's objective and attributes are also checked for the live diagnosis
 def test_a_sweep_trial_reports_its_repaired_objective_and_records_its_remedies(tmp_path):
     import optuna
 
