@@ -134,6 +134,7 @@ def test_repeated_bad_updates_roll_back_to_the_last_sharded_checkpoint(tmp_path)
     assert summary["status"] == "completed" and summary["steps"] == 20
 
 
+@pytest.mark.slow  # ~36 s; sharded checkpoints are resumed in the default suite (two fsdp ranks resume a one-process run; a rollback)
 def test_kill_9_then_resume_is_exact_and_one_process_resumes_a_two_rank_checkpoint(tmp_path):
     args = [*FSDP, "trainer.max_steps=100", "trainer.log_every=10", "trainer.eval_every=50",
             "trainer.ckpt_every=25", "trainer.keep_last=10"]

@@ -102,6 +102,7 @@ def _study(sweep: Path):
     return optuna.load_study(study_name=None, storage=f"sqlite:///{sweep / 'optuna.db'}")
 
 
+@pytest.mark.slow  # ~35 s; a sweep's jobs (and their cancellation) and a single run's job stay in the default suite
 def test_each_trial_is_its_own_slurm_job_and_max_parallel_caps_the_jobs_in_flight(slurm, tmp_path):
     sweep = tmp_path / "sweep"
     result = run_cli(["-m", *SLURM, "hydra.launcher.max_parallel=2", "hydra.sweeper.n_trials=4",
