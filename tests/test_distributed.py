@@ -57,6 +57,7 @@ def test_stop_and_resume_under_torchrun_is_exact(tmp_path):
     assert losses[0] == losses[1] and len(losses[0]) > 20
 
 
+@pytest.mark.slow  # ~35 s; the stop-with-a-checkpoint path (Ctrl-C takes SIGTERM's) and kill -9 resumes stay in the default suite
 def test_sigterm_under_torchrun_checkpoints_and_resume_is_exact(tmp_path):
     """A preemption at an arbitrary moment: the ranks agree to stop at a step boundary, save,
     and the resumed run ends bit-for-bit where an uninterrupted one does."""

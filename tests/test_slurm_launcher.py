@@ -254,6 +254,7 @@ def test_a_sweeper_killed_with_jobs_running_is_rerun_and_waits_for_them_without_
     assert sum(len(_jobs(sweep / str(t.number))) for t in done) == 3  # one job per trial, none twice
 
 
+@pytest.mark.slow  # ~25 s; a sweep's jobs on the cluster and their cancellation stay in the default suite
 def test_a_single_run_is_submitted_as_one_job_and_returns_or_waits(slurm, tmp_path, cleanup):
     run = ["hydra/launcher=slurm", "hydra.launcher.partition=debug", *TRIAL, "trainer.max_steps=50"]
     queued = run_cli([*run, f"hydra.run.dir={tmp_path / 'queued'}"], cwd=tmp_path)
