@@ -137,9 +137,9 @@ def build_trainer(cfg: DictConfig, run_dir: Path, device: torch.device,
     check_batch_norm(raw_model, micro_batch, cfg.batch_size)
     x, y = fetch(train_set, recipe, spread_indices(len(train_set), micro_batch))
     probe_model(raw_model, pick_output, meta, x.to(device), y.to(device), cfg.model._target_)
-    swapped = swap_activations(raw_model, cfg.activation_swap, x.to(device))
+    few = x[:TRACED_SAMPLES].to(device)  # which activations are hidden or make the output: two samples tell
+    swapped = swap_activations(raw_model, cfg.activation_swap, few)
     output_replaced = []
-    few = x[:TRACED_SAMPLES].to(device)  # which module makes the output: two samples tell as well as a batch
     if cfg.output_activation is not None:
         output_replaced = replace_output_activation(raw_model, cfg.output_activation,
                                                     trace_activations(raw_model, few, pick_output))

@@ -9,7 +9,6 @@ import torch
 from harness.core.errors import ConfigError
 
 AUTO = "auto"  # cross-entropy for classes and tokens, mse for real-valued targets
-REGRESSION_LOSS_NAMES = ("mse", "l1", "huber", "bce")  # bce: logits against targets in [0, 1]
 
 
 def regression_loss(function: str, task: str) -> str | None:

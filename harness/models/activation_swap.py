@@ -14,7 +14,7 @@ import torch
 from torch import nn
 
 from harness.core.errors import ConfigError
-from harness.models.activation_trace import trace_activations
+from harness.models.activation_trace import replace_module, trace_activations
 
 SWAPS: dict[str, Callable[[], nn.Module]] = {
     "gelu": nn.GELU,
@@ -41,14 +41,3 @@ def swap_activations(model: nn.Module, target: str | None, example: torch.Tensor
             replaced += replace_module(model, name, SWAPS[target]())
     return replaced
 
-
-def replace_module(model: nn.Module, name: str, new: nn.Module) -> list[str]:
-    """Put `new` where the submodule `name` is; what changed ("a.b: ReLU -> GELU"), or nothing when it
-    is of the same type already."""
-    parent_name, _, child = name.rpartition(".")
-    parent = model.get_submodule(parent_name) if parent_name else model
-    old = getattr(parent, child)
-    if type(old) is type(new):
-        return []
-    setattr(parent, child, new)
-    return [f"{name}: {type(old).__name__} -> {type(new).__name__}"]

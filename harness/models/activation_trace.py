@@ -1,7 +1,8 @@
 """One forward of a built model with hooks on its activation modules and its layers with weights:
 which activations are hidden (called before the last layer with weights) and which make its
-output (called after it). `activation_swap` changes the first kind, `output_activation` the
-second; the diagnosis reads what the second kind can produce."""
+output (called after it), and the module replacement both kinds' keys make. `activation_swap`
+changes the first kind, `output_activation` the second; the diagnosis reads what the second kind
+can produce."""
 from __future__ import annotations
 
 from collections.abc import Callable
@@ -52,3 +53,15 @@ def trace_activations(model: nn.Module, example: torch.Tensor,
     trace.output = pending
     trace.final = pick_output(out) if pick_output is not None else out if isinstance(out, torch.Tensor) else None
     return trace
+
+
+def replace_module(model: nn.Module, name: str, new: nn.Module) -> list[str]:
+    """Put `new` where the submodule `name` is; what changed ("a.b: ReLU -> GELU"), or nothing when it
+    is of the same type already."""
+    parent_name, _, child = name.rpartition(".")
+    parent = model.get_submodule(parent_name) if parent_name else model
+    old = getattr(parent, child)
+    if type(old) is type(new):
+        return []
+    setattr(parent, child, new)
+    return [f"{name}: {type(old).__name__} -> {type(new).__name__}"]

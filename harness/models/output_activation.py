@@ -17,8 +17,7 @@ import torch
 from torch import nn
 
 from harness.core.errors import ConfigError
-from harness.models.activation_swap import replace_module
-from harness.models.activation_trace import ActivationTrace
+from harness.models.activation_trace import ActivationTrace, replace_module
 
 REPLACEMENTS: dict[str, Callable[[], nn.Module]] = {
     "identity": nn.Identity,

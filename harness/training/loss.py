@@ -14,7 +14,7 @@ import torch.nn.functional as F
 from omegaconf import DictConfig
 
 from harness.core.typed_config import one_of, read_typed, setting, within
-from harness.data.targets import AUTO, REGRESSION_LOSS_NAMES
+from harness.data.targets import AUTO
 
 TORCH_IGNORE_INDEX = -100  # what F.cross_entropy ignores unless told otherwise
 
@@ -28,7 +28,7 @@ REGRESSION_LOSSES: dict[str, Callable[..., torch.Tensor]] = {
     "huber": F.huber_loss,  # delta 1: squared below 1, linear above
     "bce": F.binary_cross_entropy_with_logits,
 }
-LOSS_FUNCTIONS = (AUTO, *REGRESSION_LOSS_NAMES)
+LOSS_FUNCTIONS = (AUTO, *REGRESSION_LOSSES)
 
 
 @dataclass(frozen=True)

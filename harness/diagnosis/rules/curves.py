@@ -309,6 +309,10 @@ def guessing_accuracy_bound(run: RunData, k: int) -> float:
     return p + ABOVE_CHANCE_SIGMAS * math.sqrt(p * (1 - p) / samples)
 
 
+# What a model that ignores its inputs predicts under each regression loss but mse (data/prior.py).
+BEST_CONSTANT = {"l1": "median", "huber": "centre", "bce": "mean probability"}
+
+
 def plateau_at_prior(run: RunData) -> Finding | None:
     prior, chance = run.summary.get("prior_loss"), run.summary.get("chance_loss")
     if not prior or (chance and prior > (1 - CHANCE_BAND) * chance):
@@ -330,8 +334,7 @@ def plateau_at_prior(run: RunData) -> Finding | None:
     if run.summary.get("task") == "regression":
         function = run.summary.get("loss_function") or "mse"
         what = "the targets' mean (MSE = their variance)" if function == "mse" else (
-            f"the best constant under {function} (the targets' "
-            + {"l1": "median", "huber": "centre", "bce": "mean probability"}.get(function, "centre") + ")")
+            f"the best constant under {function} (the targets' {BEST_CONSTANT[function]})")
     return Finding("plateau_at_prior", Severity.CRITICAL, "the model learned only the targets' statistics, "
                    "nothing from its inputs",
                    f"median train loss {fmt(level)} over steps {int(late.steps[0])}-{int(late.steps[-1])} and best val "
