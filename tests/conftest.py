@@ -88,12 +88,17 @@ def _isolated_cache(tmp_path_factory, monkeypatch):
     monkeypatch.setenv("HARNESS_CACHE_DIR", str(cache))
 
 
+# Ranks on CPU (gloo), one thread each: what the multi-process tests check. On a machine with fewer
+# GPUs than ranks, device=auto would give each rank a GPU it does not have.
+CPU_RANKS = {"OMP_NUM_THREADS": "1", "CUDA_VISIBLE_DEVICES": ""}
+
+
 def torchrun(args: list[str], cwd: Path, timeout: float = 180, script: Path = ROOT / "train.py",
              nproc: int = 2) -> subprocess.CompletedProcess:
     """`torchrun --standalone` of train.py (or `script`) on CPU; fails the test unless it exits 0."""
     cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={nproc}", str(script),
            *args]
-    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    env = {**os.environ, **CPU_RANKS}
     proc = subprocess.Popen(cmd, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
     try:
         out, err = proc.communicate(timeout=timeout)

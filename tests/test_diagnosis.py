@@ -914,6 +914,41 @@ def test_unnormalised_inputs_that_hurt_are_critical_until_the_run_gets_clearly_b
     assert run.findings(tmp_path)["unnormalised_inputs"].severity is severity
 
 
+PRICES = [float(v) for v in np.percentile(np.random.default_rng(0).normal(2e5, 5e4, 4096), np.arange(101))]
+STANDARD = [float(v) for v in np.percentile(np.random.default_rng(0).normal(0.0, 1.0, 4096), np.arange(101))]
+
+
+@pytest.mark.parametrize("targets, best_over_prior, severity", [
+    (PRICES, 0.99, Severity.CRITICAL),  # never beat predicting the mean: the scale is the plain cause
+    (PRICES, float("nan"), Severity.CRITICAL),  # no finite val loss
+    (PRICES, 0.3, Severity.INFO),  # fitted them anyway: a fact, raised only by a symptom it explains
+    (STANDARD, 0.99, None)])
+def test_unscaled_targets(tmp_path, targets, best_over_prior, severity):
+    run = Run()
+    run.summary.update(task="regression", loss_function="mse", chance_loss=None, prior_loss=2.5e9,
+                       val_prior_loss=2.5e9, best_val_loss=best_over_prior * 2.5e9, best_val_accuracy=None,
+                       target_percentiles=targets)
+    findings = run.findings(tmp_path)
+    assert (findings["unscaled_targets"].severity if "unscaled_targets" in findings else None) is severity
+    if severity:
+        assert "median 1.98e+05 and robust std 5.01e+04" in findings["unscaled_targets"].evidence
+        assert findings["unscaled_targets"].remedy.overrides == ("data.standardize_targets=true",)
+        run.summary["input_stats"] = {"max_abs_feature_median": 5e3, "max_feature_spread": 4e3, "rms": 6e3}
+        both = run.findings(tmp_path / "raw_inputs")["unscaled_targets"].remedy  # X and y scaled together
+        assert both.overrides == ("data.standardize_targets=true", "data.standardize=true") and both.kind == "targets"
+        run.summary["loss_function"] = "bce"  # probabilities: never scaled
+        assert "unscaled_targets" not in run.findings(tmp_path / "bce")
+
+
+def test_a_run_the_guard_stopped_before_any_logged_update_is_diverging(tmp_path):
+    """Every update skipped from the start, then the stop: no train loss was ever logged."""
+    run = Run()
+    run.train, run.evals = [], []
+    run.summary.update(status="diverged", reason="step 25: bad updates kept coming after 3 rollback(s)", steps=25)
+    finding = run.findings(tmp_path)["diverging"]
+    assert finding.severity is Severity.CRITICAL and "no update's loss was logged" in finding.evidence
+
+
 @pytest.mark.parametrize("data_cause", [False, True])
 def test_a_data_cause_is_listed_before_the_divergence_it_explains(tmp_path, data_cause):
     run = Run().set("train/loss", lambda s, v: 2.3 * (1 + s / 100)).val_follows_train()

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from conftest import ROOT, run_dirs, torchrun, train, wait_until
+from conftest import CPU_RANKS, ROOT, run_dirs, torchrun, train, wait_until
 from harness.state.checkpoint import load_checkpoint, step_checkpoints
 from harness.sinks.tracking import read_metrics
 
@@ -67,7 +67,7 @@ def test_sigterm_under_torchrun_checkpoints_and_resume_is_exact(tmp_path):
     torchrun([*args, "hydra.run.dir=straight"], cwd=tmp_path)
     cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2",
            str(ROOT / "train.py"), *args, "hydra.run.dir=pieces"]
-    proc = subprocess.Popen(cmd, cwd=tmp_path, env={**os.environ, "OMP_NUM_THREADS": "1"},
+    proc = subprocess.Popen(cmd, cwd=tmp_path, env={**os.environ, **CPU_RANKS},
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
     metrics = tmp_path / "pieces" / "metrics.jsonl"
     try:
@@ -118,7 +118,7 @@ def test_a_refused_config_under_torchrun_prints_once_and_leaves_nothing(tmp_path
     rank's train_rank1.log, is gone; rank 0's console carries no INFO of rank 1 either."""
     cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2", str(ROOT / "train.py"),
            "model=mlp", "data=synthetic", "debug=smoke", "optim.lr=-1", f"hydra.run.dir={tmp_path / 'run'}"]
-    result = subprocess.run(cmd, capture_output=True, text=True, timeout=180, env={**os.environ, "OMP_NUM_THREADS": "1"})
+    result = subprocess.run(cmd, capture_output=True, text=True, timeout=180, env={**os.environ, **CPU_RANKS})
     assert result.returncode != 0
     errors = [line for line in (result.stdout + result.stderr).splitlines() if line.startswith("error:")]
     assert errors == ["error: optim.lr=-1 is invalid: a finite number > 0"]

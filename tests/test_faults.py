@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from conftest import ROOT, compose_cfg, one_line_error, run_cli, train, wait_until
+from conftest import CPU_RANKS, ROOT, compose_cfg, one_line_error, run_cli, train, wait_until
 from harness.modes.attempts import attempt_config
 from harness.state.checkpoint import checkpoint_problem, load_checkpoint, step_checkpoints
 from harness.core.errors import ConfigError
@@ -221,7 +221,7 @@ def test_a_full_disk_is_one_line_under_fsdp_and_leaves_no_temporary_directory(sm
     cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2", str(ROOT / "train.py"),
            *WIDE, "parallel=fsdp", "trainer.max_steps=24", f"hydra.run.dir={run_dir}"]
     result = subprocess.run(cmd, capture_output=True, text=True, timeout=300, cwd=tmp_path,
-                            env={**os.environ, "OMP_NUM_THREADS": "1"})
+                            env={**os.environ, **CPU_RANKS})
     assert result.returncode != 0
     errors = [line for line in result.stderr.splitlines() if line.startswith("error:")]
     assert len(errors) == 1 and "No space left on device (ENOSPC)" in errors[0], result.stderr[-3000:]
@@ -262,7 +262,7 @@ def test_ranks_die_with_their_killed_launcher(tmp_path):
            *SMALL, "trainer.max_steps=100000", "trainer.eval_every=1000", "trainer.ckpt_every=1000",
            f"hydra.run.dir={run_dir}"]
     proc = subprocess.Popen(cmd, cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                            env={**os.environ, "OMP_NUM_THREADS": "1"})
+                            env={**os.environ, **CPU_RANKS})
     ranks: list[int] = []
     try:
         wait_until(lambda: len(read_metrics(run_dir)) > 20, "the ranks to train")

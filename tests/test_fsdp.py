@@ -15,7 +15,7 @@ import pytest
 import torch
 from torch.distributed.checkpoint.format_utils import dcp_to_torch_save
 
-from conftest import ROOT, compose_cfg, one_line_error, run_cli, torchrun, train, wait_until
+from conftest import CPU_RANKS, ROOT, compose_cfg, one_line_error, run_cli, torchrun, train, wait_until
 from harness.state.checkpoint import load_checkpoint, step_checkpoints
 from harness.build.config import validate_config
 from harness.core.errors import ConfigError
@@ -141,7 +141,7 @@ def test_kill_9_then_resume_is_exact_and_one_process_resumes_a_two_rank_checkpoi
     torchrun([*args, "hydra.run.dir=straight"], cwd=tmp_path)
     cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2",
            str(ROOT / "train.py"), *args, "hydra.run.dir=pieces"]
-    proc = subprocess.Popen(cmd, cwd=tmp_path, env={**os.environ, "OMP_NUM_THREADS": "1"},
+    proc = subprocess.Popen(cmd, cwd=tmp_path, env={**os.environ, **CPU_RANKS},
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
     try:
         wait_until((tmp_path / "pieces" / "checkpoints" / "step_00000050.dcp").exists, "the step-50 checkpoint")

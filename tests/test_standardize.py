@@ -1,16 +1,21 @@
 """data.standardize: inputs scaled by the training split's own statistics, in every split and
-every read path; and the remedy that applies it to a run its raw inputs broke."""
+every read path; data.standardize_targets: regression targets too, with every loss still in the
+targets' units; and the remedies that apply them to runs their raw inputs or targets broke."""
 from __future__ import annotations
+
+import json
 
 import pytest
 import torch
+import torch.nn.functional as F
 from torch.utils.data import TensorDataset
 
 from conftest import compose_cfg, one_line_error, run_cli, train
 from harness.data import build_splits
 from harness.data.loader import BatchRecipe, Ticket, read_batch
-from harness.data.standardize import with_input_scale
+from harness.data.standardize import TargetScale, with_input_scale
 from harness.core.errors import ConfigError
+from harness.training.loss import compute_loss
 
 pytestmark = pytest.mark.trajectory  # the remedy test follows a run its raw inputs broke
 
@@ -64,3 +69,52 @@ def test_raw_columns_that_broke_a_user_model_are_standardised_by_the_remedy(tmp_
     assert second["applied"]["overrides"] == ["data.standardize=true"] and second["applied"]["kind"] == "inputs"
     assert second["restart"] == "from scratch" and second["outcome"] == "kept"
     assert summary["remedy_verdict"] == "healed" and summary["best_val_accuracy"] > 0.95
+
+
+PRICES = ["model=mlp", "data=custom", "data._target_=tests.user_code.prices", "data.task=regression", "~model.depth",
+          "~model.activation", "~model.norm", "~model.residual", "~model.dropout", "~model.width",
+          "trainer.max_steps=300", "trainer.eval_every=30"]
+
+
+@pytest.mark.parametrize("function", ["mse", "l1", "huber"])
+def test_the_loss_reads_in_the_targets_units_and_steps_as_on_standardised_targets(function):
+    """The value is the loss of the output mapped back (x std + mean); the gradient is the one the
+    same output gets against standardised targets, whatever the targets' scale."""
+    scale = TargetScale(torch.tensor([1000.0, -3.0]), torch.tensor([50.0, 0.01]))
+    g = torch.Generator().manual_seed(0)
+    output = torch.randn(16, 2, generator=g, requires_grad=True)  # the model's, in standard units
+    target = scale.prediction(torch.randn(16, 2, generator=g))
+    loss = compute_loss(scale.prediction(output), target, "regression", function=function, target_scale=scale)
+    by_hand = getattr(F, f"{function}_loss" if function != "mse" else "mse_loss")
+    assert torch.allclose(loss, by_hand(scale.prediction(output.detach()), target), rtol=1e-5)
+    loss.backward()
+    reference = output.detach().clone().requires_grad_()
+    by_hand(reference, scale(target)).backward()
+    assert torch.allclose(output.grad, reference.grad, rtol=1e-4, atol=1e-7)
+
+
+def test_targets_far_from_standard_units_are_standardised_by_the_remedy_on_a_user_regression(tmp_path):
+    """Prices around 200,000: the output layer would need weights thousands of times its init, so the
+    run never gets below the loss of predicting the mean (a critical); remedy=auto standardises the
+    targets from scratch, and every loss it reports is still in the targets' units (dollars squared)."""
+    _, summary = train([*PRICES, "diagnose.remedy=auto", "diagnose.report=false"], tmp_path / "run")
+    first, second = summary["attempts"][:2]
+    prior = summary["val_prior_loss"]
+    assert first["critical"][0] == "unscaled_targets" and first["best_val_loss"] > prior
+    assert second["applied"]["overrides"] == ["data.standardize_targets=true"] and second["applied"]["kind"] == "targets"
+    assert second["restart"] == "from scratch" and second["outcome"] == "kept" and not second["applied"]["changes_model"]
+    assert summary["remedy_verdict"] == "healed" and summary["best_attempt"] == 2
+    assert 1e5 < summary["best_val_loss"] < 0.05 * prior  # fitted, and in dollars squared (standard units: ~1e-2)
+    repaired = json.loads((tmp_path / "run" / "attempts" / "2" / "summary.json").read_text())
+    assert repaired["target_scale"]["elements"] == 1 and 1.8e5 < repaired["target_scale"]["mean"][0] < 2.2e5
+    assert max(abs(v) for v in (repaired["target_percentiles"][0], repaired["target_percentiles"][-1])) < 6
+
+
+@pytest.mark.parametrize("overrides, what", [
+    (["model=mlp", "data=custom", "data._target_=tests.user_code.multi_label", "data.task=regression",
+      "loss.function=bce"], "loss.function=bce"),  # probabilities
+    (["debug=smoke"], "data.task=lm")])  # token ids
+def test_targets_that_are_not_real_values_are_refused_in_one_line(tmp_path, overrides, what):
+    result = run_cli([*overrides, "data.standardize_targets=true", f"hydra.run.dir={tmp_path / 'run'}"], cwd=tmp_path)
+    assert f"false for {what}" in one_line_error(result, "data.standardize_targets")
+    assert not (tmp_path / "run").exists()

@@ -9,7 +9,7 @@ import sys
 import pytest
 from omegaconf import OmegaConf
 
-from conftest import one_line_error, run_cli
+from conftest import CPU_RANKS, one_line_error, run_cli
 from harness.launch.torchrun import torchrun_prefix
 from harness.launch.torchrun import TorchrunLauncherConf
 from hydra_plugins.harness_torchrun_launcher.packing import gpus_per_job, plan_slots, slot_env
@@ -80,7 +80,7 @@ def test_single_run_relaunch_argv():
 def test_single_run_under_torchrun_launcher(tmp_path):
     """`python train.py hydra/launcher=torchrun hydra.launcher.nproc_per_node=2` trains with 2 ranks."""
     result = run_cli(["hydra/launcher=torchrun", "hydra.launcher.nproc_per_node=2", "model=mlp", "data=synthetic",
-                      "debug=smoke", "diagnose=false"], cwd=tmp_path)
+                      "debug=smoke", "diagnose=false"], cwd=tmp_path, env=CPU_RANKS)
     assert result.returncode == 0, result.stderr[-3000:]
     (run_dir,) = (tmp_path / "outputs" / "torchrun").iterdir()
     assert (run_dir / "train_rank1.log").exists()
@@ -91,7 +91,7 @@ def test_a_refused_config_under_the_torchrun_launcher_is_one_line_and_exit_2(tmp
     """Both ranks refuse; the launcher adds neither torchrun's ChildFailedError traceback nor its ERROR log."""
     result = run_cli(["hydra/launcher=torchrun", "hydra.launcher.nproc_per_node=2", "model=mlp", "data=synthetic",
                       "debug=smoke", "optim.lr=-1", f"hydra.run.dir={tmp_path / 'run'}"], cwd=tmp_path,
-                     env={"OMP_NUM_THREADS": "1"})
+                     env=CPU_RANKS)
     assert one_line_error(result, "optim.lr") == "error: optim.lr=-1 is invalid: a finite number > 0"
     assert result.stdout.strip() == "" and not (tmp_path / "run").exists()
 
@@ -119,3 +119,24 @@ def test_quiet_torchrun_ends_with_the_failed_rank_exit_code(tmp_path, action, co
         assert len(errors) == 1 and errors[0].startswith("error: rank 1 (pid ") and errors[0].endswith("SIGKILL")
     else:
         assert errors == []
+
+
+def test_more_ranks_on_a_node_than_it_has_gpus_are_refused_by_every_rank(monkeypatch):
+    """Each rank takes the GPU of its local rank: two processes on a one-GPU node would leave rank 1
+    on an invalid device ordinal and rank 0 waiting for it, so both refuse in one line."""
+    import torch
+
+    from harness.core.distributed import DistInfo
+    from harness.core.errors import ConfigError
+    from harness.modes.run import rank_device
+
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
+    monkeypatch.setenv("LOCAL_WORLD_SIZE", "2")
+    for rank in (0, 1):
+        with pytest.raises(ConfigError) as err:
+            rank_device(torch.device("cuda"), DistInfo(rank=rank, local_rank=rank, world_size=2), "auto")
+        assert str(err.value).startswith("device='auto' is invalid: cpu, or at most 1 process(es) per node")
+    monkeypatch.setenv("LOCAL_WORLD_SIZE", "1")  # one rank per node, over two nodes: each has its GPU
+    assert rank_device(torch.device("cuda"), DistInfo(rank=1, local_rank=0, world_size=2), "auto") == \
+        torch.device("cuda", 0)
+    assert rank_device(torch.device("cpu"), DistInfo(rank=1, local_rank=1, world_size=2), "auto").type == "cpu"

@@ -261,3 +261,12 @@ def multi_label(n_train: int = 512):
     x = torch.randn(n_train + 128, 8, generator=g)
     y = (x @ torch.randn(8, 5, generator=g) > 0).float()
     return TensorDataset(x[:n_train], y[:n_train]), TensorDataset(x[n_train:], y[n_train:])
+
+
+def prices(n_train: int = 512):
+    """Regression in the units a user's table has: prices around 200,000 with a spread of 50,000, a
+    linear function of standardised features plus a little noise."""
+    g = torch.Generator().manual_seed(0)
+    x = torch.randn(n_train + 128, 6, generator=g)
+    y = 200_000 + 50_000 * (x @ torch.tensor([0.6, -0.4, 0.3, 0.0, 0.5, -0.2]) + 0.05 * torch.randn(len(x), generator=g))
+    return TensorDataset(x[:n_train], y[:n_train]), TensorDataset(x[n_train:], y[n_train:])

@@ -31,7 +31,7 @@ from harness.state.checkpoint import FileCheckpoints
 from harness.data import BatchRecipe, DataMeta, LoaderSettings, build_splits, loader_settings
 from harness.data.checks import spread_indices
 from harness.data.facts import input_stats, split_facts
-from harness.data.standardize import with_input_scale
+from harness.data.standardize import target_scale, with_input_scale
 from harness.data.loader import EvalBatches, TrainBatches, fetch
 from harness.data.prior import majority_share, prior_loss
 from harness.data.sampler import BatchStream, eval_indices
@@ -129,10 +129,12 @@ def build_trainer(cfg: DictConfig, run_dir: Path, device: torch.device,
     train_set, val_set, meta = splits.train, splits.val, splits.meta
     check_batch_fits(cfg.batch_size, len(train_set), cfg.data.name)
     recipe = with_input_scale(BatchRecipe.from_config(cfg.data), train_set, bool(cfg.data.get("standardize", False)))
+    targets = target_scale(train_set, recipe, bool(cfg.data.get("standardize_targets", False)), meta.task,
+                           meta.loss_function)
     raw_model = build_model(cfg.model, meta)
     apply_init(raw_model, cfg.init)
     raw_model.to(device)
-    pick_output = OutputPicker(cfg.model_output)
+    pick_output = OutputPicker(cfg.model_output, targets.to(device) if targets is not None else None)
     micro_batch = cfg.batch_size // (cfg.accum * dist.world_size)
     check_batch_norm(raw_model, micro_batch, cfg.batch_size)
     x, y = fetch(train_set, recipe, spread_indices(len(train_set), micro_batch))
@@ -142,15 +144,17 @@ def build_trainer(cfg: DictConfig, run_dir: Path, device: torch.device,
     output_replaced = []
     if cfg.output_activation is not None:
         output_replaced = replace_output_activation(raw_model, cfg.output_activation,
-                                                    trace_activations(raw_model, few, pick_output))
+                                                    trace_activations(raw_model, few, pick_output.pick))
     if dist.is_main:
         for key, changed in (("activation_swap", swapped), ("output_activation", output_replaced)):
             if changed:
                 log.info("%s=%s replaced %d module(s): %s", key, cfg[key], len(changed), ", ".join(changed))
     facts = None
     if dist.is_main and cfg.mode == "train":  # what summary.json tells the diagnosis; only rank 0 writes it
-        output = describe_output(raw_model, trace_activations(raw_model, few, pick_output))
-        facts = {"parameters": parameter_counts(raw_model), **split_facts(train_set, val_set, recipe, meta.task),
+        output = describe_output(raw_model, trace_activations(raw_model, few, pick_output.pick))
+        facts = {"parameters": parameter_counts(raw_model),
+                 **split_facts(train_set, val_set, recipe, meta.task, targets),
+                 "target_scale": targets.summary() if targets is not None else None,
                  "input_stats": input_stats(train_set, recipe), "activation_swap": swapped,
                  "output_activation": output, "output_replaced": output_replaced,
                  "test_samples": len(splits.test) if splits.test is not None else None}
@@ -183,7 +187,8 @@ def build_trainer(cfg: DictConfig, run_dir: Path, device: torch.device,
     monitor = Monitor(cfg.monitor, raw_model, cfg.trainer.max_steps, dist)
     clip = ClipSettings(float(cfg.clip) if cfg.clip else 0.0, cfg.clip_mode, cfg.accum_reduction == "mean")
     loss_fn = partial(compute_loss, task=meta.task, label_smoothing=float(cfg.loss.label_smoothing),
-                      z_loss=float(cfg.loss.z_loss), ignore_index=meta.ignore_index, function=meta.loss_function)
+                      z_loss=float(cfg.loss.z_loss), ignore_index=meta.ignore_index, function=meta.loss_function,
+                      target_scale=pick_output.target_scale)
     train_step = TrainStep(model=model, params=[p for p in raw_model.parameters() if p.requires_grad],
                            optimizer=optimizer, live_lr=live_lr, precision=precision, guard=guard, loss_fn=loss_fn,
                            pick_output=pick_output, ignore_index=meta.ignore_index, clip=clip, monitor=monitor,

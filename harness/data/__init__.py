@@ -53,6 +53,9 @@ def _validate_loader(cfg: DictConfig) -> None:
     if not isinstance(cfg.get("standardize", False), bool):
         raise ConfigError("data.standardize", cfg.get("standardize"),
                           "true (each input feature scaled by the training split's mean and std) or false")
+    if not isinstance(cfg.get("standardize_targets", False), bool):
+        raise ConfigError("data.standardize_targets", cfg.get("standardize_targets"),
+                          "true (each regression target scaled by the training split's mean and std) or false")
     prefetch = cfg.get("prefetch_factor")
     if prefetch is not None and (not is_whole(prefetch) or prefetch < 1):
         raise ConfigError("data.prefetch_factor", prefetch, "null (torch's default, 2) or an integer >= 1")

@@ -14,6 +14,7 @@ from torch.utils.data import Dataset
 
 from harness.data.checks import spread_indices
 from harness.data.loader import BatchRecipe, fetch
+from harness.data.standardize import TargetScale
 
 # Hashing reads samples: the training split is hashed up to this many samples (all of it for the
 # datasets the suite and tests use; a spread subset of a larger one, whose overlap is then
@@ -47,16 +48,21 @@ def _read_inputs(dataset: Dataset, recipe: BatchRecipe, indices: torch.Tensor,
             np.concatenate(targets) if len(targets) == len(indices.split(CHUNK)) else None)
 
 
-def split_facts(train: Dataset, val: Dataset, recipe: BatchRecipe, task: str) -> dict[str, Any]:
+def split_facts(train: Dataset, val: Dataset, recipe: BatchRecipe, task: str,
+                target_scale: TargetScale | None = None) -> dict[str, Any]:
     """One read of the training split for `split_overlap` and `input_outliers` (both None for
     language modelling: a window of a token stream is no sample of its own, and short windows
-    repeat in any corpus, so duplicated documents must be found before the text is split)."""
+    repeat in any corpus, so duplicated documents must be found before the text is split). The
+    target facts are of what the model must output: standard units under `target_scale`."""
     if task == "lm":
         return {"split_overlap": None, "input_outliers": None, "target_outliers": None, "target_percentiles": None,
                 "target_rows_off_one": None}
     hashed = spread_indices(len(train), TRAIN_HASHED)
     digests, norms, targets = _read_inputs(train, recipe, hashed, "train")
     regression = task == "regression"
+    if target_scale is not None and targets is not None:
+        targets = target_scale(torch.from_numpy(targets).reshape(-1, *target_scale.mean.shape).cpu())
+        targets = targets.reshape(len(hashed), -1).double().numpy()
     return {"split_overlap": _overlap(set(digests), len(hashed), len(train), val, recipe),
             "input_outliers": _outliers(hashed, norms),
             "target_outliers": _target_outliers(hashed, targets) if regression else None,

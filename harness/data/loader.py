@@ -38,7 +38,7 @@ log = logging.getLogger("harness")
 EVAL_EPOCH = -1  # validation samples get the same transforms at every eval
 # conf/train.yaml's `data:` block: the keys every data option shares (the sampler's and the loader's)
 SHARED_DATA_KEYS = ("shuffle", "num_workers", "pin_memory", "persistent_workers", "prefetch_factor", "collate_fn",
-                    "worker_start", "standardize")
+                    "worker_start", "standardize", "standardize_targets")
 WORKER_STARTS = ("auto", "fork", "forkserver", "spawn")
 
 

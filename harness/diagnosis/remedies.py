@@ -76,6 +76,21 @@ def standardised_inputs(run: RunData) -> Candidates:
                    "work; the inputs change, so the run starts over", kind="inputs"),)
 
 
+def standardised_targets(run: RunData, inputs_too: bool) -> Candidates:
+    """unscaled_targets that hurt: each regression target standardised with the training split's own
+    statistics (`data.standardize_targets`), from scratch; the losses stay in the targets' units.
+    With unscaled inputs beside them, both at once, as a regression's preprocessing scales X and y:
+    either alone leaves the other's huge gradients, and one change that cannot help alone is not kept."""
+    if run.cfg("data.standardize_targets"):
+        return ()
+    both = inputs_too and not run.cfg("data.standardize")
+    return (Remedy(("data.standardize_targets=true", *(("data.standardize=true",) if both else ())), Restart.SCRATCH,
+                   "targets in standard units are what a freshly initialised output layer already produces; the "
+                   "model's outputs are mapped back, so every loss stays in the targets' own units"
+                   + ("; the inputs, far from standard units too, are scaled with them" if both else "")
+                   + "; the data changes, so the run starts over", kind="targets"),)
+
+
 def bound_gradients(run: RunData, recurrent: bool) -> Candidates:
     """exploding_gradients: clip the global norm (tighter for recurrent models); then a lower LR."""
     clip = RECURRENT_CLIP if recurrent else SAFE_CLIP

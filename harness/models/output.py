@@ -1,5 +1,6 @@
 """What the loss reads from a model's output: a tensor, a tuple's first element, a dict's or a
-Hugging Face `ModelOutput`'s `logits` (the `model_output` key picks another field)."""
+Hugging Face `ModelOutput`'s `logits` (the `model_output` key picks another field); with
+`data.standardize_targets`, mapped back to the targets' own units."""
 from __future__ import annotations
 
 from collections.abc import Mapping
@@ -7,16 +8,23 @@ from typing import Any
 
 import torch
 
+from harness.data.standardize import TargetScale
+
 AUTO = "auto"
 
 
 class OutputPicker:
     """`model_output`: auto | a field name (dict, ModelOutput, attribute) | a position (tuple)."""
 
-    def __init__(self, key: str | int = AUTO) -> None:
-        self.key = key
+    def __init__(self, key: str | int = AUTO, target_scale: TargetScale | None = None) -> None:
+        self.key, self.target_scale = key, target_scale
 
     def __call__(self, output: Any) -> torch.Tensor:
+        picked = self.pick(output)
+        return picked if self.target_scale is None else self.target_scale.prediction(picked)
+
+    def pick(self, output: Any) -> torch.Tensor:
+        """The field itself, as the model computed it."""
         if isinstance(output, torch.Tensor):  # the common case costs one isinstance
             return output
         key = self.key

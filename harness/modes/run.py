@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import logging
+import os
 import time
 from pathlib import Path
 from typing import Any
@@ -87,7 +88,7 @@ def summarize(trainer: Trainer, status: str, wall_time: float, cfg: DictConfig) 
 def run(cfg: DictConfig, run_dir: Path | None = None) -> Any:
     """Train one run; returns the objective (a float, a list for multi-objective, or NaN)."""
     dist = dist_info_from_env()
-    device = validate_config(cfg, dist.world_size, hydra_choices())
+    device = rank_device(validate_config(cfg, dist.world_size, hydra_choices()), dist, cfg.device)
     cfg = apply_lr_scaling(cfg)
     run_dir = Path(run_dir) if run_dir is not None else hydra_run_dir()
     with run_dir_held(run_dir, dist.rank):  # before anything is read or written there
@@ -98,14 +99,13 @@ def _run_held(cfg: DictConfig, run_dir: Path, device: torch.device, dist: DistIn
     if cfg.mode == "eval":  # reads a run's checkpoint, adds eval.json: the run's own files stay as they are
         from harness.modes.eval_mode import run_eval
 
-        return run_eval(cfg, run_dir, rank_device(device, dist), dist)
+        return run_eval(cfg, run_dir, device, dist)
     if dist.is_main:
         claim_run_dir(run_dir, cfg.resume, cfg.overwrite)
     resume_from = find_resume_checkpoint(cfg.resume, run_dir, dist)
     if cfg.resume == "auto" and resume_from is None and dist.is_main and not results_in(run_dir):
         log.warning("resume=auto: %s holds no run to continue, so this run starts fresh (a first start, or a "
                     "mistyped directory?)", run_dir)
-    device = rank_device(device, dist)
     if cfg.mode in ("lr_find", "doctor") and dist.is_main:  # training says it from its console sink
         log.info("run dir: %s", shown_path(run_dir))
     if cfg.mode == "lr_find":
@@ -136,16 +136,24 @@ def _run_held(cfg: DictConfig, run_dir: Path, device: torch.device, dist: DistIn
 def _attempt(cfg: DictConfig, run_dir: Path, dist: DistInfo) -> Any:
     """One attempt of diagnose.remedy=auto: an ordinary run in its own dir, checked like any run
     (a remedy's overrides pass the same checks as the user's)."""
-    device = rank_device(validate_config(cfg, dist.world_size, hydra_choices()), dist)
+    device = rank_device(validate_config(cfg, dist.world_size, hydra_choices()), dist, cfg.device)
     resume_from = find_resume_checkpoint(cfg.resume, run_dir, dist)
     if resume_from is not None and resume_from[1]["step"] >= cfg.trainer.max_steps:
         return already_complete(cfg, run_dir, resume_from[1]["step"], dist)
     return _train(cfg, run_dir, device, dist, resume_from)
 
 
-def rank_device(device: torch.device, dist: DistInfo) -> torch.device:
-    """Under torchrun each rank takes the GPU of its local rank."""
-    return torch.device("cuda", dist.local_rank) if dist.enabled and device.type == "cuda" else device
+def rank_device(device: torch.device, dist: DistInfo, configured: str) -> torch.device:
+    """Under torchrun each rank takes the GPU of its local rank, so a node needs a GPU per process:
+    with fewer, every rank refuses before any of them waits on another (the surplus ranks would
+    fail on an invalid device ordinal, the rest hang in the first collective)."""
+    if not (dist.enabled and device.type == "cuda"):
+        return device
+    processes, gpus = int(os.environ.get("LOCAL_WORLD_SIZE", dist.local_rank + 1)), torch.cuda.device_count()
+    if processes > gpus:
+        raise ConfigError("device", configured, f"cpu, or at most {gpus} process(es) per node: each of this node's "
+                                                f"{processes} processes needs a CUDA device of its own and it has {gpus}")
+    return torch.device("cuda", dist.local_rank)
 
 
 def already_complete(cfg: DictConfig, run_dir: Path, step: int, dist: DistInfo) -> Any:

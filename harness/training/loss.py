@@ -14,6 +14,7 @@ import torch.nn.functional as F
 from omegaconf import DictConfig
 
 from harness.core.typed_config import one_of, read_typed, setting, within
+from harness.data.standardize import TargetScale
 from harness.data.targets import AUTO
 
 TORCH_IGNORE_INDEX = -100  # what F.cross_entropy ignores unless told otherwise
@@ -46,10 +47,18 @@ def loss_config(cfg: DictConfig) -> LossConfig:
 
 
 def compute_loss(output: torch.Tensor, target: torch.Tensor, task: str, label_smoothing: float = 0.0,
-                 z_loss: float = 0.0, ignore_index: int | None = None, function: str | None = None) -> torch.Tensor:
-    """The mean loss over the counted targets (`function`: the regression loss, mse when None)."""
+                 z_loss: float = 0.0, ignore_index: int | None = None, function: str | None = None,
+                 target_scale: TargetScale | None = None) -> torch.Tensor:
+    """The mean loss over the counted targets (`function`: the regression loss, mse when None).
+    With a `target_scale`, its value is the loss in the targets' units and its gradient the loss's in
+    standard units: what a model trained on standardised targets gets."""
     if task == "regression":  # [B, 1] predictions for [B] targets must not broadcast to [B, B]
-        return REGRESSION_LOSSES[function or "mse"](output.float().reshape(target.shape), target.float())
+        loss = REGRESSION_LOSSES[function or "mse"]
+        prediction, target = output.float().reshape(target.shape), target.float()
+        if target_scale is None:
+            return loss(prediction, target)
+        standard = loss(target_scale(prediction), target_scale(target))
+        return standard + (loss(prediction, target) - standard).detach()
     logits = output.float().reshape(-1, output.size(-1))
     target = target.reshape(-1)
     ignore = TORCH_IGNORE_INDEX if ignore_index is None else ignore_index

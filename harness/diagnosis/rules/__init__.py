@@ -16,6 +16,7 @@ RULES: tuple[Rule, ...] = (  # setup mistakes first: among findings of one sever
     setup.frozen_parameters,
     setup.val_train_overlap,
     output.output_activation,  # before the inputs: the model cannot express the answer whatever its inputs
+    setup.unscaled_targets,  # before the inputs: a regression stuck at its prior is most often its targets' scale
     setup.unnormalised_inputs,
     numerics.fp16_underflow,  # the precision config's own cause, before the vanishing gradients it makes
     curves.diverging,
@@ -58,15 +59,15 @@ INTERMEDIATE = frozenset({"slow_progress"})
 CAUSES = frozenset({"clip_pinned", "schedule_ended_early", "dead_relu", "vanishing_gradients", "fp16_underflow",
                     "exploding_gradients", "warmup_too_long", "weight_decay_collapse", "frozen_parameters",
                     "unnormalised_inputs", "attention_entropy_collapse", "outlier_samples", "output_activation",
-                    "capacity_limit"})
+                    "capacity_limit", "unscaled_targets"})
 
 
-# Findings outside that chain that particular causes explain: inputs 100x too large, a few huge
-# samples or an output activation that normalises zeros blow the loss up, and the LR fix
-# `diverging` offers is the wrong one for all three; a few huge
-# samples averaged into batch norm's running statistics break eval mode, and their batches are the
+# Findings outside that chain that particular causes explain: inputs 100x too large, targets far
+# from standard units, a few huge samples or an output activation that normalises zeros blow the
+# loss up, and the LR fix `diverging` offers is the wrong one for all four; a few huge samples averaged into batch norm's running statistics break eval mode, and their batches are the
 # guard's loss spikes.
-EXPLAINED_BY = {"diverging": frozenset({"unnormalised_inputs", "outlier_samples", "output_activation"}),
+EXPLAINED_BY = {"diverging": frozenset({"unnormalised_inputs", "outlier_samples", "output_activation",
+                                        "unscaled_targets"}),
                "bn_eval_gap": frozenset({"outlier_samples"}),
                "loss_spikes": frozenset({"outlier_samples"})}
 TIERS = (CAUSES, INTERMEDIATE, SYMPTOMS)

@@ -147,7 +147,8 @@ SLOW_TAIL_SHARE = 0.10
 def diverging(run: RunData) -> Finding | None:
     loss = run.series(TRAIN_LOSS)
     val = run.series(VAL_LOSS, kind="eval")
-    if not len(loss):
+    stopped = run.summary.get("status") == "diverged"
+    if not len(loss) and not stopped:
         return None
     bad = [(int(s), v) for s, v in zip(loss.steps, loss.values) if not math.isfinite(v)]
     bad += [(int(s), v) for s, v in zip(val.steps, val.values) if not math.isfinite(v)]
@@ -159,10 +160,12 @@ def diverging(run: RunData) -> Finding | None:
         before = finite.values[finite.steps < step]
         detail = (f"loss {fmt(start)} at the start, {fmt(float(before.max()))} at its largest before "
                   f"going {value} at step {step}" if len(before) else f"loss {value} from step {step} on")
-    elif run.summary.get("status") == "diverged" or (
-            math.isfinite(start) and end > DIVERGE_RISE * start and not _val_fine(run, start)):
+    elif stopped and not len(finite):  # every update before the stop was skipped: none was logged
+        symptom, exploded = 0, True
+        detail = "no update's loss was logged before the run stopped"
+    elif stopped or (math.isfinite(start) and end > DIVERGE_RISE * start and not _val_fine(run, start)):
         peak = int(np.argmax(finite.values))
-        symptom, exploded = int(finite.steps[peak]), run.summary.get("status") == "diverged"
+        symptom, exploded = int(finite.steps[peak]), stopped
         detail = (f"train loss {fmt(start)} at the start, {fmt(end)} at the end (step {int(finite.steps[-1])}), "
                   f"peak {fmt(float(finite.values[peak]))} at step {int(finite.steps[peak])}")
     elif (blowup := _blowup(run)) is not None and not _recovered(run, blowup, end) and not _val_fine(run, blowup[2]):
@@ -174,7 +177,7 @@ def diverging(run: RunData) -> Finding | None:
     else:
         return None
     reason = run.summary.get("reason")
-    status = f"; the run stopped: {reason}" if run.summary.get("status") == "diverged" and reason else ""
+    status = f"; the run stopped: {reason}" if stopped and reason else ""
     return Finding("diverging", Severity.CRITICAL, "the loss diverged", f"{detail}{status}.", instability_fixes(run),
                    calmer_updates(run, _last_good_step(finite, symptom) + 1, exploded))
 

@@ -7,7 +7,7 @@ import math
 
 from harness.diagnosis.findings import Finding, Severity
 from harness.diagnosis.load import RunData
-from harness.diagnosis.remedies import standardised_inputs
+from harness.diagnosis.remedies import standardised_inputs, standardised_targets
 from harness.diagnosis.rules.common import name_some
 from harness.diagnosis.rules.curves import CHANCE_BAND
 from harness.diagnosis.signals import fmt
@@ -33,6 +33,12 @@ OVERLAP_MIN_FOUND = 8
 # severity: an info beside a divergence it explains is raised to critical, and acted on then.
 INPUT_SCALE = 10.0
 FIRST_LOSS_OVER_START = 2.0
+# Unscaled targets: the regression targets' |median| or robust std (interquartile range / 1.349, a
+# normal's std) above 10, the inputs' bar: standardised targets ~1, probabilities and labels in [0, 1].
+# A critical when the best val loss never got clearly below the loss of predicting their mean (the
+# band of RECOVERED_BY, below).
+TARGET_SCALE = INPUT_SCALE
+IQR_PER_STD = 1.349
 # Recovered: the best val loss got clearly below that start, by more than the band in which
 # plateau_at_chance and plateau_at_prior call a run stuck where it started (curves.CHANCE_BAND).
 RECOVERED_BY = CHANCE_BAND
@@ -71,9 +77,15 @@ def val_train_overlap(run: RunData) -> Finding | None:
                    "until then the val loss, best.pt and early stopping cannot be trusted.")
 
 
+def _input_scale(run: RunData) -> float:
+    """The largest input feature's |median| or robust std (0 when not measured)."""
+    stats = run.summary.get("input_stats") or {}
+    return max(stats.get("max_abs_feature_median", 0.0), stats.get("max_feature_spread", 0.0))
+
+
 def unnormalised_inputs(run: RunData) -> Finding | None:
     stats = run.summary.get("input_stats") or {}
-    scale = max(stats.get("max_abs_feature_median", 0.0), stats.get("max_feature_spread", 0.0))
+    scale = _input_scale(run)
     start, what = _untrained_start(run)
     first = run.series(TRAIN_LOSS_FIRST).finite()
     if scale <= INPUT_SCALE or start is None or not len(first):
@@ -97,6 +109,37 @@ def unnormalised_inputs(run: RunData) -> Finding | None:
                    "same statistics for validation and test); or standardise in the dataset or a transform "
                    "(images: scale to [0, 1], then per-channel mean/std).",
                    standardised_inputs(run))
+
+
+def unscaled_targets(run: RunData) -> Finding | None:
+    """Regression targets far from standard units (summary.json's `target_percentiles`, pooled over
+    target elements). Critical when the run never beat predicting their mean: nothing else is as
+    plain a cause. Otherwise an info, since a run can still fit them; as a cause, it is raised to the
+    severity of a plateau, slow progress or divergence beside it, and its remedy comes with it at
+    any severity."""
+    percentiles = run.summary.get("target_percentiles")
+    if run.summary.get("task") != "regression" or run.summary.get("loss_function") == "bce" or not percentiles:
+        return None
+    median = percentiles[len(percentiles) // 2]
+    spread = (percentiles[3 * len(percentiles) // 4] - percentiles[len(percentiles) // 4]) / IQR_PER_STD
+    if max(abs(median), spread) <= TARGET_SCALE:
+        return None
+    prior = run.summary.get("val_prior_loss") or run.summary.get("prior_loss")
+    best = run.summary.get("best_val_loss")
+    finite_best = isinstance(best, (int, float)) and math.isfinite(best)
+    never_learned = bool(prior) and not (finite_best and best < (1 - RECOVERED_BY) * prior)
+    return Finding("unscaled_targets", Severity.CRITICAL if never_learned else Severity.INFO,
+                   "the regression targets are not scaled",
+                   f"the training targets have median {fmt(median)} and robust std {fmt(spread)} (they span "
+                   f"{fmt(percentiles[0])} to {fmt(percentiles[-1])}); a freshly initialised output layer makes "
+                   "values near +-1, so the weights must first grow that far: slowly under Adam (~lr per step), "
+                   "explosively under SGD (gradients as large as the targets)"
+                   + (f". The best val loss, {fmt(best)}, never got below {fmt(prior)}, the loss of predicting the "
+                      "targets' mean." if never_learned and finite_best else
+                      ". No val loss was finite." if never_learned else "."),
+                   "data.standardize_targets=true trains on the targets in standard units and maps the model's "
+                   "outputs back, so every loss stays in the targets' units; or scale the targets in the dataset "
+                   "(and predictions back).", standardised_targets(run, _input_scale(run) > INPUT_SCALE))
 
 
 def _untrained_start(run: RunData) -> tuple[float | None, str]:
