@@ -9,6 +9,7 @@ import torch
 from torch import nn
 
 from conftest import one_line_error, run_cli, train
+from harness.core.errors import ConfigError
 from harness.diagnosis.findings import Finding, Severity
 from harness.diagnosis.load import RunData, load_run
 from harness.diagnosis.rules import diagnose
@@ -54,6 +55,21 @@ def test_output_activation_replaces_only_what_comes_after_the_last_layer_with_we
     assert torch.equal(model(x), model[2](model[1](model[0](x))))
     softmax = TwoClassFromOneUnit(nn.ReLU())
     assert replace_output_activation(softmax, "sigmoid", trace_activations(softmax, x)) == ["squash: ReLU -> Sigmoid"]
+
+
+def test_a_model_without_an_output_activation_has_nothing_to_replace(tmp_path):
+    """Logits already: identity is what it has; a sigmoid or softmax asked for would change nothing,
+    so it is refused in one line, before anything is written."""
+    logits = nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 3))
+    trace = trace_activations(logits, torch.randn(5, 4))
+    assert replace_output_activation(logits, "identity", trace) == []
+    with pytest.raises(ConfigError) as err:
+        replace_output_activation(logits, "softmax", trace)
+    assert err.value.key == "output_activation" and "Sequential calls no activation module" in str(err.value)
+    result = run_cli(["model=mlp", "data=synthetic", "debug=smoke", "output_activation=sigmoid",
+                      f"hydra.run.dir={tmp_path / 'run'}"], cwd=tmp_path)
+    assert "null or identity: MLP calls no activation module" in one_line_error(result, "output_activation")
+    assert not (tmp_path / "run").exists()
 
 
 def run_of(task: str, out: dict | None, **summary) -> RunData:

@@ -79,9 +79,17 @@ def _width(tensor: torch.Tensor) -> int:
 
 def replace_output_activation(model: nn.Module, target: str | None, trace: ActivationTrace) -> list[str]:
     """The last output activation becomes REPLACEMENTS[target], any output activations before it
-    identities; returns what was replaced ("head.act: Sigmoid -> Identity")."""
-    if target is None or not trace.output:
+    identities; returns what was replaced ("head.act: Sigmoid -> Identity"). A model with no output
+    activation module has nothing to replace: identity is then what it already has, and a sigmoid
+    or softmax is refused (it would silently change nothing)."""
+    if target is None or (not trace.output and target == "identity"):
         return []
+    if not trace.output:
+        raise ConfigError("output_activation", target, f"null or identity: {type(model).__name__} calls no "
+                                                       "activation module after its last layer with weights, so "
+                                                       "there is none to replace (one written as a function in "
+                                                       "forward, such as torch.sigmoid(x), cannot be; make it a "
+                                                       "module, or add the activation to the model)")
     names = list(dict.fromkeys(name for name, _ in trace.output))
     replaced = []
     for name in names[:-1]:
