@@ -64,8 +64,9 @@ CAUSES = frozenset({"clip_pinned", "schedule_ended_early", "dead_relu", "vanishi
 
 # Findings outside that chain that particular causes explain: inputs 100x too large, targets far
 # from standard units, a few huge samples or an output activation that normalises zeros blow the
-# loss up, and the LR fix `diverging` offers is the wrong one for all four; a few huge samples averaged into batch norm's running statistics break eval mode, and their batches are the
-# guard's loss spikes.
+# loss up, and the LR fix `diverging` offers is the wrong one for all four; a few huge samples
+# averaged into batch norm's running statistics break eval mode, and their batches are the guard's
+# loss spikes.
 EXPLAINED_BY = {"diverging": frozenset({"unnormalised_inputs", "outlier_samples", "output_activation",
                                         "unscaled_targets"}),
                "bn_eval_gap": frozenset({"outlier_samples"}),
