@@ -73,7 +73,7 @@ def test_raw_columns_that_broke_a_user_model_are_standardised_by_the_remedy(tmp_
 
 PRICES = ["model=mlp", "data=custom", "data._target_=tests.user_code.prices", "data.task=regression", "~model.depth",
           "~model.activation", "~model.norm", "~model.residual", "~model.dropout", "~model.width",
-          "trainer.max_steps=300", "trainer.eval_every=30"]
+          "model._target_=tests.user_code.Regressor", "trainer.max_steps=300", "trainer.eval_every=30"]
 
 
 @pytest.mark.parametrize("function", ["mse", "l1", "huber"])
@@ -97,7 +97,7 @@ def test_targets_far_from_standard_units_are_standardised_by_the_remedy_on_a_use
     """Prices around 200,000: the output layer would need weights thousands of times its init, so the
     run never gets below the loss of predicting the mean (a critical); remedy=auto standardises the
     targets from scratch, and every loss it reports is still in the targets' units (dollars squared)."""
-    _, summary = train([*PRICES, "diagnose.remedy=auto", "diagnose.report=false"], tmp_path / "run")
+    _, summary = train([*PRICES, "diagnose.remedy=auto", "diagnose.report=false"], tmp_path / "run")  # a user's model
     first, second = summary["attempts"][:2]
     prior = summary["val_prior_loss"]
     assert first["critical"][0] == "unscaled_targets" and first["best_val_loss"] > prior

@@ -263,6 +263,18 @@ def multi_label(n_train: int = 512):
     return TensorDataset(x[:n_train], y[:n_train]), TensorDataset(x[n_train:], y[n_train:])
 
 
+class Regressor(nn.Module):
+    """A plain MLP regressor, its output layer as torch initialises it."""
+
+    def __init__(self, in_features: int, out_features: int, hidden: int = 64) -> None:
+        super().__init__()
+        self.net = nn.Sequential(nn.Linear(in_features, hidden), nn.ReLU(), nn.Linear(hidden, hidden), nn.ReLU(),
+                                 nn.Linear(hidden, out_features))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.net(x)
+
+
 def prices(n_train: int = 512):
     """Regression in the units a user's table has: prices around 200,000 with a spread of 50,000, a
     linear function of standardised features plus a little noise."""
