@@ -940,6 +940,17 @@ def test_unscaled_targets(tmp_path, targets, best_over_prior, severity):
         assert "unscaled_targets" not in run.findings(tmp_path / "bce")
 
 
+@pytest.mark.parametrize("steps, severity", [(60, Severity.INFO), (300, Severity.CRITICAL)])
+def test_live_unscaled_targets_say_never_only_from_half_the_run_on(tmp_path, steps, severity):
+    """An output layer growing towards prices can spend its first evals above their prior and still
+    fit them: a live eval at step 60 of 600 cannot say the run never learned; at 300 it can."""
+    run = Run()
+    run.summary.update(task="regression", loss_function="mse", chance_loss=None, prior_loss=2.5e9,
+                       val_prior_loss=2.5e9, best_val_loss=4e10, best_val_accuracy=None, target_percentiles=PRICES,
+                       status="running", steps=steps, max_steps=600)
+    assert run.findings(tmp_path)["unscaled_targets"].severity is severity
+
+
 def test_a_run_the_guard_stopped_before_any_logged_update_is_diverging(tmp_path):
     """Every update skipped from the start, then the stop: no train loss was ever logged."""
     run = Run()

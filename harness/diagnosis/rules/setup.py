@@ -36,9 +36,10 @@ FIRST_LOSS_OVER_START = 2.0
 # Unscaled targets: the regression targets' |median| or robust std (interquartile range / 1.349, a
 # normal's std) above 10, the inputs' bar: standardised targets ~1, probabilities and labels in [0, 1].
 # A critical when the best val loss never got clearly below the loss of predicting their mean (the
-# band of RECOVERED_BY, below).
+# band of RECOVERED_BY, below), over the whole run or, live, over at least half of it.
 TARGET_SCALE = INPUT_SCALE
 IQR_PER_STD = 1.349
+NEVER_AFTER = 0.5  # a live eval says "never beat the prior" from half the run on
 # Recovered: the best val loss got clearly below that start, by more than the band in which
 # plateau_at_chance and plateau_at_prior call a run stuck where it started (curves.CHANCE_BAND).
 RECOVERED_BY = CHANCE_BAND
@@ -127,7 +128,8 @@ def unscaled_targets(run: RunData) -> Finding | None:
     prior = run.summary.get("val_prior_loss") or run.summary.get("prior_loss")
     best = run.summary.get("best_val_loss")
     finite_best = isinstance(best, (int, float)) and math.isfinite(best)
-    never_learned = bool(prior) and not (finite_best and best < (1 - RECOVERED_BY) * prior)
+    never_learned = bool(prior) and _judged_over_the_run(run) and not (
+        finite_best and best < (1 - RECOVERED_BY) * prior)
     return Finding("unscaled_targets", Severity.CRITICAL if never_learned else Severity.INFO,
                    "the regression targets are not scaled",
                    f"the training targets have median {fmt(median)} and robust std {fmt(spread)} (they span "
@@ -140,6 +142,15 @@ def unscaled_targets(run: RunData) -> Finding | None:
                    "data.standardize_targets=true trains on the targets in standard units and maps the model's "
                    "outputs back, so every loss stays in the targets' units; or scale the targets in the dataset "
                    "(and predictions back).", standardised_targets(run, _input_scale(run) > INPUT_SCALE))
+
+
+def _judged_over_the_run(run: RunData) -> bool:
+    """Whether "never" can be said yet: the run has ended, or a live eval has seen at least
+    NEVER_AFTER of it (an output layer growing towards large targets can spend its first evals
+    above their prior and still fit them well)."""
+    if run.summary.get("status") != "running":
+        return True
+    return run.summary.get("steps", 0) >= NEVER_AFTER * (run.summary.get("max_steps") or 0)
 
 
 def _untrained_start(run: RunData) -> tuple[float | None, str]:
