@@ -1,6 +1,6 @@
 """Does the diagnosis name the pathologies of training programs other people wrote?
 
-    python scripts/bench_external.py                      # every case of every round (~20 min on 2 cores)
+    python scripts/bench_external.py                      # every case of every round (~11 min on 2 cores)
     python scripts/bench_external.py --part dev           # the part rules may be looked at against
     python scripts/bench_external.py --part held-out --no-diagnosis   # train and check the evidence only
     python scripts/bench_external.py --rescore --part dev # re-read the run dirs, train nothing

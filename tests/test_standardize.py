@@ -13,7 +13,7 @@ from torch.utils.data import TensorDataset
 from conftest import compose_cfg, one_line_error, run_cli, train
 from harness.data import build_splits
 from harness.data.loader import BatchRecipe, Ticket, read_batch
-from harness.data.standardize import TargetScale, with_input_scale
+from harness.data.standardize import TargetScale, standardised
 from harness.core.errors import ConfigError
 from harness.training.loss import compute_loss
 
@@ -31,20 +31,20 @@ def raw(n: int, offset: float, seed: int) -> TensorDataset:
 
 def test_every_split_is_scaled_by_the_training_splits_statistics():
     train_set, val_set = raw(512, 5000.0, 0), raw(256, 6000.0, 1)  # val sits one training std higher
-    recipe = with_input_scale(BatchRecipe(), train_set, standardize=True)
+    recipe, _ = standardised(BatchRecipe(), train_set, inputs=True)
     x, _ = read_batch(train_set, recipe, 0, Ticket(list(range(512)), 0))[1:]
     assert torch.allclose(x[:, :2].mean(0), torch.zeros(2), atol=1e-3)
     assert torch.allclose(x[:, :2].std(0), torch.ones(2), atol=1e-3)
     assert torch.equal(x[:, 2], torch.zeros(512))  # a column that never varies is only centred
     val_x, _ = read_batch(val_set, recipe, 0, Ticket(list(range(256)), -1))[1:]
     assert 0.8 < float(val_x[:, 0].mean()) < 1.2  # the training split's mean and std, not its own
-    assert with_input_scale(BatchRecipe(), train_set, standardize=False).scale is None
+    assert standardised(BatchRecipe(), train_set, inputs=False)[0].scale is None
 
 
 def test_built_in_array_data_is_scaled_on_its_fast_path_too():
     cfg = compose_cfg(["model=mlp", "data=synthetic", "data.standardize=true"])
     splits = build_splits(cfg.data)
-    recipe = with_input_scale(BatchRecipe.from_config(cfg.data), splits.train, standardize=True)
+    recipe, _ = standardised(BatchRecipe.from_config(cfg.data), splits.train, inputs=True)
     x, _ = read_batch(splits.train, recipe, 0, Ticket(list(range(len(splits.train))), 0))[1:]
     assert float(x.mean(0).abs().max()) < 1e-3 and float((x.std(0) - 1).abs().max()) < 1e-3
 
@@ -52,7 +52,7 @@ def test_built_in_array_data_is_scaled_on_its_fast_path_too():
 def test_integer_inputs_are_refused_in_one_line(tmp_path):
     ids = TensorDataset(torch.randint(0, 50, (64, 8)), torch.zeros(64, dtype=torch.long))
     with pytest.raises(ConfigError) as err:
-        with_input_scale(BatchRecipe(), ids, standardize=True)
+        standardised(BatchRecipe(), ids, inputs=True)
     assert err.value.key == "data.standardize" and "token ids" in str(err.value)
     assert str(err.value).startswith("data.standardize=true is invalid")  # as typed, not Python's True
     result = run_cli(["debug=smoke", "data.standardize=yes", f"hydra.run.dir={tmp_path / 'run'}"], cwd=tmp_path)

@@ -31,7 +31,7 @@ from harness.state.checkpoint import FileCheckpoints
 from harness.data import BatchRecipe, DataMeta, LoaderSettings, build_splits, loader_settings
 from harness.data.checks import spread_indices
 from harness.data.facts import input_stats, split_facts
-from harness.data.standardize import target_scale, with_input_scale
+from harness.data.standardize import standardised
 from harness.data.loader import EvalBatches, TrainBatches, fetch
 from harness.data.prior import majority_share, prior_loss
 from harness.data.sampler import BatchStream, eval_indices
@@ -128,9 +128,10 @@ def build_trainer(cfg: DictConfig, run_dir: Path, device: torch.device,
     splits = build_splits(cfg.data, cfg.loss.get("ignore_index"), cfg.loss.function)
     train_set, val_set, meta = splits.train, splits.val, splits.meta
     check_batch_fits(cfg.batch_size, len(train_set), cfg.data.name)
-    recipe = with_input_scale(BatchRecipe.from_config(cfg.data), train_set, bool(cfg.data.get("standardize", False)))
-    targets = target_scale(train_set, recipe, bool(cfg.data.get("standardize_targets", False)), meta.task,
-                           meta.loss_function)
+    recipe, targets = standardised(BatchRecipe.from_config(cfg.data), train_set,
+                                   inputs=bool(cfg.data.get("standardize", False)),
+                                   targets=bool(cfg.data.get("standardize_targets", False)), task=meta.task,
+                                   loss_function=meta.loss_function)
     raw_model = build_model(cfg.model, meta)
     apply_init(raw_model, cfg.init)
     raw_model.to(device)

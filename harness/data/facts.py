@@ -61,7 +61,7 @@ def split_facts(train: Dataset, val: Dataset, recipe: BatchRecipe, task: str,
     digests, norms, targets = _read_inputs(train, recipe, hashed, "train")
     regression = task == "regression"
     if target_scale is not None and targets is not None:
-        targets = target_scale(torch.from_numpy(targets).reshape(-1, *target_scale.mean.shape).cpu())
+        targets = target_scale(torch.from_numpy(targets).reshape(-1, *target_scale.mean.shape))
         targets = targets.reshape(len(hashed), -1).double().numpy()
     return {"split_overlap": _overlap(set(digests), len(hashed), len(train), val, recipe),
             "input_outliers": _outliers(hashed, norms),

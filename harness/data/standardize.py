@@ -70,9 +70,8 @@ def _element_stats(values: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     return mean, torch.where(std > CONSTANT, std, torch.ones_like(std))
 
 
-def fit_input_scale(train: Dataset, recipe: BatchRecipe) -> InputScale:
-    """The training split's per-element mean and std of the inputs, as `BatchRecipe.pair` applies them."""
-    x, _ = fetch(train, recipe, spread_indices(len(train), FIT_SAMPLES, seed=FIT_SEED))
+def _input_scale(x: torch.Tensor) -> InputScale:
+    """The per-element mean and std of the fitting sample's inputs, as `BatchRecipe.pair` applies them."""
     if not x.is_floating_point():
         raise ConfigError("data.standardize", True, f"false for {x.dtype} inputs (token ids and other integers "
                                                     f"are not scaled; an embedding learns their scale)")
@@ -80,26 +79,27 @@ def fit_input_scale(train: Dataset, recipe: BatchRecipe) -> InputScale:
     return InputScale(mean.to(x.dtype), std.to(x.dtype))
 
 
-def fit_target_scale(train: Dataset, recipe: BatchRecipe, task: str, loss_function: str | None) -> TargetScale:
-    """The training split's per-element mean and std of the regression targets (float32)."""
+def _check_targets(task: str, loss_function: str | None) -> None:
+    """Only real-valued targets under a distance loss are scaled (refused before anything is read)."""
     if task != "regression" or loss_function not in SCALED_LOSSES:
         what = f"data.task={task}" if task != "regression" else f"loss.function={loss_function}"
         raise ConfigError("data.standardize_targets", True, f"false for {what}: only real-valued targets under "
                                                             f"{', '.join(SCALED_LOSSES)} are scaled (class ids, "
                                                             f"tokens and bce's probabilities are not)")
-    _, y = fetch(train, recipe, spread_indices(len(train), FIT_SAMPLES, seed=FIT_SEED))
+
+
+def standardised(recipe: BatchRecipe, train: Dataset, inputs: bool = False, targets: bool = False, task: str = "",
+                 loss_function: str | None = None) -> tuple[BatchRecipe, TargetScale | None]:
+    """`recipe`, standardising its inputs when `data.standardize` asks for it, and the regression
+    targets' statistics (float32) when `data.standardize_targets` does: both fitted on one read of
+    the same training samples."""
+    if targets:
+        _check_targets(task, loss_function)
+    if not (inputs or targets):
+        return recipe, None
+    x, y = fetch(train, recipe, spread_indices(len(train), FIT_SAMPLES, seed=FIT_SEED))
+    scaled = dataclasses.replace(recipe, scale=_input_scale(x)) if inputs else recipe
+    if not targets:
+        return scaled, None
     mean, std = _element_stats(y)
-    return TargetScale(mean.float(), std.float())
-
-
-def with_input_scale(recipe: BatchRecipe, train: Dataset, standardize: bool) -> BatchRecipe:
-    """`recipe` that standardises its inputs when `data.standardize` asks for it."""
-    if not standardize:
-        return recipe
-    return dataclasses.replace(recipe, scale=fit_input_scale(train, recipe))
-
-
-def target_scale(train: Dataset, recipe: BatchRecipe, standardize_targets: bool, task: str,
-                 loss_function: str | None) -> TargetScale | None:
-    """The targets' statistics when `data.standardize_targets` asks for them."""
-    return fit_target_scale(train, recipe, task, loss_function) if standardize_targets else None
+    return scaled, TargetScale(mean.float(), std.float())
