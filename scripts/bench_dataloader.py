@@ -23,7 +23,7 @@ import torch
 from torch import nn
 from torch.utils.data import Dataset
 
-from bench_overhead import make_trainer
+from bench_overhead import make_run
 
 GPT = ["trainer.max_steps=100000"]
 IMAGES = ["data=custom", "data._target_=bench_dataloader.costly_images", "model._target_=bench_dataloader.ConvNet",
@@ -76,8 +76,8 @@ class ConvNet(nn.Module):
 class GatherInProcess:
     """The run's batch order, read as the loop once read it: one indexing operation, no DataLoader."""
 
-    def __init__(self, trainer) -> None:
-        self.batches, self.data = trainer.batches, trainer.built.train_set
+    def __init__(self, built) -> None:
+        self.batches, self.data = built.trainer.batches, built.train_set
 
     def next_update(self):
         return self.batches.next_update()
@@ -87,9 +87,9 @@ class GatherInProcess:
 
 
 def step_fn(overrides: list[str], gather_in_process: bool, tmp: Path):
-    trainer = make_trainer(overrides, tmp)
-    source = GatherInProcess(trainer) if gather_in_process else None
-    return lambda: trainer.advance(source)
+    built = make_run(overrides, tmp)
+    source = GatherInProcess(built) if gather_in_process else None
+    return lambda: built.trainer.advance(source)
 
 
 def time_step_sample(fn, block: int) -> list[float]:

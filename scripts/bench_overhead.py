@@ -25,7 +25,7 @@ import torch
 
 from hydra import compose, initialize_config_dir  # noqa: E402
 
-from harness.build.assembly import build_trainer  # noqa: E402
+from harness.build.assembly import Assembly, assemble  # noqa: E402
 
 CONF = Path(__file__).resolve().parent.parent / "conf"
 WORKLOADS = {
@@ -46,11 +46,10 @@ VARIANTS = {
 }
 
 
-def make_trainer(overrides: list[str], tmp: Path):
+def make_run(overrides: list[str], tmp: Path) -> Assembly:
     with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
         cfg = compose(config_name="train", overrides=[*overrides, "logger=none", "diagnose=false"])
-    trainer = build_trainer(cfg, tmp, torch.device("cpu"), resume_from=None, console=False)  # the console stays out of the timing
-    return trainer
+    return assemble(cfg, tmp, torch.device("cpu"), resume_from=None, console=False)  # the console stays out of the timing
 
 
 def harness_step(trainer) -> None:
@@ -58,10 +57,10 @@ def harness_step(trainer) -> None:
     trainer.advance()
 
 
-def raw_step_fn(trainer):
+def raw_step_fn(built: Assembly):
     """nanoGPT's loop on the harness's own model, optimizer and data: the floor to compare against."""
-    model, opt, sched, stream, data = trainer.raw_model, trainer.built.optimizer, trainer.built.live_lr.scheduler, trainer.batches.stream, trainer.built.train_set
-    loss_fn, clip = trainer.train_step.loss_fn, trainer.train_step.clip.threshold
+    model, opt, sched, data = built.raw_model, built.optimizer, built.live_lr.scheduler, built.train_set
+    stream, loss_fn, clip = built.trainer.batches.stream, built.train_step.loss_fn, built.train_step.clip.threshold
 
     def step() -> None:
         x, y = data.gather(stream.next_batch())
@@ -77,10 +76,10 @@ def raw_step_fn(trainer):
 
 def bench(workload: str, rounds: int, block: int, warmup: int) -> None:
     tmp = Path(tempfile.mkdtemp())
-    steps = {"raw loop": raw_step_fn(make_trainer(WORKLOADS[workload], tmp / "raw")),
-             "raw loop, unfused AdamW": raw_step_fn(make_trainer([*WORKLOADS[workload], *UNFUSED], tmp / "raw_unfused"))}
+    steps = {"raw loop": raw_step_fn(make_run(WORKLOADS[workload], tmp / "raw")),
+             "raw loop, unfused AdamW": raw_step_fn(make_run([*WORKLOADS[workload], *UNFUSED], tmp / "raw_unfused"))}
     for i, (name, extra) in enumerate(VARIANTS.items()):
-        trainer = make_trainer([*WORKLOADS[workload], *extra], tmp / str(i))
+        trainer = make_run([*WORKLOADS[workload], *extra], tmp / str(i)).trainer
         steps[name] = lambda t=trainer: harness_step(t)
     times: dict[str, list[float]] = {name: [] for name in steps}
     for fn in steps.values():

@@ -37,7 +37,7 @@ from omegaconf import DictConfig
 
 from hydra import compose, initialize_config_dir  # noqa: E402
 
-from harness.build.assembly import build_trainer  # noqa: E402
+from harness.build.assembly import Assembly, assemble  # noqa: E402
 from harness.build.config import validate_config  # noqa: E402
 from harness.data.base import TokenWindows  # noqa: E402
 from harness.core.distributed import DistInfo, init_process_group  # noqa: E402
@@ -89,7 +89,8 @@ def random_splits(vocab: int, block_size: int) -> tuple[RandomTokens, RandomToke
     return RandomTokens(vocab, block_size, n_tokens, 0), RandomTokens(vocab, block_size, n_tokens, 1)
 
 
-def make_trainer(work: Workload, precision: str, compiled: bool, device: str, run_dir: Path, parallel: str = "ddp"):
+def make_run(work: Workload, precision: str, compiled: bool, device: str, run_dir: Path,
+             parallel: str = "ddp") -> Assembly:
     """The harness as train.py builds it (conf/ composed, validated, assembled), on random tokens."""
     overrides = [*work.overrides, f"model.block_size={work.block_size}", f"batch_size={work.batch_size}",
                  "data=custom", f"data._target_={FACTORY}", "data.task=lm", f"+data.vocab={work.vocab}",
@@ -98,8 +99,7 @@ def make_trainer(work: Workload, precision: str, compiled: bool, device: str, ru
                  "diagnose=false"]
     with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
         cfg = compose(config_name="train", overrides=overrides)
-    trainer = build_trainer(cfg, run_dir, validate_config(cfg), resume_from=None, console=False)  # the console stays out of the timing
-    return trainer
+    return assemble(cfg, run_dir, validate_config(cfg), resume_from=None, console=False)  # the console stays out of the timing
 
 
 class BareLoop:
@@ -207,24 +207,25 @@ def check(name: str, precision: str, compiled: bool, parallel: str, device: torc
     """One row: build the harness and a bare loop on a copy of its model, warm both up, time them."""
     work = WORKLOADS[name]
     with tempfile.TemporaryDirectory() as run_dir:
-        trainer = make_trainer(work, precision, compiled, str(device), Path(run_dir), parallel)
+        built = make_run(work, precision, compiled, str(device), Path(run_dir), parallel)
+        trainer = built.trainer
         if parallel == "fsdp":  # a sharded module does not copy: the bare loop gets the same model unsharded
             with tempfile.TemporaryDirectory() as other:
-                bare_model = make_trainer(work, precision, compiled, "cpu", Path(other)).raw_model
+                bare_model = make_run(work, precision, compiled, "cpu", Path(other)).raw_model
         else:
-            bare_model = copy.deepcopy(trainer.raw_model).cpu()  # off the device while the harness's peak is taken
+            bare_model = copy.deepcopy(built.raw_model).cpu()  # off the device while the harness's peak is taken
         if device.type == "cuda":
             torch.cuda.reset_peak_memory_stats(device)
         for _ in range(args.warmup):
             trainer.advance()
         peak_memory = torch.cuda.max_memory_allocated(device) if device.type == "cuda" else None
-        bare = BareLoop(bare_model.to(device), trainer.cfg, trainer.built.train_set, device)
+        bare = BareLoop(bare_model.to(device), built.cfg, built.train_set, device)
         for _ in range(args.warmup):
             bare.step()
         times = median_step_seconds({"harness": lambda: trainer.advance(), "bare": bare.step},
                                     args.steps, args.block, device)
         syncs, sources = host_syncs(trainer, args.sync_steps, device)
-        flops = flops_per_update(trainer.raw_model, work.batch_size)
+        flops = flops_per_update(built.raw_model, work.batch_size)
         if not flop_lines or not flop_lines[-1].startswith(f"{name}:"):  # once per model
             counted = measure_flops(lambda: bare.step(bare.raw))  # eager, whatever the row's compile setting
             why = ("on CUDA the fused attention kernels count 14·n_layer·n_embd·T a token against the closed "

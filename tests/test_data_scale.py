@@ -105,11 +105,12 @@ def test_building_a_run_starts_no_thread(tmp_path):
     assembling a run (data, model, optimizer, loaders) must leave this process's thread count alone."""
     from conftest import TINY_GPT, compose_cfg
 
-    from harness.build.assembly import build_trainer
+    from harness.build.assembly import assemble
 
     before = {t.ident for t in threading.enumerate()}
     cfg = compose_cfg([*TINY_GPT, "debug=smoke", "logger=none", "diagnose=false"])
-    trainer = build_trainer(cfg, tmp_path / "run", torch.device("cpu"), None)
+    built = assemble(cfg, tmp_path / "run", torch.device("cpu"), None)
+    trainer = built.trainer
     try:
         trainer.advance()
         assert {t.ident for t in threading.enumerate()} == before

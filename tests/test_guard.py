@@ -10,7 +10,7 @@ from omegaconf import OmegaConf
 
 from conftest import compose_cfg, train
 from harness.state.checkpoint import load_checkpoint, step_checkpoints
-from harness.build.assembly import build_trainer
+from harness.build.assembly import assemble
 from harness.core.distributed import DistInfo
 from harness.training.guard import Guard, Verdict
 from harness.sinks.tracking import read_metrics
@@ -65,38 +65,40 @@ def test_faults_that_never_stop_end_the_run_as_diverged(tmp_path):
 
 def test_loss_spike_is_skipped_without_touching_parameters(tmp_path):
     cfg = compose_cfg([*MLP, "trainer.max_steps=40", "fault=spike", "fault.at=[30]", "fault.scale=1000"])
-    trainer = build_trainer(cfg, tmp_path, torch.device("cpu"), resume_from=None)
+    built = assemble(cfg, tmp_path, torch.device("cpu"), resume_from=None)
+    trainer = built.trainer
     for _ in range(29):  # as `fit` drives it: the guard hears its verdicts at logging steps
         trainer.advance()
-    assert trainer.train_step.skip_on_device  # the default fused AdamW: the skip happens inside step()
-    params = [p.detach().clone() for p in trainer.raw_model.parameters()]
-    moments = [{k: v.clone() for k, v in s.items()} for s in trainer.built.optimizer.state.values()]
+    assert built.train_step.skip_on_device  # the default fused AdamW: the skip happens inside step()
+    params = [p.detach().clone() for p in built.raw_model.parameters()]
+    moments = [{k: v.clone() for k, v in s.items()} for s in built.optimizer.state.values()]
     trainer.update()  # step 30: loss x1000
     trainer.settle()
     assert trainer.state.skipped_steps == 1 and trainer.state.events[-1]["kind"] == "skip_spike"
-    assert all(torch.equal(a, b) for a, b in zip(params, trainer.raw_model.parameters()))
-    for before, after in zip(moments, trainer.built.optimizer.state.values()):  # moments and step counts
+    assert all(torch.equal(a, b) for a, b in zip(params, built.raw_model.parameters()))
+    for before, after in zip(moments, built.optimizer.state.values()):  # moments and step counts
         assert before.keys() == after.keys() and all(torch.equal(v, after[k]) for k, v in before.items())
     trainer.update()  # an ordinary step moves the parameters again
-    assert not all(torch.equal(a, b) for a, b in zip(params, trainer.raw_model.parameters()))
+    assert not all(torch.equal(a, b) for a, b in zip(params, built.raw_model.parameters()))
 
 
 @pytest.mark.parametrize("fused", [True, False])
 def test_fp16_overflow_skips_the_update_and_backs_off_the_scale(tmp_path, fused):
     cfg = compose_cfg([*MLP, "trainer.max_steps=40", "precision=fp16", f"optim.fused={fused}",
                        "fault=nan_grad", "fault.at=[6]"])
-    trainer = build_trainer(cfg, tmp_path, torch.device("cpu"), resume_from=None)
+    built = assemble(cfg, tmp_path, torch.device("cpu"), resume_from=None)
+    trainer = built.trainer
     for _ in range(5):
         trainer.update()
-    params = [p.detach().clone() for p in trainer.raw_model.parameters()]
-    moments = [{k: v.clone() for k, v in s.items()} for s in trainer.built.optimizer.state.values()]
-    scale = trainer.built.precision.scaler.get_scale()
+    params = [p.detach().clone() for p in built.raw_model.parameters()]
+    moments = [{k: v.clone() for k, v in s.items()} for s in built.optimizer.state.values()]
+    scale = built.precision.scaler.get_scale()
     trainer.update()  # step 6: NaN gradients, which fp16 reads as an overflow
     trainer.settle()
     assert trainer.state.overflow_steps == 1 and trainer.state.skipped_steps == 0
-    assert trainer.built.precision.scaler.get_scale() == scale / 2
-    assert all(torch.equal(a, b) for a, b in zip(params, trainer.raw_model.parameters()))
-    for before, after in zip(moments, trainer.built.optimizer.state.values()):
+    assert built.precision.scaler.get_scale() == scale / 2
+    assert all(torch.equal(a, b) for a, b in zip(params, built.raw_model.parameters()))
+    for before, after in zip(moments, built.optimizer.state.values()):
         assert all(torch.equal(v, after[k]) for k, v in before.items())
 
 
@@ -149,13 +151,14 @@ def test_early_stopping_counts_across_resume(tmp_path):
 
 def test_monitors_hook_only_logging_steps(tmp_path):
     cfg = compose_cfg([*MLP, "trainer.max_steps=10", "monitor=full", "monitor.every=5", "model.depth=3"])
-    trainer = build_trainer(cfg, tmp_path, torch.device("cpu"), resume_from=None)
+    built = assemble(cfg, tmp_path, torch.device("cpu"), resume_from=None)
+    trainer = built.trainer
     hooks_seen = []
     for step in range(1, 11):
-        before = sum(len(m._forward_hooks) for m in trainer.raw_model.modules())
+        before = sum(len(m._forward_hooks) for m in built.raw_model.modules())
         trainer.update()
         hooks_seen.append(before)
-        metrics, _ = trainer.train_step.monitor.pop()
+        metrics, _ = built.train_step.monitor.pop()
         if step % 5 == 0:
             assert any(k.startswith("grad_norm/") for k in metrics)
             assert any(k.startswith("update_ratio/") for k in metrics)
@@ -168,11 +171,12 @@ def test_monitors_hook_only_logging_steps(tmp_path):
 
 def test_update_ratio_and_norms_are_what_they_claim(tmp_path):
     cfg = compose_cfg([*MLP, "trainer.max_steps=10", "trainer.log_every=1", "monitor=basic", "monitor.every=1", "optim=sgd", "clip=null"])
-    trainer = build_trainer(cfg, tmp_path, torch.device("cpu"), resume_from=None)
-    name, param = next(iter(trainer.raw_model.named_parameters()))
+    built = assemble(cfg, tmp_path, torch.device("cpu"), resume_from=None)
+    trainer = built.trainer
+    name, param = next(iter(built.raw_model.named_parameters()))
     before = param.detach().clone()
     trainer.update()
-    metrics, _ = trainer.train_step.monitor.pop()
+    metrics, _ = built.train_step.monitor.pop()
     after = param.detach()
     assert metrics[f"update_ratio/{name}"].item() == pytest.approx(((after - before).norm() / after.norm()).item(), rel=1e-4)
     assert metrics[f"param_norm/{name}"].item() == pytest.approx(after.norm().item(), rel=1e-5)

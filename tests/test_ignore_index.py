@@ -9,7 +9,7 @@ import torch
 import torch.nn.functional as F
 
 from conftest import compose_cfg, train
-from harness.build.assembly import build_trainer
+from harness.build.assembly import assemble
 from harness.data.targets import target_shares
 from harness.training.loss import compute_loss, per_sample_loss
 
@@ -49,10 +49,11 @@ def test_micro_batches_are_weighted_by_their_counted_targets_so_accumulation_cha
     params = {}
     for accum in (1, 4):
         cfg = compose_cfg([*PADDED, f"accum={accum}", "trainer.log_every=1", "guard=off", "clip=null"])
-        trainer = build_trainer(cfg, tmp_path / str(accum), torch.device("cpu"), resume_from=None)
+        built = assemble(cfg, tmp_path / str(accum), torch.device("cpu"), resume_from=None)
+        trainer = built.trainer
         for _ in range(10):
             trainer.update()
-        params[accum] = [p.detach().clone() for p in trainer.raw_model.parameters()]
+        params[accum] = [p.detach().clone() for p in built.raw_model.parameters()]
         trainer.close()
     assert max((a - b).abs().max().item() for a, b in zip(params[1], params[4])) <= 1e-5
     shares = target_shares([torch.tensor([[1, -100], [-100, -100]]), torch.tensor([[2, 3], [4, -100]])], -100)

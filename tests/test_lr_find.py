@@ -15,7 +15,7 @@ from harness.modes.lr_find import LRFindConfig, find_lr, sweep_config
 from harness.core.typed_config import read_typed
 from harness.modes.lr_find.driver import driven
 from harness.modes.lr_find.suggest import suggest_lr
-from harness.build.assembly import build_trainer
+from harness.build.assembly import assemble
 
 # one thread per subprocess: spin-waiting OpenMP threads crawl on a busy shared machine
 ONE_THREAD = {"OMP_NUM_THREADS": "1"}
@@ -23,20 +23,19 @@ VECTOR = ["model=mlp", "data=synthetic", "model.width=32", "logger=none"]
 
 
 @pytest.fixture
-def make_trainer(tmp_path):
-    built = []
+def make_run(tmp_path):
+    made = []
 
     def make(overrides: list[str], sweep: bool = False):
         torch.set_num_threads(1)
         cfg = compose_cfg(overrides)
-        trainer = build_trainer(sweep_config(cfg) if sweep else cfg, tmp_path / f"run{len(built)}",
-                                 torch.device("cpu"), None)
-        built.append(trainer)
-        return trainer
+        built = assemble(sweep_config(cfg) if sweep else cfg, tmp_path / f"run{len(made)}", torch.device("cpu"), None)
+        made.append(built)
+        return built
 
     yield make
-    for trainer in built:
-        trainer.tracker.close()
+    for built in made:
+        built.close()
 
 
 # ------------------------------------------------------------------ the suggestion rule
@@ -94,65 +93,66 @@ def test_a_fall_within_the_noise_is_flagged_unreliable():
 
 
 # ------------------------------------------------------------------ the sweep on a real trainer
-def test_sweep_leaves_model_optimizer_and_data_exactly_as_before(make_trainer):
+def test_sweep_leaves_model_optimizer_and_data_exactly_as_before(make_run):
     overrides = [*VECTOR, "model.dropout=0.1", "accum=2", "batch_size=16"]
-    swept, untouched = make_trainer(overrides, sweep=True), make_trainer(overrides, sweep=True)
-    for trainer in (swept, untouched):  # optimizer moments, a scheduler and a data position to preserve
+    swept, untouched = make_run(overrides, sweep=True), make_run(overrides, sweep=True)
+    for built in (swept, untouched):  # optimizer moments, a scheduler and a data position to preserve
         torch.manual_seed(0)  # the two share the global RNG (dropout): give both the same draws
         for _ in range(3):
-            trainer.update()
+            built.trainer.update()
     rng = torch.get_rng_state()
-    optimizer_before = copy.deepcopy(swept.built.optimizer.state_dict())
+    optimizer_before = copy.deepcopy(swept.optimizer.state_dict())
 
     find_lr(swept, LRFindConfig(num_steps=30, max_lr=10.0))
 
     assert all(torch.equal(a, b) for a, b in zip(swept.raw_model.parameters(), untouched.raw_model.parameters()))
-    after = swept.built.optimizer.state_dict()
+    after = swept.optimizer.state_dict()
     assert after["param_groups"] == optimizer_before["param_groups"]
     for key, state in optimizer_before["state"].items():
         assert all(torch.equal(torch.as_tensor(v), torch.as_tensor(after["state"][key][k])) for k, v in state.items())
-    assert swept.state.step == 3 and swept.built.live_lr.scheduler.last_epoch == 3 and torch.equal(torch.get_rng_state(), rng)
-    for trainer in (swept, untouched):  # same dropout draws, next batch and LR: the same update
+    assert swept.trainer.state.step == 3 and swept.live_lr.scheduler.last_epoch == 3
+    assert torch.equal(torch.get_rng_state(), rng)
+    for built in (swept, untouched):  # same dropout draws, next batch and LR: the same update
         torch.set_rng_state(rng)
-        trainer.update()
+        built.trainer.update()
     assert all(torch.equal(a, b) for a, b in zip(swept.raw_model.parameters(), untouched.raw_model.parameters()))
 
 
-def test_recorded_loss_is_the_batch_mean_across_accumulation(make_trainer):
-    trainer = make_trainer([*VECTOR, "accum=4", "batch_size=16"])
-    x, y = trainer.built.train_set.gather(copy.deepcopy(trainer.batches.stream).next_batch())
+def test_recorded_loss_is_the_batch_mean_across_accumulation(make_run):
+    built = make_run([*VECTOR, "accum=4", "batch_size=16"])
+    x, y = built.train_set.gather(copy.deepcopy(built.trainer.batches.stream).next_batch())
     with torch.no_grad():
-        expected = trainer.train_step.loss_fn(trainer.raw_model(x), y).item()
-    with driven(trainer) as driver:
+        expected = built.train_step.loss_fn(built.raw_model(x), y).item()
+    with driven(built) as driver:
         assert driver.step(1e-12) == pytest.approx(expected, rel=1e-5)
 
 
-def test_every_param_group_keeps_its_ratio_to_optim_lr(make_trainer):
-    trainer = make_trainer([*TINY_GPT, "optim=muon", "logger=none"])  # Muon groups at lr, AdamW groups at lr/20
+def test_every_param_group_keeps_its_ratio_to_optim_lr(make_run):
+    built = make_run([*TINY_GPT, "optim=muon", "logger=none"])  # Muon groups at lr, AdamW groups at lr/20
     seen = []
-    trainer.built.optimizer.register_step_pre_hook(lambda opt, *_: seen.append([g["lr"] for g in opt.param_groups]))
-    with driven(trainer) as driver:
+    built.optimizer.register_step_pre_hook(lambda opt, *_: seen.append([g["lr"] for g in opt.param_groups]))
+    with driven(built) as driver:
         driver.step(4e-3)
     assert sorted(set(seen[0])) == pytest.approx([2e-4, 4e-3])
 
 
-def test_sweep_counts_updates_like_training_does(make_trainer):
-    trainer = make_trainer([*VECTOR, "fault=inf_loss", "fault.at=[5]"], sweep=True)  # update 5's loss is +Inf
-    sweep, _ = find_lr(trainer, LRFindConfig(num_steps=30))
+def test_sweep_counts_updates_like_training_does(make_run):
+    built = make_run([*VECTOR, "fault=inf_loss", "fault.at=[5]"], sweep=True)  # update 5's loss is +Inf
+    sweep, _ = find_lr(built, LRFindConfig(num_steps=30))
     assert len(sweep.lrs) == 4 and sweep.stop_reason.startswith("non-finite loss or gradients")
 
 
-def test_sweep_stops_when_the_loss_diverges(make_trainer):
-    trainer = make_trainer([*VECTOR, "optim=sgd", "clip=null"], sweep=True)
-    sweep, suggestion = find_lr(trainer, LRFindConfig(num_steps=60, min_lr=1e-4, max_lr=1e4))
+def test_sweep_stops_when_the_loss_diverges(make_run):
+    built = make_run([*VECTOR, "optim=sgd", "clip=null"], sweep=True)
+    sweep, suggestion = find_lr(built, LRFindConfig(num_steps=60, min_lr=1e-4, max_lr=1e4))
     assert len(sweep.lrs) < 60 and ("diverged" in sweep.stop_reason or "non-finite" in sweep.stop_reason)
     assert suggestion.lr < sweep.lrs[-1] / 10
 
 
-def test_a_sweep_that_breaks_at_once_asks_for_a_lower_min_lr(make_trainer):
-    trainer = make_trainer([*VECTOR, "optim=sgd", "clip=null"], sweep=True)
+def test_a_sweep_that_breaks_at_once_asks_for_a_lower_min_lr(make_run):
+    built = make_run([*VECTOR, "optim=sgd", "clip=null"], sweep=True)
     with pytest.raises(ConfigError) as info:
-        find_lr(trainer, LRFindConfig(num_steps=20, min_lr=1e8, max_lr=1e9))
+        find_lr(built, LRFindConfig(num_steps=20, min_lr=1e8, max_lr=1e9))
     assert info.value.key == "lr_find.min_lr" and "stopped after 1" in str(info.value)
 
 

@@ -7,7 +7,7 @@ from torch import nn
 
 from conftest import compose_cfg
 from harness.training.clipping import clip_gradients, global_grad_norm
-from harness.build.assembly import build_trainer
+from harness.build.assembly import assemble
 
 VECTOR = ["model=mlp", "data=synthetic", "model.width=32", "model.dropout=0.0", "logger=none"]
 
@@ -44,9 +44,9 @@ def test_value_layer_and_adaptive_clipping_bound_what_they_promise():
     assert torch.all(params[0].grad.norm(dim=1) <= 0.01 * w.norm(dim=1) * (1 + 1e-5))
 
 
-def _trainer(overrides, tmp_path):
+def _run(overrides, tmp_path):
     cfg = compose_cfg(VECTOR + ["trainer.max_steps=20", "trainer.log_every=1", "schedule.warmup=2", *overrides])
-    return build_trainer(cfg, tmp_path, torch.device("cpu"), resume_from=None)
+    return assemble(cfg, tmp_path, torch.device("cpu"), resume_from=None)
 
 
 def test_fp16_clipping_sees_unscaled_gradients(tmp_path, monkeypatch):
@@ -64,7 +64,7 @@ def test_fp16_clipping_sees_unscaled_gradients(tmp_path, monkeypatch):
     monkeypatch.setattr(harness.loop.step, "clip_gradients", spy)
     for precision in ("fp32", "fp16"):
         norms = seen[precision] = []
-        _trainer([f"precision={precision}", "clip=0.01"], tmp_path / precision).update()
+        _run([f"precision={precision}", "clip=0.01"], tmp_path / precision).trainer.update()
     (pre32, post32), (pre16, post16) = seen["fp32"], seen["fp16"]
     assert pre16 == pytest.approx(pre32, rel=2e-2)  # fp16 rounding, not the loss scale
     assert pre32 > 0.01
@@ -75,12 +75,13 @@ def test_accumulation_matches_one_big_batch(tmp_path):
     """accum=4 x 16 == accum=1 x 64 after 20 updates; the scheduler moved 20 times, not 80."""
     params, schedulers = {}, {}
     for accum in (1, 4):
-        trainer = _trainer(["batch_size=64", f"accum={accum}", "optim=adamw", "clip=1.0"], tmp_path / str(accum))
+        built = _run(["batch_size=64", f"accum={accum}", "optim=adamw", "clip=1.0"], tmp_path / str(accum))
+        trainer = built.trainer
         torch.set_num_threads(1)
         for _ in range(20):
             trainer.update()
-        params[accum] = [p.detach().clone() for p in trainer.raw_model.parameters()]
-        schedulers[accum] = trainer.built.live_lr.scheduler.last_epoch
+        params[accum] = [p.detach().clone() for p in built.raw_model.parameters()]
+        schedulers[accum] = built.live_lr.scheduler.last_epoch
     diff = max((a - b).abs().max().item() for a, b in zip(params[1], params[4]))
     assert diff <= 1e-5
     assert schedulers[4] == schedulers[1] == 20
@@ -88,7 +89,8 @@ def test_accumulation_matches_one_big_batch(tmp_path):
 
 def test_partial_tail_batch_is_a_weighted_mean(tmp_path):
     """An epoch tail smaller than the batch still averages over its samples."""
-    trainer = _trainer(["batch_size=64", "accum=4", "data.n_train=100"], tmp_path)
+    built = _run(["batch_size=64", "accum=4", "data.n_train=100"], tmp_path)
+    trainer = built.trainer
     trainer.batches.stream.next_batch()  # 64 samples; 36 remain in the epoch
     from harness.data.sampler import split_for_rank
 
@@ -98,6 +100,6 @@ def test_partial_tail_batch_is_a_weighted_mean(tmp_path):
     from harness.data.loader import fetch
     from harness.data.targets import target_shares
 
-    shares = target_shares([fetch(trainer.built.train_set, trainer.built.recipe, m.indices)[1] for m in micro], -100)
+    shares = target_shares([fetch(built.train_set, built.recipe, m.indices)[1] for m in micro], -100)
     assert shares == pytest.approx([len(m.indices) / 36 for m in micro]) and sum(shares) == pytest.approx(1.0)
     assert trainer.batches.stream.epoch == 1 and trainer.batches.stream.offset == 0

@@ -1,6 +1,7 @@
 """The trainer is built once and used through its methods: no mode, script or test swaps its parts
 by assigning to its attributes (what the doctor and the LR finder need, they pass as arguments).
-`trainer.state`, the counters a run records, is the one record callbacks write. The seams are
+`trainer.state`, the counters a run records, is the one record callbacks write; other modules read
+only a narrow set of the Trainer's attributes. The seams are
 declared: the callback base names every hook the loop calls, and every sink subclasses `Sink`."""
 from __future__ import annotations
 
@@ -41,6 +42,44 @@ def test_nothing_sets_attributes_on_a_built_trainer():
     found = {f"{path.relative_to(ROOT)}:{line}: {text}" for path in SOURCES
              for line, text in attribute_writes(ast.parse(path.read_text()))}
     assert found == set()
+
+
+# What other modules may read of a Trainer: what callbacks need (the state they write, where metrics
+# go, the pending device values, the batches' position, the run dir, where it runs, the model a
+# user's callback inspects). The datasets, optimizer, step and config come from the builder's Assembly.
+TRAINER_READ_FROM_OUTSIDE = {"state", "tracker", "window", "batches", "run_dir", "dist", "device", "raw_model"}
+
+
+def _trainer_attributes() -> set[str]:
+    """The data attributes a Trainer sets on itself (`self.x = ...` in its __init__)."""
+    tree = ast.parse((ROOT / "harness" / "loop" / "trainer.py").read_text())
+    init = next(node for node in ast.walk(tree) if isinstance(node, ast.FunctionDef) and node.name == "__init__"
+                and any(isinstance(a, ast.Assign) for a in node.body))
+    return {chain[1] for node in ast.walk(init) if isinstance(node, ast.Assign)
+            for target in node.targets for t in (target.elts if isinstance(target, ast.Tuple) else [target])
+            if len(chain := _chain(t)) == 2 and chain[0] == "self"}
+
+
+def trainer_reads(tree: ast.AST, attributes: set[str]) -> set[str]:
+    """`x.trainer.NAME` / `trainer.NAME` reads of the given attributes."""
+    found = set()
+    for node in ast.walk(tree):
+        chain = _chain(node) if isinstance(node, ast.Attribute) else []
+        for before, name in zip(chain, chain[1:]):
+            if before == "trainer" and name in attributes:
+                found.add(name)
+    return found
+
+
+def test_other_modules_read_only_the_trainers_narrow_surface():
+    attributes = _trainer_attributes()
+    assert {"state", "train_step", "parts", "checkpoints", "callbacks", "config"} <= attributes  # the scan sees __init__
+    assert trainer_reads(ast.parse("built.trainer.parts['m']\ntrainer.state.step\nx.trainers.parts"),
+                         attributes) == {"parts", "state"}
+    outside = [path for path in SOURCES if path != ROOT / "harness" / "loop" / "trainer.py"]
+    read = set().union(*(trainer_reads(ast.parse(path.read_text()), attributes) for path in outside))
+    assert read <= TRAINER_READ_FROM_OUTSIDE, read - TRAINER_READ_FROM_OUTSIDE
+    assert len(TRAINER_READ_FROM_OUTSIDE) <= 8 and TRAINER_READ_FROM_OUTSIDE <= attributes
 
 
 def _called_hooks(tree: ast.AST) -> set[str]:

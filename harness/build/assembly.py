@@ -9,6 +9,7 @@ import os
 import random
 import socket
 from functools import partial
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -63,7 +64,7 @@ from harness.state.sharded_checkpoint import ModelState, OptimizerState, Sharded
 from harness.loop.step import ClipSettings, TrainStep
 from harness.sinks.base import RunInfo
 from harness.sinks.tracking import Tracker, logger_settings
-from harness.loop.trainer import Built, Trainer
+from harness.loop.trainer import Trainer
 from harness.loop.trial import TrialReporter, watch_sweeper
 
 log = logging.getLogger("harness")
@@ -118,9 +119,38 @@ def _run_defining(config: dict[str, Any]) -> dict[str, Any]:
 TRACED_SAMPLES = 2
 
 
-def build_trainer(cfg: DictConfig, run_dir: Path, device: torch.device,
-                  resume_from: tuple[Path, dict[str, Any]] | None, dist: DistInfo = DistInfo(),
-                  console: bool = True) -> Trainer:
+@dataclass(frozen=True)
+class Assembly:
+    """What the builder made: the Trainer, and the parts the loop holds privately or not at all,
+    which the doctor, the LR finder, mode=eval, benchmarks and tests read."""
+
+    trainer: Trainer
+    cfg: DictConfig
+    raw_model: nn.Module  # unwrapped: no DDP, FSDP or torch.compile around it
+    meta: DataMeta
+    device: torch.device
+    dist: DistInfo
+    train_set: Dataset
+    val_set: Dataset
+    test_set: Dataset | None  # built for mode=eval to score; the loop never reads it
+    recipe: BatchRecipe
+    micro_batch: int  # samples per forward on one rank
+    accum: int
+    pick_output: OutputPicker
+    precision: Precision
+    optimizer: torch.optim.Optimizer
+    live_lr: LiveLR  # the one writer of the optimizer's LRs
+    train_step: TrainStep  # one update; its loss_fn is the training loss (label smoothing, z-loss)
+    evaluator: Evaluator  # eval_loss_fn: without label smoothing or z-loss
+    model_state: ModelState  # loads a checkpoint's weights, sharded or whole
+
+    def close(self) -> None:
+        self.trainer.close()
+
+
+def assemble(cfg: DictConfig, run_dir: Path, device: torch.device,
+             resume_from: tuple[Path, dict[str, Any]] | None, dist: DistInfo = DistInfo(),
+             console: bool = True) -> Assembly:
     """Every component from its config group, wired into a Trainer (resumed when asked). Training,
     the doctor and the LR finder all build here; `console=False` keeps the progress line quiet
     (benchmarks)."""
@@ -203,13 +233,15 @@ def build_trainer(cfg: DictConfig, run_dir: Path, device: torch.device,
         return attribute(raw_model, pick_output, xs.to(device), ys.to(device), indices.tolist(), meta.task,
                          meta.ignore_index, meta.loss_function)
 
+    cadence = Cadence(trainer_config(cfg.trainer), dist, device)
     callbacks: list[Any] = [
         GuardWatch(guard, faults, attribute_update, meta.ignore_index),
         MetricsLog(monitor=monitor, precision=precision, clip=clip, batch_size=cfg.batch_size,
                    tokens_per_sample=meta.block_size if meta.task == "lm" else None,
                    peak=peak_flops(device, cfg.precision.name, OmegaConf.select(cfg, "perf.peak_tflops")),
                    flops=closed_form / dist.world_size if closed_form is not None else None, device=device, dist=dist),
-        Evaluation(evaluator), BestCheckpoint(), EarlyStop(EarlyStopping(cfg.early_stop)), Checkpointing()]
+        Evaluation(evaluator), BestCheckpoint(), EarlyStop(EarlyStopping(cfg.early_stop)),
+        Checkpointing(cadence.stop_request)]
     settings = diagnose_settings(cfg.diagnose)
     if settings.live:
         callbacks.append(LiveDiagnosisCallback(settings))
@@ -221,14 +253,14 @@ def build_trainer(cfg: DictConfig, run_dir: Path, device: torch.device,
                        study=reporter.study_name if reporter is not None else None,
                        trial=reporter.number if reporter is not None else None)
         tracker = Tracker(info, logger_settings(cfg.get("logger")), cfg.trainer.max_steps, console)
-    trainer = Trainer(cfg=cfg, train_step=train_step, batches=batches, cadence=Cadence(trainer_config(cfg.trainer), dist, device),
+    model_state = ModelState(raw_model, sharded)
+    trainer = Trainer(config=OmegaConf.to_container(cfg, resolve=True), checkpoints_kept=cfg.trainer.keep_last,
+                      train_step=train_step, batches=batches, cadence=cadence,
                       callbacks=Callbacks([*callbacks, *user_callbacks.values()],
                                           user={id(cb): name for name, cb in user_callbacks.items()}),
-                      parts={"model": ModelState(raw_model, sharded), "optimizer": OptimizerState(raw_model, optimizer, sharded),
+                      parts={"model": model_state, "optimizer": OptimizerState(raw_model, optimizer, sharded),
                              "scheduler": scheduler,
                              "scaler": ScalerState(precision.scaler), "data": batches, "faults": faults, "monitor": monitor},
-                      built=Built(train_set, val_set, recipe, micro_batch, cfg.accum, pick_output, precision, optimizer,
-                                  live_lr, evaluator.loss_fn, splits.test),
                       checkpoints=ShardedCheckpoints(dist) if sharded else FileCheckpoints(dist),
                       meta=meta, raw_model=raw_model, device=device, dist=dist, run_dir=run_dir,
                       tracker=tracker, facts=facts)
@@ -260,7 +292,10 @@ def build_trainer(cfg: DictConfig, run_dir: Path, device: torch.device,
         where.append(f"SLURM job {os.environ['SLURM_JOB_ID']} on {socket.gethostname()}")
     if where:
         log.info("running as %s", ", ".join(where))
-    return trainer
+    return Assembly(trainer=trainer, cfg=cfg, raw_model=raw_model, meta=meta, device=device, dist=dist,
+                    train_set=train_set, val_set=val_set, test_set=splits.test, recipe=recipe, micro_batch=micro_batch,
+                    accum=cfg.accum, pick_output=pick_output, precision=precision, optimizer=optimizer,
+                    live_lr=live_lr, train_step=train_step, evaluator=evaluator, model_state=model_state)
 
 
 def build_evaluator(cfg: DictConfig, *, raw_model: nn.Module, model: nn.Module, pick_output: OutputPicker,

@@ -8,6 +8,7 @@ eval or checkpoint) reads them.
 """
 from __future__ import annotations
 
+import copy
 import logging
 import math
 from dataclasses import asdict, dataclass, field, replace
@@ -15,21 +16,16 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from omegaconf import DictConfig, OmegaConf
 from torch import nn
-from torch.utils.data import Dataset
 
 from harness.state.checkpoint import CheckpointWriter, rng_state, set_rng_state
-from harness.data import BatchRecipe, DataMeta
+from harness.data import DataMeta
 from harness.data.loader import TrainBatches
 from harness.core.distributed import DistInfo, all_gather_objects
 from harness.loop.hooks import Cadence, Callbacks, Stop
 from harness.loop.log_window import LogWindow
-from harness.models.output import OutputPicker
 from harness.training.parallel import class_name
-from harness.training.precision import Precision
-from harness.training.schedule import LiveLR
-from harness.loop.step import BatchSource, LossFn, StepResult, TrainStep
+from harness.loop.step import BatchSource, StepResult, TrainStep
 from harness.sinks.tracking import Tracker, finite_or_none
 
 log = logging.getLogger("harness")
@@ -53,31 +49,21 @@ class TrainState:
     ended: str | None = None  # the status a stop ended the run with, in the checkpoint written at that stop
 
 
-@dataclass(frozen=True)
-class Built:
-    """What the builder made that the loop does not use but the doctor, the LR finder and tests read."""
-
-    train_set: Dataset
-    val_set: Dataset
-    recipe: BatchRecipe
-    micro_batch: int  # samples per forward on one rank
-    accum: int
-    pick_output: OutputPicker
-    precision: Precision
-    optimizer: torch.optim.Optimizer
-    live_lr: LiveLR  # the one writer of the optimizer's LRs
-    eval_loss_fn: LossFn  # without label smoothing or z-loss
-    test_set: Dataset | None = None  # built for mode=eval to score; the loop never reads it
-
-
 class Trainer:
-    def __init__(self, *, cfg: DictConfig, train_step: TrainStep, batches: TrainBatches, cadence: Cadence,
-                 callbacks: Callbacks, parts: dict[str, Any], built: Built, checkpoints: CheckpointWriter,
+    """The loop's state and the parts it uses. What callbacks read of it: `state` (the one record
+    they write), `tracker`, `window`, `batches`, `cadence`, `run_dir`, `dist` and `device`; the rest
+    is the loop's own (tests/test_trainer_seams.py holds that list). Whatever else a mode needs
+    from the build (the datasets, the optimizer, the unwrapped model) comes from the builder's
+    Assembly, not from here."""
+
+    def __init__(self, *, config: dict[str, Any], checkpoints_kept: int, train_step: TrainStep, batches: TrainBatches,
+                 cadence: Cadence, callbacks: Callbacks, parts: dict[str, Any], checkpoints: CheckpointWriter,
                  meta: DataMeta, raw_model: nn.Module,
                  device: torch.device, dist: DistInfo, run_dir: Path, tracker: Tracker | None,
                  facts: dict[str, Any] | None = None) -> None:
-        self.cfg, self.train_step, self.batches, self.cadence, self.callbacks = cfg, train_step, batches, cadence, callbacks
-        self.built, self.checkpoints = built, checkpoints
+        self.config, self.checkpoints_kept = config, checkpoints_kept  # resolved: what a checkpoint records of its run
+        self.train_step, self.batches, self.cadence, self.callbacks = train_step, batches, cadence, callbacks
+        self.checkpoints = checkpoints
         self.parts = parts  # checkpoint entry -> the component that saves and loads it (model, optimizer, ...)
         self.meta, self.raw_model, self.device, self.dist, self.run_dir = meta, raw_model, device, dist, run_dir
         self.tracker = tracker  # rank 0 of a training run; None elsewhere
@@ -142,7 +128,7 @@ class Trainer:
 
     def apply_lr_scale(self) -> None:
         """Base LRs are the optimizer's initial LRs times the rollbacks' factor; the schedule multiplies on top."""
-        self.built.live_lr.rescale(self.state.lr_scale)
+        self.train_step.live_lr.rescale(self.state.lr_scale)
 
     # ------------------------------------------------------------------ state
     def state_dict(self) -> dict[str, Any]:
@@ -154,11 +140,11 @@ class Trainer:
             "trainer": asdict(self.state),
             "window": self.window.state_dict(),
             **self.callbacks.state_dict(),
-            "config": OmegaConf.to_container(self.cfg, resolve=True),
+            "config": copy.deepcopy(self.config),
         }
 
     def load_state_dict(self, ckpt: dict[str, Any]) -> None:
-        configured = [dict(group) for group in self.built.optimizer.param_groups]  # what this run's config asks for
+        configured = [dict(group) for group in self.train_step.optimizer.param_groups]  # what this run's config asks for
         for key, part in self.parts.items():
             part.load_state_dict(ckpt[key])
         self._keep_configured_hyperparameters(configured)
@@ -176,7 +162,7 @@ class Trainer:
         good checkpoint with a lower LR"), weight decay or betas would silently keep the old ones.
         The config's win; the rollbacks' LR factor and the schedule still apply on top."""
         changed: dict[str, tuple[Any, Any]] = {}
-        for group, fresh in zip(self.built.optimizer.param_groups, configured):
+        for group, fresh in zip(self.train_step.optimizer.param_groups, configured):
             for key, value in fresh.items():
                 if key not in ("params", "lr") and _differs(group.get(key), value):
                     changed.setdefault("optim.lr" if key == "initial_lr" else f"optim.{key}", (group.get(key), value))
@@ -189,7 +175,11 @@ class Trainer:
     def save_checkpoint(self) -> None:
         """All ranks build the state (it gathers their RNG states); the writer decides who writes
         (rank 0 a whole file, or every rank its shards)."""
-        self.checkpoints.step(self.state_dict(), self.run_dir, self.state.step, self.cfg.trainer.keep_last)
+        self.checkpoints.step(self.state_dict(), self.run_dir, self.state.step, self.checkpoints_kept)
+
+    def save_best(self) -> None:
+        """checkpoints/best.pt (or best.dcp): the state at the best validation loss so far."""
+        self.checkpoints.best(self.state_dict(), self.run_dir)
 
     def summary(self, status: str) -> dict[str, Any]:
         """What summary.json says of the run so far (run.py adds wall time and the objective)."""

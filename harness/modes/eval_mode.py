@@ -22,8 +22,7 @@ from typing import Any
 import torch
 from omegaconf import DictConfig, open_dict
 
-from harness.build.assembly import build_trainer, eval_batches
-from harness.loop.callbacks.evaluation import Evaluation
+from harness.build.assembly import Assembly, assemble, eval_batches
 from harness.state.checkpoint import (
     atomic_json_dump,
     best_checkpoints,
@@ -35,7 +34,6 @@ from harness.data import check_test_split, loader_settings
 from harness.core.distributed import DistInfo
 from harness.core.errors import ConfigError
 from harness.core.metric_names import VAL_LOSS, flat
-from harness.loop.trainer import Trainer
 
 log = logging.getLogger("harness")
 EVAL_FILE = "eval.json"
@@ -53,12 +51,12 @@ def run_eval(cfg: DictConfig, run_dir: Path, device: torch.device, dist: DistInf
         whole.diagnose = False
     scratch = Path(tempfile.mkdtemp(prefix="harness-eval-"))
     try:
-        trainer = build_trainer(whole, scratch, device, resume_from=None, dist=dist, console=False)
+        built = assemble(whole, scratch, device, resume_from=None, dist=dist, console=False)
         try:
-            trainer.parts["model"].load_state_dict(state["model"])
-            measured = _scores(whole, trainer, device)
+            built.model_state.load_state_dict(state["model"])
+            measured = _scores(whole, built, device)
         finally:
-            trainer.close()
+            built.close()
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
     result: dict[str, Any] = {"checkpoint": str(path), "step": int(state["step"]),
@@ -69,18 +67,18 @@ def run_eval(cfg: DictConfig, run_dir: Path, device: torch.device, dist: DistInf
     return result[flat(VAL_LOSS)]
 
 
-def _scores(cfg: DictConfig, trainer: Trainer, device: torch.device) -> dict[str, Any]:
+def _scores(cfg: DictConfig, built: Assembly, device: torch.device) -> dict[str, Any]:
     """The val metrics and sample count, then the test split's (`test_samples` null without one)."""
-    evaluator = next(cb.evaluator for cb in trainer.callbacks.all if isinstance(cb, Evaluation))
+    evaluator = built.evaluator
     evaluator.train_batches = None  # training samples in eval mode: a training-time check only
     measured = {flat(name): value for name, value in evaluator.evaluate().items()}
     scores: dict[str, Any] = {"val_samples": evaluator.prior["eval_samples"], **measured, "test_samples": None}
-    test_set = trainer.built.test_set
+    test_set = built.test_set
     if test_set is None:
         return scores
-    check_test_split(cfg.data, test_set, trainer.meta)
-    batches, sample = eval_batches(cfg, test_set, trainer.built.recipe, loader_settings(cfg.data, device.type),
-                                   trainer.built.micro_batch, trainer.dist, split="test")
+    check_test_split(cfg.data, test_set, built.meta)
+    batches, sample = eval_batches(cfg, test_set, built.recipe, loader_settings(cfg.data, device.type),
+                                   built.micro_batch, built.dist, split="test")
     try:
         tested = evaluator.test(batches)
     finally:

@@ -10,7 +10,7 @@ from typing import Any
 import torch
 from omegaconf import DictConfig, OmegaConf
 
-from harness.build.assembly import build_trainer
+from harness.build.assembly import assemble
 from harness.modes.attempts import run_attempts
 from harness.state.checkpoint import atomic_json_dump, is_sharded_checkpoint, latest_valid_checkpoint, verified_checkpoint
 from harness.build.config import validate_config
@@ -197,7 +197,7 @@ def _record_failed_write(trainer: Trainer, err: WriteError, wall_time: float, cf
 def _train(cfg: DictConfig, run_dir: Path, device: torch.device, dist: DistInfo,
            resume_from: tuple[Path, dict[str, Any]] | None) -> Any:
     started = time.perf_counter()
-    trainer = build_trainer(cfg, run_dir, device, resume_from, dist)
+    trainer = assemble(cfg, run_dir, device, resume_from, dist).trainer
     try:
         status = trainer.fit()
     except BaseException as err:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from harness.loop.callbacks.base import Callback
-from harness.loop.hooks import Stop, Tick
+from harness.loop.hooks import Stop, StopRequest, Tick
 from harness.loop.step import StepResult
 
 if TYPE_CHECKING:
@@ -15,14 +15,17 @@ if TYPE_CHECKING:
 class Checkpointing(Callback):
     priority = -100  # last: the checkpoint holds what every other callback did at this step
 
+    def __init__(self, stop_request: StopRequest) -> None:
+        self.stop_request = stop_request  # the signals the cadence turns into a preempting tick
+
     def on_fit_start(self, trainer: Trainer) -> None:
-        trainer.cadence.stop_request.install()
+        self.stop_request.install()
 
     def on_step_end(self, trainer: Trainer, tick: Tick, result: StepResult) -> Stop | None:
         if tick.checkpoint:
             trainer.save_checkpoint()
         if tick.preempted:
-            request = trainer.cadence.stop_request
+            request = self.stop_request
             if request.interrupted:
                 trainer.event("interrupted", f"Ctrl-C at step {tick.step}: checkpoint saved, stopping; "
                                              f"resume=auto continues from it")

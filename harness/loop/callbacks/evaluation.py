@@ -48,7 +48,7 @@ class BestCheckpoint(Callback):
         state = trainer.state
         if tick.eval and math.isfinite(state.last_val_loss) and state.last_val_loss < state.best_val_loss:
             state.best_val_loss = state.last_val_loss
-            trainer.checkpoints.best(trainer.state_dict(), trainer.run_dir)
+            trainer.save_best()
 
 
 class EarlyStop(Callback):

@@ -10,7 +10,7 @@ from pathlib import Path
 import torch
 from omegaconf import DictConfig
 
-from harness.build.assembly import build_trainer
+from harness.build.assembly import Assembly, assemble
 from harness.modes.doctor.config import DoctorConfig
 from harness.modes.doctor.data_checks import check_inputs, check_labels
 from harness.modes.doctor.gradcheck import check_gradients
@@ -18,12 +18,11 @@ from harness.modes.doctor.model_checks import check_gradient_flow, check_initial
 from harness.modes.doctor.report import headline, print_table, write
 from harness.modes.doctor.result import CheckResult, Outcome, Status
 from harness.modes.doctor.schedule_check import check_schedule
-from harness.loop.trainer import Trainer
 from harness.core.typed_config import read_typed
 
-__all__ = ["CheckResult", "DoctorConfig", "Outcome", "Status", "diagnose_trainer", "run_doctor"]
+__all__ = ["CheckResult", "DoctorConfig", "Outcome", "Status", "diagnose", "run_doctor"]
 log = logging.getLogger("harness")
-Check = Callable[[Trainer], Outcome]
+Check = Callable[[Assembly], Outcome]
 
 
 def checks(settings: DoctorConfig) -> list[tuple[str, Check]]:
@@ -39,29 +38,29 @@ def checks(settings: DoctorConfig) -> list[tuple[str, Check]]:
     ]
 
 
-def _run_check(name: str, check: Check, trainer: Trainer) -> CheckResult:
+def _run_check(name: str, check: Check, built: Assembly) -> CheckResult:
     """A check that crashes is a failure of the configuration, reported like the others."""
     try:
-        return CheckResult(name, check(trainer))
+        return CheckResult(name, check(built))
     except Exception as err:  # noqa: BLE001 - whatever the model or data raise, the user needs the row
         log.warning("doctor: check %r raised", name, exc_info=True)
         return CheckResult(name, Outcome(Status.FAIL, f"raised {type(err).__name__}: {err}",
                                          "the traceback is in the log above (and train.log)"))
 
 
-def diagnose_trainer(trainer: Trainer, settings: DoctorConfig) -> list[CheckResult]:
-    """Every check on this trainer; the trainer's state is the same afterwards."""
-    return [_run_check(name, check, trainer) for name, check in checks(settings)]
+def diagnose(built: Assembly, settings: DoctorConfig) -> list[CheckResult]:
+    """Every check on this run; its trainer's state is the same afterwards."""
+    return [_run_check(name, check, built) for name, check in checks(settings)]
 
 
 def run_doctor(cfg: DictConfig, run_dir: Path, device: torch.device) -> int:
     """mode=doctor: prints the table, writes RUN_DIR/doctor.md and doctor.json; returns the number of failures."""
     settings = read_typed(cfg.get("doctor"), DoctorConfig, "doctor")
-    trainer = build_trainer(cfg, run_dir, device, resume_from=None)
+    built = assemble(cfg, run_dir, device, resume_from=None)
     try:
-        results = diagnose_trainer(trainer, settings)
+        results = diagnose(built, settings)
     finally:
-        trainer.close()
+        built.close()
     print_table(results)
     write(results, run_dir)
     log.info("%s (%s)", headline(results), run_dir / "doctor.md")

@@ -6,7 +6,7 @@ import torch
 from harness.data import DataMeta
 from harness.modes.doctor.result import Outcome, Status
 from harness.modes.doctor.sampling import read, sample_indices
-from harness.loop.trainer import Trainer
+from harness.build.assembly import Assembly
 
 SAMPLES_PER_SPLIT = 2048  # enough to see any realistic label set vary; a single cheap gather
 
@@ -19,13 +19,13 @@ def num_classes(meta: DataMeta) -> int | None:
 Samples = dict[str, tuple[torch.Tensor, torch.Tensor]]  # split -> (inputs, targets)
 
 
-def _samples(trainer: Trainer) -> Samples:
-    return {split: read(trainer, data, sample_indices(data, SAMPLES_PER_SPLIT))
-            for split, data in (("train", trainer.built.train_set), ("val", trainer.built.val_set))}
+def _samples(built: Assembly) -> Samples:
+    return {split: read(built, data, sample_indices(data, SAMPLES_PER_SPLIT))
+            for split, data in (("train", built.train_set), ("val", built.val_set))}
 
 
-def check_labels(trainer: Trainer) -> Outcome:
-    return judge_labels(_samples(trainer), trainer.meta)
+def check_labels(built: Assembly) -> Outcome:
+    return judge_labels(_samples(built), built.meta)
 
 
 def judge_labels(samples: Samples, meta: DataMeta) -> Outcome:
@@ -70,8 +70,8 @@ def _regression_targets(samples: Samples) -> Outcome:
     return Outcome(Status.PASS, "; ".join(seen))
 
 
-def check_inputs(trainer: Trainer) -> Outcome:
-    return judge_inputs(_samples(trainer), trainer.meta.vocab_size)
+def check_inputs(built: Assembly) -> Outcome:
+    return judge_inputs(_samples(built), built.meta.vocab_size)
 
 
 def judge_inputs(samples: Samples, vocab: int | None) -> Outcome:

@@ -21,7 +21,7 @@ from harness.modes.doctor.result import Outcome, Status
 from harness.modes.doctor.sampling import read, sample_indices
 from harness.models import build_model
 from harness.models.init import apply_init
-from harness.loop.trainer import Trainer
+from harness.build.assembly import Assembly
 from harness.training.loss import REGRESSION_LOSSES
 
 SHRINK = {"n_layer": 2, "n_head": 2, "n_embd": 16, "depth": 2, "width": 16}  # upper bounds per size key
@@ -36,11 +36,11 @@ MAX_TENSORS = 32  # evenly spaced over the model when it has more
 MAX_COPY_PARAMS = 50_000_000  # a float64 copy of a larger model costs more memory than a pre-flight check should
 
 
-def tiny_model(trainer: Trainer) -> nn.Module:
+def tiny_model(built: Assembly) -> nn.Module:
     """A float64 CPU model of the configured kind: rebuilt smaller when it has a typed Config, else copied."""
-    cfg, meta = trainer.cfg, trainer.meta
-    if not _rebuildable(trainer):
-        return copy.deepcopy(trainer.raw_model).to("cpu", torch.float64).train()
+    cfg, meta = built.cfg, built.meta
+    if not _rebuildable(built):
+        return copy.deepcopy(built.raw_model).to("cpu", torch.float64).train()
     small = {k: min(cfg.model[k], bound) for k, bound in SHRINK.items() if k in cfg.model}
     if meta.block_size is not None:
         meta = dataclasses.replace(meta, block_size=min(meta.block_size, TINY_BLOCK))
@@ -51,9 +51,9 @@ def tiny_model(trainer: Trainer) -> nn.Module:
     return model.to("cpu", torch.float64).train()
 
 
-def _rebuildable(trainer: Trainer) -> bool:
+def _rebuildable(built: Assembly) -> bool:
     """Our models carry a typed Config whose size keys can be shrunk; others are opaque."""
-    return hasattr(locate("model._target_", trainer.cfg.model._target_), "Config")
+    return hasattr(locate("model._target_", built.cfg.model._target_), "Config")
 
 
 def _loss64(output: torch.Tensor, target: torch.Tensor, task: str, function: str | None = None) -> torch.Tensor:
@@ -63,9 +63,9 @@ def _loss64(output: torch.Tensor, target: torch.Tensor, task: str, function: str
     return F.cross_entropy(output.reshape(-1, output.size(-1)), target.reshape(-1))
 
 
-def _tiny_batch(trainer: Trainer) -> tuple[torch.Tensor, torch.Tensor]:
-    x, y = read(trainer, trainer.built.train_set, sample_indices(trainer.built.train_set, TINY_SAMPLES))
-    if trainer.meta.task == "lm":
+def _tiny_batch(built: Assembly) -> tuple[torch.Tensor, torch.Tensor]:
+    x, y = read(built, built.train_set, sample_indices(built.train_set, TINY_SAMPLES))
+    if built.meta.task == "lm":
         x, y = x[:, :TINY_BLOCK], y[:, :TINY_BLOCK]
     return (x.double() if x.is_floating_point() else x), y
 
@@ -82,16 +82,16 @@ def _derivatives(p: nn.Parameter, direction: torch.Tensor, loss: Callable[[], to
     return analytic, (up - down) / (2 * EPS)
 
 
-def check_gradients(trainer: Trainer) -> Outcome:
-    n_params = sum(p.numel() for p in trainer.raw_model.parameters())
-    if not _rebuildable(trainer) and n_params > MAX_COPY_PARAMS:
+def check_gradients(built: Assembly) -> Outcome:
+    n_params = sum(p.numel() for p in built.raw_model.parameters())
+    if not _rebuildable(built) and n_params > MAX_COPY_PARAMS:
         return Outcome(Status.SKIP, f"{n_params / 1e6:.0f}M parameters: too large for a float64 copy")
-    model, (x, y) = tiny_model(trainer), _tiny_batch(trainer)
+    model, (x, y) = tiny_model(built), _tiny_batch(built)
 
     def loss() -> torch.Tensor:
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(0)  # the same dropout mask in every evaluation
-            return _loss64(trainer.built.pick_output(model(x)), y, trainer.meta.task, trainer.meta.loss_function)
+            return _loss64(built.pick_output(model(x)), y, built.meta.task, built.meta.loss_function)
 
     loss().backward()
     named = [(n, p) for n, p in model.named_parameters() if p.requires_grad and p.grad is not None]

@@ -9,7 +9,7 @@ from harness.modes.doctor.data_checks import num_classes
 from harness.modes.doctor.result import Outcome, Status
 from harness.modes.doctor.sampling import batches, sample_indices
 from harness.modes.lr_find.driver import driven
-from harness.loop.trainer import Trainer
+from harness.build.assembly import Assembly
 
 # Logits drawn i.i.d. N(0, s^2) cost ln K + s^2/2 nats on average. Above ln K + 1 the untrained
 # model is confidently wrong (logit std > 1.4) and its first updates only undo the init.
@@ -26,25 +26,25 @@ NAMES_SHOWN = 8  # keeps the table readable; the rest are counted
 
 
 @torch.no_grad()
-def clean_loss(trainer: Trainer, indices: torch.Tensor) -> float:
+def clean_loss(built: Assembly, indices: torch.Tensor) -> float:
     """Mean loss without dropout, label smoothing or z-loss: the number to compare with ln K and 0."""
-    model = trainer.raw_model
+    model = built.raw_model
     model.eval()
     total = 0.0
-    for x, y in batches(trainer, indices):
-        with trainer.built.precision.autocast():
-            total += trainer.built.eval_loss_fn(trainer.built.pick_output(model(x)), y).item() * len(x)
+    for x, y in batches(built, indices):
+        with built.precision.autocast():
+            total += built.evaluator.loss_fn(built.pick_output(model(x)), y).item() * len(x)
     model.train()
     return total / len(indices)
 
 
-def check_initial_loss(trainer: Trainer) -> Outcome:
-    loss = clean_loss(trainer, sample_indices(trainer.built.train_set, INITIAL_LOSS_SAMPLES))
-    chance = trainer.meta.chance_loss
+def check_initial_loss(built: Assembly) -> Outcome:
+    loss = clean_loss(built, sample_indices(built.train_set, INITIAL_LOSS_SAMPLES))
+    chance = built.meta.chance_loss
     if chance is None:
         return Outcome(Status.SKIP, f"regression (no ln K reference); initial "
-                                    f"{(trainer.meta.loss_function or 'mse').upper()} {loss:.4g}")
-    measured = f"{loss:.3f} vs ln({num_classes(trainer.meta)}) = {chance:.3f} ({loss - chance:+.3f})"
+                                    f"{(built.meta.loss_function or 'mse').upper()} {loss:.4g}")
+    measured = f"{loss:.3f} vs ln({num_classes(built.meta)}) = {chance:.3f} ({loss - chance:+.3f})"
     if loss > chance + INITIAL_LOSS_EXCESS:
         return Outcome(Status.FAIL, measured,
                        "the untrained model is confidently wrong: scale down the output layer's init "
@@ -57,12 +57,12 @@ def check_initial_loss(trainer: Trainer) -> Outcome:
     return Outcome(Status.PASS, measured)
 
 
-def check_gradient_flow(trainer: Trainer) -> Outcome:
+def check_gradient_flow(built: Assembly) -> Outcome:
     """One backward pass in float32: every trainable parameter must get a finite, non-zero gradient."""
-    model = trainer.raw_model
+    model = built.raw_model
     model.zero_grad(set_to_none=True)
-    x, y = next(batches(trainer, sample_indices(trainer.built.train_set, trainer.built.micro_batch)))
-    trainer.train_step.loss_fn(trainer.built.pick_output(model(x)), y).backward()
+    x, y = next(batches(built, sample_indices(built.train_set, built.micro_batch)))
+    built.train_step.loss_fn(built.pick_output(model(x)), y).backward()
     named = [(n, p) for n, p in model.named_parameters() if p.requires_grad]
     missing = [n for n, p in named if p.grad is None]
     zero = [n for n, p in named if p.grad is not None and not p.grad.any()]
@@ -86,20 +86,20 @@ def _names(names: list[str]) -> str:
     return shown + (f" (+{len(names) - NAMES_SHOWN} more)" if len(names) > NAMES_SHOWN else "")
 
 
-def check_overfit(trainer: Trainer, settings: DoctorConfig) -> Outcome:
-    """The real training step, at the configured peak LR, memorises a tiny batch; the trainer is restored after."""
-    indices = sample_indices(trainer.built.train_set, settings.overfit_samples)
-    initial = clean_loss(trainer, indices)
+def check_overfit(built: Assembly, settings: DoctorConfig) -> Outcome:
+    """The real training step, at the configured peak LR, memorises a tiny batch; the run is restored after."""
+    indices = sample_indices(built.train_set, settings.overfit_samples)
+    initial = clean_loss(built, indices)
     target = OVERFIT_RATIO * initial
     loss, steps = initial, 0
-    fixed = FixedBatches(trainer.built.train_set, trainer.built.recipe, indices, trainer.dist.rank, trainer.dist.world_size,
-                         trainer.built.accum)
-    with driven(trainer, fixed) as driver:
+    fixed = FixedBatches(built.train_set, built.recipe, indices, built.dist.rank, built.dist.world_size,
+                         built.accum)
+    with driven(built, fixed) as driver:
         while steps < settings.overfit_steps and loss > target:
             driver.step(driver.reference_lr)
             steps += 1
             if steps % OVERFIT_CHECK_EVERY == 0 or steps == settings.overfit_steps:
-                loss = clean_loss(trainer, indices)
+                loss = clean_loss(built, indices)
     measured = f"{initial:.3f} -> {loss:.3g} in {steps} updates (target <= {target:.3g})"
     if loss <= target:
         return Outcome(Status.PASS, measured)

@@ -8,20 +8,20 @@ from torch.utils.data import Dataset
 
 from harness.data.checks import spread_indices
 from harness.data.loader import fetch
-from harness.loop.trainer import Trainer
+from harness.build.assembly import Assembly
 
 
 def sample_indices(dataset: Dataset, count: int) -> torch.Tensor:
     return spread_indices(len(dataset), count)
 
 
-def read(trainer: Trainer, dataset: Dataset, indices: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+def read(built: Assembly, dataset: Dataset, indices: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """The samples at `indices`, collated as training would collate them (on the CPU)."""
-    return fetch(dataset, trainer.built.recipe, indices)
+    return fetch(dataset, built.recipe, indices)
 
 
-def batches(trainer: Trainer, indices: torch.Tensor) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
-    """Training samples in micro-batches, on the trainer's device."""
-    for chunk in indices.split(trainer.built.micro_batch):
-        x, y = read(trainer, trainer.built.train_set, chunk)
-        yield x.to(trainer.device), y.to(trainer.device)
+def batches(built: Assembly, indices: torch.Tensor) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
+    """Training samples in micro-batches, on the run's device."""
+    for chunk in indices.split(built.micro_batch):
+        x, y = read(built, built.train_set, chunk)
+        yield x.to(built.device), y.to(built.device)

@@ -6,7 +6,7 @@ from torch.optim.lr_scheduler import LRScheduler
 
 from harness.modes.doctor.result import Outcome, Status
 from harness.training.schedule import warmup_steps
-from harness.loop.trainer import Trainer
+from harness.build.assembly import Assembly
 
 # Warmup longer than this share of the run spends it below the chosen LR; common recipes use 1-10%.
 WARMUP_WARN_FRACTION = 0.2
@@ -14,8 +14,8 @@ RATIO_TOL = 1e-6  # float slack when comparing the last step's LR factor with mi
 PEAK_PROBES = 1000  # steps sampled to find the schedule's peak without walking a million-step run
 
 
-def check_schedule(trainer: Trainer) -> Outcome:
-    return judge_schedule(trainer.built.live_lr.scheduler, trainer.cfg.schedule, int(trainer.cfg.trainer.max_steps))
+def check_schedule(built: Assembly) -> Outcome:
+    return judge_schedule(built.live_lr.scheduler, built.cfg.schedule, int(built.cfg.trainer.max_steps))
 
 
 def judge_schedule(scheduler: LRScheduler, cfg: DictConfig, max_steps: int) -> Outcome:

@@ -8,13 +8,12 @@ from pathlib import Path
 import torch
 from omegaconf import DictConfig, OmegaConf
 
-from harness.build.assembly import build_trainer
+from harness.build.assembly import Assembly, assemble
 from harness.core.errors import ConfigError
 from harness.modes.lr_find.config import LRFindConfig
 from harness.modes.lr_find.report import as_json, plot, summary_line, write_json
 from harness.modes.lr_find.suggest import Suggestion, suggest_lr
 from harness.modes.lr_find.sweep import Sweep, range_test
-from harness.loop.trainer import Trainer
 from harness.core.typed_config import read_typed
 
 __all__ = ["LRFindConfig", "Suggestion", "Sweep", "find_lr", "run_lr_find"]
@@ -28,9 +27,9 @@ def sweep_config(cfg: DictConfig) -> DictConfig:
     return cfg
 
 
-def find_lr(trainer: Trainer, settings: LRFindConfig) -> tuple[Sweep, Suggestion]:
-    """Sweep on this trainer (its state is restored afterwards) and suggest an LR."""
-    sweep = range_test(trainer, settings)
+def find_lr(built: Assembly, settings: LRFindConfig) -> tuple[Sweep, Suggestion]:
+    """Sweep on this run (its state is restored afterwards) and suggest an LR."""
+    sweep = range_test(built, settings)
     if len(sweep.lrs) < 2:
         raise ConfigError("lr_find.min_lr", settings.min_lr,
                           f"an LR low enough for the first updates to train (the sweep stopped after "
@@ -41,11 +40,11 @@ def find_lr(trainer: Trainer, settings: LRFindConfig) -> tuple[Sweep, Suggestion
 def run_lr_find(cfg: DictConfig, run_dir: Path, device: torch.device) -> float:
     """mode=lr_find: writes RUN_DIR/lr_find.json and lr_find.png; returns the suggested LR."""
     settings = read_typed(cfg.get("lr_find"), LRFindConfig, "lr_find")
-    trainer = build_trainer(sweep_config(cfg), run_dir, device, resume_from=None)
+    built = assemble(sweep_config(cfg), run_dir, device, resume_from=None)
     try:
-        sweep, suggestion = find_lr(trainer, settings)
+        sweep, suggestion = find_lr(built, settings)
     finally:
-        trainer.close()
+        built.close()
     write_json(as_json(sweep, suggestion, settings), run_dir / "lr_find.json")
     plot(sweep, suggestion, run_dir / "lr_find.png")
     log.info(summary_line(suggestion, sweep))

@@ -10,23 +10,24 @@ import contextlib
 import math
 from collections.abc import Iterator
 
-from harness.training.rollback_point import host_copy
+from harness.build.assembly import Assembly
 from harness.loop.step import BatchSource
-from harness.loop.trainer import Trainer
+from harness.training.rollback_point import host_copy
+
 
 class StepDriver:
-    """Real optimizer updates at a chosen `optim.lr`; get one from `driven(trainer)`."""
+    """Real optimizer updates at a chosen `optim.lr`; get one from `driven(built)`."""
 
-    def __init__(self, trainer: Trainer, batches: BatchSource | None) -> None:
-        self.trainer, self.batches = trainer, batches
-        self.reference_lr = reference_lr(trainer)
+    def __init__(self, built: Assembly, batches: BatchSource | None) -> None:
+        self.built, self.trainer, self.batches = built, built.trainer, batches
+        self.reference_lr = reference_lr(built)
         # each param group keeps its ratio to `optim.lr` (e.g. Muon's AdamW groups at lr/20)
-        self.ratios = [base / self.reference_lr for base in trainer.built.live_lr.base_lrs]
+        self.ratios = [base / self.reference_lr for base in built.live_lr.base_lrs]
 
     def step(self, lr: float) -> float:
         """One `train_step` with `optim.lr` = lr; returns that update's training loss, or NaN when
         the guard skipped the update for a non-finite loss or gradient."""
-        self.trainer.built.live_lr.fix([lr * ratio for ratio in self.ratios])
+        self.built.live_lr.fix([lr * ratio for ratio in self.ratios])
         skipped = self.trainer.state.skipped_steps
         result = self.trainer.update(self.batches)  # it advances the schedule, which resets the LR; the next call fixes it again
         self.trainer.settle()
@@ -34,20 +35,20 @@ class StepDriver:
         return math.nan if self.trainer.state.skipped_steps > skipped else loss
 
 
-def reference_lr(trainer: Trainer) -> float:
+def reference_lr(built: Assembly) -> float:
     """The LR that `optim.lr` names, which a suggestion is expressed in."""
-    lr = trainer.cfg.optim.get("lr")
-    return float(lr) if lr is not None else float(trainer.built.live_lr.base_lrs[0])
+    lr = built.cfg.optim.get("lr")
+    return float(lr) if lr is not None else float(built.live_lr.base_lrs[0])
 
 
 @contextlib.contextmanager
-def driven(trainer: Trainer, batches: BatchSource | None = None) -> Iterator[StepDriver]:
+def driven(built: Assembly, batches: BatchSource | None = None) -> Iterator[StepDriver]:
     """A StepDriver that trains on `batches` (the run's own when None); on exit the model,
     optimizer, scheduler, scaler, RNG, data position and counters are exactly what they were
     on entry."""
-    snapshot = host_copy(trainer.state_dict())
+    snapshot = host_copy(built.trainer.state_dict())
     try:
-        yield StepDriver(trainer, batches)
+        yield StepDriver(built, batches)
     finally:
-        trainer.built.optimizer.zero_grad(set_to_none=True)
-        trainer.load_state_dict(snapshot)
+        built.optimizer.zero_grad(set_to_none=True)
+        built.trainer.load_state_dict(snapshot)

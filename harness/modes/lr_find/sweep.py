@@ -8,7 +8,7 @@ import numpy as np
 
 from harness.modes.lr_find.config import LRFindConfig
 from harness.modes.lr_find.driver import driven
-from harness.loop.trainer import Trainer
+from harness.build.assembly import Assembly
 
 
 @dataclass
@@ -26,12 +26,12 @@ def lr_grid(settings: LRFindConfig) -> np.ndarray:
     return np.geomspace(settings.min_lr, settings.max_lr, settings.num_steps)
 
 
-def range_test(trainer: Trainer, settings: LRFindConfig) -> Sweep:
-    """Sweep the LR; the trainer's state is restored afterwards (see `driven`)."""
+def range_test(built: Assembly, settings: LRFindConfig) -> Sweep:
+    """Sweep the LR; the run's state is restored afterwards (see `driven`)."""
     lrs, losses, smoothed = [], [], []
     average, best = 0.0, math.inf
     reason = f"reached max_lr={settings.max_lr:g} without diverging"
-    with driven(trainer) as driver:
+    with driven(built) as driver:
         for i, lr in enumerate(lr_grid(settings)):
             loss = driver.step(float(lr))
             if not math.isfinite(loss):
