@@ -26,6 +26,7 @@ import torch
 from hydra import compose, initialize_config_dir  # noqa: E402
 
 from harness.build.assembly import Assembly, assemble  # noqa: E402
+from harness.build.config import validate_config  # noqa: E402
 
 CONF = Path(__file__).resolve().parent.parent / "conf"
 WORKLOADS = {
@@ -49,7 +50,7 @@ VARIANTS = {
 def make_run(overrides: list[str], tmp: Path) -> Assembly:
     with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
         cfg = compose(config_name="train", overrides=[*overrides, "logger=none", "diagnose=false"])
-    return assemble(cfg, tmp, torch.device("cpu"), resume_from=None, console=False)  # the console stays out of the timing
+    return assemble(validate_config(cfg), tmp, torch.device("cpu"), resume_from=None, console=False)  # the console stays out of the timing
 
 
 def harness_step(trainer) -> None:

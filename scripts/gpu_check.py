@@ -99,7 +99,8 @@ def make_run(work: Workload, precision: str, compiled: bool, device: str, run_di
                  "diagnose=false"]
     with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
         cfg = compose(config_name="train", overrides=overrides)
-    return assemble(cfg, run_dir, validate_config(cfg), resume_from=None, console=False)  # the console stays out of the timing
+    config = validate_config(cfg)
+    return assemble(config, run_dir, config.device, resume_from=None, console=False)  # the console stays out of the timing
 
 
 class BareLoop:
@@ -219,7 +220,7 @@ def check(name: str, precision: str, compiled: bool, parallel: str, device: torc
         for _ in range(args.warmup):
             trainer.advance()
         peak_memory = torch.cuda.max_memory_allocated(device) if device.type == "cuda" else None
-        bare = BareLoop(bare_model.to(device), built.cfg, built.train_set, device)
+        bare = BareLoop(bare_model.to(device), built.config.raw, built.train_set, device)
         for _ in range(args.warmup):
             bare.step()
         times = median_step_seconds({"harness": lambda: trainer.advance(), "bare": bare.step},

@@ -106,10 +106,11 @@ def test_building_a_run_starts_no_thread(tmp_path):
     from conftest import TINY_GPT, compose_cfg
 
     from harness.build.assembly import assemble
+    from harness.build.config import validate_config
 
     before = {t.ident for t in threading.enumerate()}
     cfg = compose_cfg([*TINY_GPT, "debug=smoke", "logger=none", "diagnose=false"])
-    built = assemble(cfg, tmp_path / "run", torch.device("cpu"), None)
+    built = assemble(validate_config(cfg), tmp_path / "run", torch.device("cpu"), None)
     trainer = built.trainer
     try:
         trainer.advance()

@@ -14,6 +14,7 @@ from harness.modes.doctor.gradcheck import check_gradients
 from harness.modes.doctor.model_checks import check_gradient_flow, check_initial_loss, check_overfit
 from harness.modes.doctor.schedule_check import check_schedule, judge_schedule
 from harness.build.assembly import assemble
+from harness.build.config import validate_config
 
 # one thread per subprocess: spin-waiting OpenMP threads crawl on a busy shared machine
 ONE_THREAD = {"OMP_NUM_THREADS": "1"}
@@ -30,7 +31,7 @@ def make_run(tmp_path):
 
     def make(overrides: list[str]):
         torch.set_num_threads(1)
-        built = assemble(compose_cfg(overrides), tmp_path / f"run{len(made)}", torch.device("cpu"), None)
+        built = assemble(validate_config(compose_cfg(overrides)), tmp_path / f"run{len(made)}", torch.device("cpu"), None)
         made.append(built)
         return built
 
@@ -142,10 +143,10 @@ def test_schedule_passes_as_built_and_catches_a_mismatched_length(make_run):
     assert check_schedule(built).status is Status.PASS
     # a hand-written cosine over 500 steps in a 1000-step run: the last half runs at the floor
     short = LambdaLR(built.optimizer, lambda s: max(0.1, 1 - s / 500))
-    result = judge_schedule(short, built.cfg.schedule, 1000)
+    result = judge_schedule(short, built.config.raw.schedule, 1000)
     assert result.status is Status.FAIL and "floor before the last step" in result.fix
     from_zero = LambdaLR(built.optimizer, lambda s: min(1.0, s / 50))  # the first update gets LR 0
-    assert "LR 0" in judge_schedule(from_zero, built.cfg.schedule, 1000).fix
+    assert "LR 0" in judge_schedule(from_zero, built.config.raw.schedule, 1000).fix
 
 
 def test_schedule_warns_about_a_long_warmup(make_run):

@@ -6,13 +6,13 @@ import statistics
 
 import pytest
 import torch
-from omegaconf import OmegaConf
 
 from conftest import compose_cfg, train
 from harness.state.checkpoint import load_checkpoint, step_checkpoints
 from harness.build.assembly import assemble
+from harness.build.config import validate_config
 from harness.core.distributed import DistInfo
-from harness.training.guard import Guard, Verdict
+from harness.training.guard import Guard, GuardConfig, Verdict
 from harness.sinks.tracking import read_metrics
 
 pytestmark = pytest.mark.trajectory  # follows unstable runs: checked under other kernels too (docs/testing.md)
@@ -65,7 +65,7 @@ def test_faults_that_never_stop_end_the_run_as_diverged(tmp_path):
 
 def test_loss_spike_is_skipped_without_touching_parameters(tmp_path):
     cfg = compose_cfg([*MLP, "trainer.max_steps=40", "fault=spike", "fault.at=[30]", "fault.scale=1000"])
-    built = assemble(cfg, tmp_path, torch.device("cpu"), resume_from=None)
+    built = assemble(validate_config(cfg), tmp_path, torch.device("cpu"), resume_from=None)
     trainer = built.trainer
     for _ in range(29):  # as `fit` drives it: the guard hears its verdicts at logging steps
         trainer.advance()
@@ -86,7 +86,7 @@ def test_loss_spike_is_skipped_without_touching_parameters(tmp_path):
 def test_fp16_overflow_skips_the_update_and_backs_off_the_scale(tmp_path, fused):
     cfg = compose_cfg([*MLP, "trainer.max_steps=40", "precision=fp16", f"optim.fused={fused}",
                        "fault=nan_grad", "fault.at=[6]"])
-    built = assemble(cfg, tmp_path, torch.device("cpu"), resume_from=None)
+    built = assemble(validate_config(cfg), tmp_path, torch.device("cpu"), resume_from=None)
     trainer = built.trainer
     for _ in range(5):
         trainer.update()
@@ -103,7 +103,7 @@ def test_fp16_overflow_skips_the_update_and_backs_off_the_scale(tmp_path, fused)
 
 
 def _guard(window: int = 8) -> Guard:
-    return Guard(OmegaConf.create({"spike_window": window, "spike_min_history": 4}), DistInfo(), torch.device("cpu"))
+    return Guard(GuardConfig(spike_window=window, spike_min_history=4), DistInfo(), torch.device("cpu"))
 
 
 def test_guard_judges_on_the_device_against_the_losses_it_was_told():
@@ -151,7 +151,7 @@ def test_early_stopping_counts_across_resume(tmp_path):
 
 def test_monitors_hook_only_logging_steps(tmp_path):
     cfg = compose_cfg([*MLP, "trainer.max_steps=10", "monitor=full", "monitor.every=5", "model.depth=3"])
-    built = assemble(cfg, tmp_path, torch.device("cpu"), resume_from=None)
+    built = assemble(validate_config(cfg), tmp_path, torch.device("cpu"), resume_from=None)
     trainer = built.trainer
     hooks_seen = []
     for step in range(1, 11):
@@ -171,7 +171,7 @@ def test_monitors_hook_only_logging_steps(tmp_path):
 
 def test_update_ratio_and_norms_are_what_they_claim(tmp_path):
     cfg = compose_cfg([*MLP, "trainer.max_steps=10", "trainer.log_every=1", "monitor=basic", "monitor.every=1", "optim=sgd", "clip=null"])
-    built = assemble(cfg, tmp_path, torch.device("cpu"), resume_from=None)
+    built = assemble(validate_config(cfg), tmp_path, torch.device("cpu"), resume_from=None)
     trainer = built.trainer
     name, param = next(iter(built.raw_model.named_parameters()))
     before = param.detach().clone()
@@ -184,11 +184,9 @@ def test_update_ratio_and_norms_are_what_they_claim(tmp_path):
 
 
 def test_monitor_cadence_is_stateless_and_bounded():
-    from omegaconf import OmegaConf
+    from harness.training.monitor import Monitor, MonitorConfig
 
-    from harness.training.monitor import Monitor
-
-    monitor = Monitor(OmegaConf.create({"level": "basic", "every": 100}), torch.nn.Linear(2, 2))
+    monitor = Monitor(MonitorConfig(level="basic", every=100), torch.nn.Linear(2, 2))
     due = [s for s in range(1, 1001) if s % 25 == 0 and monitor.due(s, log_every=25)]
     assert due == list(range(100, 1001, 100))
     due = [s for s in range(1, 301) if s % 7 == 0 and monitor.due(s, log_every=7)]

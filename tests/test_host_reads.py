@@ -6,6 +6,7 @@ import torch
 
 from conftest import TINY_GPT, compose_cfg
 from harness.build.assembly import assemble
+from harness.build.config import validate_config
 from harness.core.host_reads import count_host_reads
 
 LOG_EVERY = 5
@@ -14,7 +15,7 @@ LOG_EVERY = 5
 def reads_per_step(overrides: list[str], tmp_path, steps: int = 12) -> tuple[list[int], list[int]]:
     """Host reads of each non-logging and each logging step of a fresh run, as `fit` drives it."""
     cfg = compose_cfg([*overrides, "logger=none", f"trainer.log_every={LOG_EVERY}", "trainer.max_steps=50"])
-    built = assemble(cfg, tmp_path, torch.device("cpu"), resume_from=None)
+    built = assemble(validate_config(cfg), tmp_path, torch.device("cpu"), resume_from=None)
     trainer = built.trainer
     quiet, logging = [], []
     for _ in range(steps):

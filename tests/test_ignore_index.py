@@ -10,6 +10,7 @@ import torch.nn.functional as F
 
 from conftest import compose_cfg, train
 from harness.build.assembly import assemble
+from harness.build.config import validate_config
 from harness.data.targets import target_shares
 from harness.training.loss import compute_loss, per_sample_loss
 
@@ -49,7 +50,7 @@ def test_micro_batches_are_weighted_by_their_counted_targets_so_accumulation_cha
     params = {}
     for accum in (1, 4):
         cfg = compose_cfg([*PADDED, f"accum={accum}", "trainer.log_every=1", "guard=off", "clip=null"])
-        built = assemble(cfg, tmp_path / str(accum), torch.device("cpu"), resume_from=None)
+        built = assemble(validate_config(cfg), tmp_path / str(accum), torch.device("cpu"), resume_from=None)
         trainer = built.trainer
         for _ in range(10):
             trainer.update()

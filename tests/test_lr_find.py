@@ -29,7 +29,8 @@ def make_run(tmp_path):
     def make(overrides: list[str], sweep: bool = False):
         torch.set_num_threads(1)
         cfg = compose_cfg(overrides)
-        built = assemble(sweep_config(cfg) if sweep else cfg, tmp_path / f"run{len(made)}", torch.device("cpu"), None)
+        config = validate_config(cfg)
+        built = assemble(sweep_config(config) if sweep else config, tmp_path / f"run{len(made)}", torch.device("cpu"), None)
         made.append(built)
         return built
 

@@ -4,24 +4,23 @@ from omegaconf import OmegaConf
 from conftest import compose_cfg, train
 from harness.build.config import validate_config
 from harness.core.errors import ConfigError
-from harness.training.lr_scaling import apply_lr_scaling
 
 
 @pytest.mark.parametrize("rule,factor", [("linear", 4.0), ("sqrt", 2.0)])
 def test_lr_and_warmup_follow_the_batch(rule, factor):
     cfg = compose_cfg(["batch_size=32", "scale_lr.base_batch=8", f"scale_lr.rule={rule}", "optim.lr=1e-3",
                        "schedule.warmup=100"])
-    scaled = apply_lr_scaling(cfg)
+    scaled = validate_config(cfg).with_lr_scaling().raw
     assert scaled.optim.lr == pytest.approx(1e-3 * factor)
     assert scaled.schedule.warmup == 25  # the same 3200 warmup samples at 4x the batch
     assert cfg.optim.lr == 1e-3  # the user's config is not modified
 
 
 def test_off_by_default_and_fractions_stay():
-    cfg = compose_cfg([])
-    assert apply_lr_scaling(cfg) is cfg
-    scaled = apply_lr_scaling(compose_cfg(["batch_size=64", "scale_lr.base_batch=32", "schedule.warmup=0.1"]))
-    assert scaled.schedule.warmup == 0.1
+    config = validate_config(compose_cfg([]))
+    assert config.with_lr_scaling() is config
+    scaled = validate_config(compose_cfg(["batch_size=64", "scale_lr.base_batch=32", "schedule.warmup=0.1"]))
+    assert scaled.with_lr_scaling().raw.schedule.warmup == 0.1
 
 
 def test_the_run_trains_with_the_scaled_values(tmp_path):

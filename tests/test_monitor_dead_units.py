@@ -2,12 +2,11 @@
 from __future__ import annotations
 
 import torch
-from omegaconf import OmegaConf
 from torch import nn
 
-from harness.training.monitor import DEAD_COLLECTIONS, Monitor
+from harness.training.monitor import DEAD_COLLECTIONS, Monitor, MonitorConfig
 
-BASIC = OmegaConf.create({"level": "basic", "every": 1})
+BASIC = MonitorConfig(level="basic", every=1)
 
 
 def collect(monitor: Monitor, model: nn.Module, x: torch.Tensor) -> dict[str, float]:
@@ -64,7 +63,7 @@ def test_a_unit_is_dead_only_if_silent_on_each_of_the_last_collections():
     assert collect(Monitor(BASIC, model), model, negative)["grad_dead/0"] == 1.0  # without the history
 
 
-FULL = OmegaConf.create({"level": "full", "every": 1})
+FULL = MonitorConfig(level="full", every=1)
 
 
 def act_dead(monitor: Monitor, model: nn.Module, x: torch.Tensor) -> dict[str, float]:

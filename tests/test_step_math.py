@@ -8,6 +8,7 @@ from torch import nn
 from conftest import compose_cfg
 from harness.training.clipping import clip_gradients, global_grad_norm
 from harness.build.assembly import assemble
+from harness.build.config import validate_config
 
 VECTOR = ["model=mlp", "data=synthetic", "model.width=32", "model.dropout=0.0", "logger=none"]
 
@@ -46,7 +47,7 @@ def test_value_layer_and_adaptive_clipping_bound_what_they_promise():
 
 def _run(overrides, tmp_path):
     cfg = compose_cfg(VECTOR + ["trainer.max_steps=20", "trainer.log_every=1", "schedule.warmup=2", *overrides])
-    return assemble(cfg, tmp_path, torch.device("cpu"), resume_from=None)
+    return assemble(validate_config(cfg), tmp_path, torch.device("cpu"), resume_from=None)
 
 
 def test_fp16_clipping_sees_unscaled_gradients(tmp_path, monkeypatch):

@@ -25,6 +25,7 @@ from harness.loop.callbacks.evaluation import BestCheckpoint, EarlyStop, Evaluat
 from harness.loop.callbacks.guard_watch import GuardWatch
 from harness.loop.callbacks.live_diagnosis import LiveDiagnosisCallback
 from harness.loop.callbacks.metrics import MetricsLog
+from harness.build.config import RunConfig
 from harness.core.config_keys import PER_INVOCATION
 from harness.loop.callbacks.sweep import SweepReport
 from harness.loop.callbacks.user import build_user_callbacks
@@ -36,7 +37,6 @@ from harness.data.standardize import standardised
 from harness.data.loader import EvalBatches, TrainBatches, fetch
 from harness.data.prior import majority_share, prior_loss
 from harness.data.sampler import BatchStream, eval_indices
-from harness.diagnosis.live import diagnose_settings
 from harness.core.distributed import DistInfo
 from harness.training.early_stop import EarlyStopping
 from harness.core.errors import ConfigError, one_line
@@ -44,7 +44,7 @@ from harness.loop.evaluation import Evaluator
 from harness.training.faults import FaultInjector
 from harness.training.flops import flops_per_update, peak_flops
 from harness.training.guard import Guard
-from harness.loop.hooks import Cadence, Callbacks, trainer_config
+from harness.loop.hooks import Cadence, Callbacks
 from harness.training.loss import compute_loss
 from harness.models import build_model
 from harness.models.activation_swap import swap_activations
@@ -56,14 +56,14 @@ from harness.models.probe import (behaves_differently_in_eval, check_batch_norm,
                                   probe_model)
 from harness.training.monitor import Monitor
 from harness.training.optim import build_optimizer
-from harness.training.parallel import class_name, is_sharded, optimizer_config, parallel_config, parallelize
+from harness.training.parallel import class_name, is_sharded, optimizer_config, parallelize
 from harness.training.precision import Precision, ScalerState, build_precision
 from harness.state.rundir import remove_stale_temp_files
 from harness.training.schedule import LiveLR, build_scheduler, check_schedule_continues
 from harness.state.sharded_checkpoint import ModelState, OptimizerState, ShardedCheckpoints
 from harness.loop.step import ClipSettings, TrainStep
 from harness.sinks.base import RunInfo
-from harness.sinks.tracking import Tracker, logger_settings
+from harness.sinks.tracking import Tracker
 from harness.loop.trainer import Trainer
 from harness.loop.trial import TrialReporter, watch_sweeper
 
@@ -125,7 +125,7 @@ class Assembly:
     which the doctor, the LR finder, mode=eval, benchmarks and tests read."""
 
     trainer: Trainer
-    cfg: DictConfig
+    config: RunConfig
     raw_model: nn.Module  # unwrapped: no DDP, FSDP or torch.compile around it
     meta: DataMeta
     device: torch.device
@@ -148,14 +148,15 @@ class Assembly:
         self.trainer.close()
 
 
-def assemble(cfg: DictConfig, run_dir: Path, device: torch.device,
+def assemble(config: RunConfig, run_dir: Path, device: torch.device,
              resume_from: tuple[Path, dict[str, Any]] | None, dist: DistInfo = DistInfo(),
              console: bool = True) -> Assembly:
     """Every component from its config group, wired into a Trainer (resumed when asked). Training,
     the doctor and the LR finder all build here; `console=False` keeps the progress line quiet
     (benchmarks)."""
+    cfg = config.raw  # the groups without a typed reader yet, and the user's model and data keys
     seed_everything(cfg.seed)
-    splits = build_splits(cfg.data, cfg.loss.get("ignore_index"), cfg.loss.function)
+    splits = build_splits(cfg.data, config.loss.ignore_index, config.loss.function)
     train_set, val_set, meta = splits.train, splits.val, splits.meta
     check_batch_fits(cfg.batch_size, len(train_set), cfg.data.name)
     recipe, targets = standardised(BatchRecipe.from_config(cfg.data), train_set,
@@ -191,11 +192,11 @@ def assemble(cfg: DictConfig, run_dir: Path, device: torch.device,
                  "test_samples": len(splits.test) if splits.test is not None else None}
     user_callbacks = build_user_callbacks(cfg.get("callbacks"))
     seed_everything(cfg.seed + dist.rank)  # identical weights on every rank, own dropout draws per rank
-    parallel = parallel_config(cfg.get("parallel"))
+    parallel = config.parallel
     sharded = is_sharded(parallel)
     model = parallelize(raw_model, parallel, cfg.precision.name, device, dist)  # fsdp shards raw_model in place
     optimizer = build_optimizer(optimizer_config(cfg.optim, parallel), raw_model)  # over the shards, when sharded
-    scheduler = build_scheduler(cfg.schedule, optimizer, cfg.trainer.max_steps)
+    scheduler = build_scheduler(cfg.schedule, optimizer, config.trainer.max_steps)
     live_lr = LiveLR(optimizer, scheduler)
     precision = build_precision(cfg.precision, device)
     if cfg.compile:
@@ -211,19 +212,19 @@ def assemble(cfg: DictConfig, run_dir: Path, device: torch.device,
     stream = BatchStream(len(train_set), cfg.batch_size, cfg.seed, dist.world_size, cfg.data.get("shuffle", True),
                          min_batch)
     batches = TrainBatches(train_set, recipe, loader, stream, dist.rank, dist.world_size, cfg.accum, cfg.seed)
-    evaluator = build_evaluator(cfg, raw_model=raw_model, model=model, pick_output=pick_output, precision=precision,
+    evaluator = build_evaluator(config, raw_model=raw_model, model=model, pick_output=pick_output, precision=precision,
                                 train_set=train_set, val_set=val_set, meta=meta, recipe=recipe, loader=loader,
                                 micro_batch=micro_batch, device=device, dist=dist, sharded=sharded)
-    guard, faults = Guard(cfg.guard, dist, device), FaultInjector(cfg.fault, dist.rank)
-    monitor = Monitor(cfg.monitor, raw_model, cfg.trainer.max_steps, dist)
+    guard, faults = Guard(config.guard, dist, device), FaultInjector(config.fault, dist.rank)
+    monitor = Monitor(config.monitor, raw_model, config.trainer.max_steps, dist)
     clip = ClipSettings(float(cfg.clip) if cfg.clip else 0.0, cfg.clip_mode, cfg.accum_reduction == "mean")
-    loss_fn = partial(compute_loss, task=meta.task, label_smoothing=float(cfg.loss.label_smoothing),
-                      z_loss=float(cfg.loss.z_loss), ignore_index=meta.ignore_index, function=meta.loss_function,
+    loss_fn = partial(compute_loss, task=meta.task, label_smoothing=float(config.loss.label_smoothing),
+                      z_loss=float(config.loss.z_loss), ignore_index=meta.ignore_index, function=meta.loss_function,
                       target_scale=pick_output.target_scale)
     train_step = TrainStep(model=model, params=[p for p in raw_model.parameters() if p.requires_grad],
                            optimizer=optimizer, live_lr=live_lr, precision=precision, guard=guard, loss_fn=loss_fn,
                            pick_output=pick_output, ignore_index=meta.ignore_index, clip=clip, monitor=monitor,
-                           log_every=cfg.trainer.log_every, faults=faults, device=device, dist=dist)
+                           log_every=config.trainer.log_every, faults=faults, device=device, dist=dist)
     closed_form = flops_per_update(raw_model, cfg.batch_size)
 
     def attribute_update(micro_batches: list) -> Any:
@@ -233,18 +234,17 @@ def assemble(cfg: DictConfig, run_dir: Path, device: torch.device,
         return attribute(raw_model, pick_output, xs.to(device), ys.to(device), indices.tolist(), meta.task,
                          meta.ignore_index, meta.loss_function)
 
-    cadence = Cadence(trainer_config(cfg.trainer), dist, device)
+    cadence = Cadence(config.trainer, dist, device)
     callbacks: list[Any] = [
         GuardWatch(guard, faults, attribute_update, meta.ignore_index),
         MetricsLog(monitor=monitor, precision=precision, clip=clip, batch_size=cfg.batch_size,
                    tokens_per_sample=meta.block_size if meta.task == "lm" else None,
-                   peak=peak_flops(device, cfg.precision.name, OmegaConf.select(cfg, "perf.peak_tflops")),
+                   peak=peak_flops(device, cfg.precision.name, config.perf.peak_tflops),
                    flops=closed_form / dist.world_size if closed_form is not None else None, device=device, dist=dist),
-        Evaluation(evaluator), BestCheckpoint(), EarlyStop(EarlyStopping(cfg.early_stop)),
+        Evaluation(evaluator), BestCheckpoint(), EarlyStop(EarlyStopping(config.early_stop)),
         Checkpointing(cadence.stop_request)]
-    settings = diagnose_settings(cfg.diagnose)
-    if settings.live:
-        callbacks.append(LiveDiagnosisCallback(settings))
+    if config.diagnose.live:
+        callbacks.append(LiveDiagnosisCallback(config.diagnose))
     if reporter is not None:
         callbacks.append(SweepReport(reporter))
     tracker = None  # rank 0 of a training run logs; lr_find and doctor drive the trainer for their own purposes
@@ -252,9 +252,9 @@ def assemble(cfg: DictConfig, run_dir: Path, device: torch.device,
         info = RunInfo(run_dir, OmegaConf.to_container(cfg, resolve=True),
                        study=reporter.study_name if reporter is not None else None,
                        trial=reporter.number if reporter is not None else None)
-        tracker = Tracker(info, logger_settings(cfg.get("logger")), cfg.trainer.max_steps, console)
+        tracker = Tracker(info, config.logger, config.trainer.max_steps, console)
     model_state = ModelState(raw_model, sharded)
-    trainer = Trainer(config=OmegaConf.to_container(cfg, resolve=True), checkpoints_kept=cfg.trainer.keep_last,
+    trainer = Trainer(config=OmegaConf.to_container(cfg, resolve=True), checkpoints_kept=config.trainer.keep_last,
                       train_step=train_step, batches=batches, cadence=cadence,
                       callbacks=Callbacks([*callbacks, *user_callbacks.values()],
                                           user={id(cb): name for name, cb in user_callbacks.items()}),
@@ -292,38 +292,38 @@ def assemble(cfg: DictConfig, run_dir: Path, device: torch.device,
         where.append(f"SLURM job {os.environ['SLURM_JOB_ID']} on {socket.gethostname()}")
     if where:
         log.info("running as %s", ", ".join(where))
-    return Assembly(trainer=trainer, cfg=cfg, raw_model=raw_model, meta=meta, device=device, dist=dist,
+    return Assembly(trainer=trainer, config=config, raw_model=raw_model, meta=meta, device=device, dist=dist,
                     train_set=train_set, val_set=val_set, test_set=splits.test, recipe=recipe, micro_batch=micro_batch,
                     accum=cfg.accum, pick_output=pick_output, precision=precision, optimizer=optimizer,
                     live_lr=live_lr, train_step=train_step, evaluator=evaluator, model_state=model_state)
 
 
-def build_evaluator(cfg: DictConfig, *, raw_model: nn.Module, model: nn.Module, pick_output: OutputPicker,
+def build_evaluator(config: RunConfig, *, raw_model: nn.Module, model: nn.Module, pick_output: OutputPicker,
                     precision: Precision, train_set: Dataset, val_set: Dataset, meta: DataMeta, recipe: BatchRecipe,
                     loader: LoaderSettings, micro_batch: int, device: torch.device, dist: DistInfo,
                     sharded: bool = False) -> Evaluator:
     """The same validation samples at every eval, each rank its share; plus training samples in
     eval mode for models whose eval mode differs (batch norm, dropout)."""
-    val_batches, eval_sample = eval_batches(cfg, val_set, recipe, loader, micro_batch, dist, sharded)
+    val_batches, eval_sample = eval_batches(config, val_set, recipe, loader, micro_batch, dist, sharded)
     prior = {"val_prior_loss": prior_loss(val_set, meta, eval_sample),
              "val_majority_share": majority_share(val_set, meta, eval_sample), "eval_samples": len(eval_sample)}
     train_batches = None
     if behaves_differently_in_eval(raw_model):
-        train_batches, _ = eval_batches(cfg, train_set, recipe, loader, micro_batch, dist, sharded, "train")
+        train_batches, _ = eval_batches(config, train_set, recipe, loader, micro_batch, dist, sharded, "train")
     return Evaluator(model=model, pick_output=pick_output, precision=precision,
                      loss_fn=partial(compute_loss, task=meta.task, ignore_index=meta.ignore_index,
                                      function=meta.loss_function), meta=meta,
                      batches=val_batches, train_batches=train_batches, prior=prior, device=device, dist=dist)
 
 
-def eval_batches(cfg: DictConfig, dataset: Dataset, recipe: BatchRecipe, loader: LoaderSettings, micro_batch: int,
+def eval_batches(config: RunConfig, dataset: Dataset, recipe: BatchRecipe, loader: LoaderSettings, micro_batch: int,
                  dist: DistInfo, sharded: bool = False, split: str = "val") -> tuple[EvalBatches, torch.Tensor]:
     """A split's fixed eval sample (`trainer.eval_batches` micro-batches per rank) as this rank's
     batches, and the whole sample (every rank's)."""
-    count = cfg.trainer.eval_batches * micro_batch * dist.world_size
+    count = config.trainer.eval_batches * micro_batch * dist.world_size
     sample = _equal_shares(eval_indices(len(dataset), count), dist, sharded)
     share = sample.tensor_split(dist.world_size)[dist.rank]
-    return EvalBatches(dataset, recipe, loader, share, micro_batch, cfg.seed, split), sample
+    return EvalBatches(dataset, recipe, loader, share, micro_batch, config.raw.seed, split), sample
 
 
 def _equal_shares(sample: torch.Tensor, dist: DistInfo, sharded: bool) -> torch.Tensor:

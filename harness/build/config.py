@@ -1,9 +1,12 @@
 """Validate the whole composed config before any work: a bad value fails in milliseconds,
-with one line naming the key, the value and what is allowed."""
+with one line naming the key, the value and what is allowed. What validation reads it returns,
+typed (RunConfig): the builders take their own part of it and read no group a second time."""
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import Any
 
 import torch
 from omegaconf import DictConfig, OmegaConf
@@ -14,22 +17,22 @@ from harness.state.checkpoint import is_sharded_checkpoint
 from harness.training.clipping import validate_clip
 from harness.core.config_keys import check_known_keys
 from harness.data import validate_data_config
-from harness.diagnosis.live import validate_diagnose_config
-from harness.training.early_stop import early_stop_config
+from harness.diagnosis.live import DiagnoseSettings, diagnose_settings, validate_diagnose_config
+from harness.training.early_stop import EarlyStopConfig, early_stop_config
 from harness.core.errors import ConfigError
-from harness.training.faults import fault_config
-from harness.training.flops import perf_config
-from harness.training.guard import guard_config
-from harness.loop.hooks import trainer_config
-from harness.training.loss import loss_config
-from harness.training.lr_scaling import scale_lr_config
+from harness.training.faults import FaultConfig, fault_config
+from harness.training.flops import PerfConfig, perf_config
+from harness.training.guard import GuardConfig, guard_config
+from harness.loop.hooks import TrainerConfig, trainer_config
+from harness.training.loss import LossConfig, loss_config
+from harness.training.lr_scaling import ScaleLRConfig, scale_lr_config, scaled_lr
 from harness.models import validate_model_config
 from harness.models.activation_swap import validate_activation_swap
 from harness.models.output_activation import validate_output_activation
 from harness.models.init import validate_init_config
-from harness.training.monitor import monitor_config
+from harness.training.monitor import MonitorConfig, monitor_config
 from harness.training.optim import validate_optim_config
-from harness.training.parallel import is_sharded, validate_parallel_config
+from harness.training.parallel import ParallelConfig, is_sharded, validate_parallel_config
 from harness.training.precision import validate_precision_config
 from harness.training.schedule import validate_schedule_config
 from harness.sinks.tracking import logger_settings
@@ -38,6 +41,32 @@ from harness.core.validation import is_whole
 MODES = ("train", "lr_find", "doctor", "eval")
 SUMMARY_OBJECTIVES = ("best_val_loss", "final_val_loss", "final_train_loss", "wall_time_s", "best_val_accuracy")
 FIXED_TASKS = {"stdlib": "lm", "text": "lm", "tokens": "lm", "digits": "classification"}
+
+
+@dataclass(frozen=True)
+class RunConfig:
+    """The composed config, checked, with each group that has a typed reader read once. `raw` is
+    the composed config itself: what a run records (config.yaml, checkpoints) and the groups whose
+    keys are the user's (model, data) or not typed yet."""
+
+    raw: DictConfig
+    device: torch.device  # the one `device` names; a torchrun rank takes its local GPU (modes/run.py)
+    trainer: TrainerConfig
+    parallel: ParallelConfig
+    loss: LossConfig
+    guard: GuardConfig
+    monitor: MonitorConfig
+    early_stop: EarlyStopConfig
+    fault: FaultConfig
+    perf: PerfConfig
+    scale_lr: ScaleLRConfig
+    logger: dict[str, Any]  # sink name -> its typed settings
+    diagnose: DiagnoseSettings
+
+    def with_lr_scaling(self) -> RunConfig:
+        """`scale_lr`: optim.lr and schedule.warmup rescaled for the batch size; itself when off."""
+        scaled = scaled_lr(self.raw, self.scale_lr)
+        return self if scaled is self.raw else replace(self, raw=scaled)
 
 
 def _positive_int(key: str, value: object) -> None:
@@ -83,16 +112,16 @@ def validate_resume(resume: object) -> None:
                                             "or a sharded checkpoint's .dcp directory")
 
 
-def validate_config(cfg: DictConfig, world_size: int = 1, choices: Mapping[str, str] | None = None) -> torch.device:
-    """Check every key; return the device to train on. `choices`: Hydra's group choices (which
-    option each group took), for refusing keys that option does not read."""
+def validate_config(cfg: DictConfig, world_size: int = 1, choices: Mapping[str, str] | None = None) -> RunConfig:
+    """Check every key; return what was read, typed. `choices`: Hydra's group choices (which option
+    each group took), for refusing keys that option does not read."""
     try:
         OmegaConf.to_container(cfg, resolve=True, throw_on_missing=True)
     except OmegaConfBaseException as err:
         key = getattr(err, "full_key", "") or "config"
         raise ConfigError(key, "???", "a value: this key is required (set it on the command line)") from None
     check_known_keys(cfg, choices)
-    trainer_config(cfg.trainer)
+    trainer = trainer_config(cfg.trainer)
     _positive_int("batch_size", cfg.batch_size)
     _positive_int("accum", cfg.accum)
     if cfg.batch_size % (cfg.accum * world_size):
@@ -104,6 +133,7 @@ def validate_config(cfg: DictConfig, world_size: int = 1, choices: Mapping[str, 
         if not isinstance(cfg[key], bool):
             raise ConfigError(key, cfg[key], "true or false")
     validate_diagnose_config(cfg.diagnose)
+    diagnose = diagnose_settings(cfg.diagnose)
     validate_callbacks_config(cfg.get("callbacks"))
     if cfg.accum_reduction not in ("mean", "sum"):
         raise ConfigError("accum_reduction", cfg.accum_reduction, "mean or sum")
@@ -123,14 +153,9 @@ def validate_config(cfg: DictConfig, world_size: int = 1, choices: Mapping[str, 
     validate_activation_swap(cfg.activation_swap)
     validate_output_activation(cfg.output_activation)
     validate_init_config(cfg.init)
-    loss_config(cfg.loss)
-    scale_lr_config(cfg.scale_lr)
-    logger_settings(cfg.get("logger"))
-    monitor_config(cfg.monitor)
-    guard_config(cfg.guard)
-    early_stop_config(cfg.early_stop)
-    fault_config(cfg.fault)
-    perf_config(cfg.perf)
+    loss, scale_lr, logger = loss_config(cfg.loss), scale_lr_config(cfg.scale_lr), logger_settings(cfg.get("logger"))
+    monitor, guard, early_stop = monitor_config(cfg.monitor), guard_config(cfg.guard), early_stop_config(cfg.early_stop)
+    fault, perf = fault_config(cfg.fault), perf_config(cfg.perf)
     validate_resume(cfg.resume)
     checkpoint = cfg.get("eval", {}).get("checkpoint")
     if not isinstance(checkpoint, (str, int)) or isinstance(checkpoint, bool) or checkpoint == "":
@@ -143,5 +168,7 @@ def validate_config(cfg: DictConfig, world_size: int = 1, choices: Mapping[str, 
     for name in objectives:
         if name not in SUMMARY_OBJECTIVES:
             raise ConfigError("objective", name, f"one of {list(SUMMARY_OBJECTIVES)}")
-    return device
+    return RunConfig(raw=cfg, device=device, trainer=trainer, parallel=parallel, loss=loss, guard=guard,
+                     monitor=monitor, early_stop=early_stop, fault=fault, perf=perf, scale_lr=scale_lr, logger=logger,
+                     diagnose=diagnose)
 

@@ -38,12 +38,11 @@ from omegaconf import DictConfig, OmegaConf
 
 from harness.state.checkpoint import (atomic_json_dump, best_checkpoints, checkpoint_problem, copy_checkpoint, load_checkpoint,
                                step_checkpoints, step_of)
-from harness.build.config import validate_config
+from harness.build.config import RunConfig, validate_config
 from harness.core.config_keys import CONF_DIR
 from harness.diagnosis import diagnose, load_run
 from harness.diagnosis.load import RunData, Series
 from harness.diagnosis.findings import Finding, Remedy, Restart, Severity
-from harness.diagnosis.live import diagnose_settings
 from harness.diagnosis.remedies import LR_KINDS, lr_step
 from harness.diagnosis.report import PLOTS_PENDING
 from harness.diagnosis.rules.curves import guessing_accuracy_bound
@@ -64,10 +63,10 @@ SEARCH_NOTE = {FURTHER: " (LR search: the kept factor again)", MIDPOINT: " (LR s
 TrainOne = Callable[[DictConfig, Path], Any]  # trains one attempt's config in its run dir; returns the objective
 
 
-def run_attempts(cfg: DictConfig, run_dir: Path, train_one: TrainOne, dist: DistInfo = DistInfo()) -> Any:
+def run_attempts(config: RunConfig, run_dir: Path, train_one: TrainOne, dist: DistInfo = DistInfo()) -> Any:
     """Train attempt after attempt until no remedy is left to try. Under torchrun every rank trains
     each attempt; rank 0 judges it and writes the story, and every rank follows its verdict."""
-    settings = diagnose_settings(cfg.diagnose)
+    cfg, settings = config.raw, config.diagnose
     story = load_story(run_dir) if cfg.resume == "auto" else None
     if story is None:
         story = {"max_attempts": settings.max_attempts, "attempts": [_attempt(1, [], "as given", None)], "verdict": None}

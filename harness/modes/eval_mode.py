@@ -20,9 +20,10 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from omegaconf import DictConfig, open_dict
+from omegaconf import open_dict
 
 from harness.build.assembly import Assembly, assemble, eval_batches
+from harness.build.config import RunConfig, validate_config
 from harness.state.checkpoint import (
     atomic_json_dump,
     best_checkpoints,
@@ -41,8 +42,9 @@ ALL_BATCHES = 10**9  # eval_indices takes every sample of a split smaller than t
 SPLIT_WORDS = {"val": "validation", "test": "test"}
 
 
-def run_eval(cfg: DictConfig, run_dir: Path, device: torch.device, dist: DistInfo = DistInfo()) -> float:
+def run_eval(config: RunConfig, run_dir: Path, device: torch.device, dist: DistInfo = DistInfo()) -> float:
     """Returns the validation loss over the whole split (what a sweep would take)."""
+    cfg = config.raw
     path, state = eval_checkpoint(str(cfg.eval.checkpoint), run_dir)
     whole = cfg.copy()
     with open_dict(whole):  # every validation sample; no tracker, no diagnosis: only the numbers
@@ -51,10 +53,11 @@ def run_eval(cfg: DictConfig, run_dir: Path, device: torch.device, dist: DistInf
         whole.diagnose = False
     scratch = Path(tempfile.mkdtemp(prefix="harness-eval-"))
     try:
-        built = assemble(whole, scratch, device, resume_from=None, dist=dist, console=False)
+        built = assemble(validate_config(whole, dist.world_size), scratch, device, resume_from=None, dist=dist,
+                         console=False)
         try:
             built.model_state.load_state_dict(state["model"])
-            measured = _scores(whole, built, device)
+            measured = _scores(built, device)
         finally:
             built.close()
     finally:
@@ -67,7 +70,7 @@ def run_eval(cfg: DictConfig, run_dir: Path, device: torch.device, dist: DistInf
     return result[flat(VAL_LOSS)]
 
 
-def _scores(cfg: DictConfig, built: Assembly, device: torch.device) -> dict[str, Any]:
+def _scores(built: Assembly, device: torch.device) -> dict[str, Any]:
     """The val metrics and sample count, then the test split's (`test_samples` null without one)."""
     evaluator = built.evaluator
     evaluator.train_batches = None  # training samples in eval mode: a training-time check only
@@ -76,8 +79,9 @@ def _scores(cfg: DictConfig, built: Assembly, device: torch.device) -> dict[str,
     test_set = built.test_set
     if test_set is None:
         return scores
-    check_test_split(cfg.data, test_set, built.meta)
-    batches, sample = eval_batches(cfg, test_set, built.recipe, loader_settings(cfg.data, device.type),
+    data = built.config.raw.data
+    check_test_split(data, test_set, built.meta)
+    batches, sample = eval_batches(built.config, test_set, built.recipe, loader_settings(data, device.type),
                                    built.micro_batch, built.dist, split="test")
     try:
         tested = evaluator.test(batches)

@@ -13,12 +13,10 @@ from omegaconf import DictConfig, OmegaConf
 from harness.build.assembly import assemble
 from harness.modes.attempts import run_attempts
 from harness.state.checkpoint import atomic_json_dump, is_sharded_checkpoint, latest_valid_checkpoint, verified_checkpoint
-from harness.build.config import validate_config
-from harness.diagnosis.live import diagnose_settings
+from harness.build.config import RunConfig, validate_config
 from harness.core.distributed import DistInfo, barrier, destroy_process_group, dist_info_from_env, init_process_group
 from harness.core.errors import ConfigError, WriteError
-from harness.training.lr_scaling import apply_lr_scaling
-from harness.training.parallel import is_sharded, parallel_config
+from harness.training.parallel import is_sharded
 from harness.state.run_lock import run_dir_held
 from harness.state.rundir import claim_run_dir, results_in, stored_objective, sweep_value
 from harness.sinks.console import shown_path
@@ -88,18 +86,19 @@ def summarize(trainer: Trainer, status: str, wall_time: float, cfg: DictConfig) 
 def run(cfg: DictConfig, run_dir: Path | None = None) -> Any:
     """Train one run; returns the objective (a float, a list for multi-objective, or NaN)."""
     dist = dist_info_from_env()
-    device = rank_device(validate_config(cfg, dist.world_size, hydra_choices()), dist, cfg.device)
-    cfg = apply_lr_scaling(cfg)
+    config = validate_config(cfg, dist.world_size, hydra_choices()).with_lr_scaling()
+    device = rank_device(config.device, dist, cfg.device)
     run_dir = Path(run_dir) if run_dir is not None else hydra_run_dir()
     with run_dir_held(run_dir, dist.rank):  # before anything is read or written there
-        return _run_held(cfg, run_dir, device, dist)
+        return _run_held(config, run_dir, device, dist)
 
 
-def _run_held(cfg: DictConfig, run_dir: Path, device: torch.device, dist: DistInfo) -> Any:
+def _run_held(config: RunConfig, run_dir: Path, device: torch.device, dist: DistInfo) -> Any:
+    cfg = config.raw
     if cfg.mode == "eval":  # reads a run's checkpoint, adds eval.json: the run's own files stay as they are
         from harness.modes.eval_mode import run_eval
 
-        return run_eval(cfg, run_dir, device, dist)
+        return run_eval(config, run_dir, device, dist)
     if dist.is_main:
         claim_run_dir(run_dir, cfg.resume, cfg.overwrite)
     resume_from = find_resume_checkpoint(cfg.resume, run_dir, dist)
@@ -111,22 +110,22 @@ def _run_held(cfg: DictConfig, run_dir: Path, device: torch.device, dist: DistIn
     if cfg.mode == "lr_find":
         from harness.modes.lr_find import run_lr_find
 
-        return run_lr_find(cfg, run_dir, device)
+        return run_lr_find(config, run_dir, device)
     if cfg.mode == "doctor":
         from harness.modes.doctor import run_doctor
 
-        return run_doctor(cfg, run_dir, device)
-    remedies = diagnose_settings(cfg.diagnose).remedy == "auto"
+        return run_doctor(config, run_dir, device)
+    remedies = config.diagnose.remedy == "auto"
     if not remedies and cfg.resume == "auto" and resume_from is not None and \
-            resume_from[1]["step"] >= cfg.trainer.max_steps:
+            resume_from[1]["step"] >= config.trainer.max_steps:
         return already_complete(cfg, run_dir, resume_from[1]["step"], dist)
     # a sharded model needs a process group even in one process (a mesh of one rank)
-    init_process_group(dist, device, single=is_sharded(parallel_config(cfg.get("parallel"))))
+    init_process_group(dist, device, single=is_sharded(config.parallel))
     try:
         if remedies:
-            return run_attempts(cfg, run_dir, lambda attempt_cfg, attempt_dir: _attempt(attempt_cfg, attempt_dir, dist),
+            return run_attempts(config, run_dir, lambda attempt_cfg, attempt_dir: _attempt(attempt_cfg, attempt_dir, dist),
                                 dist)
-        objective = _train(cfg, run_dir, device, dist, resume_from)
+        objective = _train(config, run_dir, device, dist, resume_from)
         barrier(dist)  # rank 0 may still be writing summary.json and the report
         return objective
     finally:
@@ -136,11 +135,12 @@ def _run_held(cfg: DictConfig, run_dir: Path, device: torch.device, dist: DistIn
 def _attempt(cfg: DictConfig, run_dir: Path, dist: DistInfo) -> Any:
     """One attempt of diagnose.remedy=auto: an ordinary run in its own dir, checked like any run
     (a remedy's overrides pass the same checks as the user's)."""
-    device = rank_device(validate_config(cfg, dist.world_size, hydra_choices()), dist, cfg.device)
+    config = validate_config(cfg, dist.world_size, hydra_choices())
+    device = rank_device(config.device, dist, cfg.device)
     resume_from = find_resume_checkpoint(cfg.resume, run_dir, dist)
-    if resume_from is not None and resume_from[1]["step"] >= cfg.trainer.max_steps:
+    if resume_from is not None and resume_from[1]["step"] >= config.trainer.max_steps:
         return already_complete(cfg, run_dir, resume_from[1]["step"], dist)
-    return _train(cfg, run_dir, device, dist, resume_from)
+    return _train(config, run_dir, device, dist, resume_from)
 
 
 def rank_device(device: torch.device, dist: DistInfo, configured: str) -> torch.device:
@@ -194,10 +194,10 @@ def _record_failed_write(trainer: Trainer, err: WriteError, wall_time: float, cf
         log.warning("summary.json was not written either: the disk is still full")
 
 
-def _train(cfg: DictConfig, run_dir: Path, device: torch.device, dist: DistInfo,
+def _train(config: RunConfig, run_dir: Path, device: torch.device, dist: DistInfo,
            resume_from: tuple[Path, dict[str, Any]] | None) -> Any:
-    started = time.perf_counter()
-    trainer = assemble(cfg, run_dir, device, resume_from, dist).trainer
+    started, cfg = time.perf_counter(), config.raw
+    trainer = assemble(config, run_dir, device, resume_from, dist).trainer
     try:
         status = trainer.fit()
     except BaseException as err:
@@ -214,7 +214,7 @@ def _train(cfg: DictConfig, run_dir: Path, device: torch.device, dist: DistInfo,
         best = summary["best_val_loss"]
         log.info("%s after %d steps: best val loss %s -> %s", status, summary["steps"],
                  "none" if best is None else f"{best:.4f}", run_dir / "summary.json")
-        if diagnose_settings(cfg.diagnose).report:
+        if config.diagnose.report:
             write_diagnosis(run_dir, {e.get("finding") for e in summary["events"] if e["kind"] == "diagnosis"})
     if trainer.tracker:
         trainer.tracker.finish(summary)  # after summary.json and report.md exist: trackers keep them

@@ -22,8 +22,7 @@ def early_stop_config(cfg: DictConfig) -> EarlyStopConfig:
 
 
 class EarlyStopping:
-    def __init__(self, cfg: DictConfig) -> None:
-        settings = early_stop_config(cfg)
+    def __init__(self, settings: EarlyStopConfig) -> None:
         self.patience, self.min_delta, self.ceiling = settings.patience, settings.min_delta, \
             settings.divergence_threshold
         self.best = math.inf

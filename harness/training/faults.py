@@ -37,11 +37,11 @@ def fault_config(cfg: DictConfig) -> FaultConfig:
 class FaultInjector:
     """Each listed step fires once, even when a rollback replays it."""
 
-    def __init__(self, cfg: DictConfig, rank: int) -> None:
-        self.kind = cfg.name
-        self.steps = set(cfg.get("at") or [])
-        self.scale = float(cfg.get("scale", 1000.0))
-        self.applies_here = cfg.get("rank") is None or cfg.rank == rank
+    def __init__(self, settings: FaultConfig, rank: int) -> None:
+        self.kind = settings.name
+        self.steps = set(settings.at or [])
+        self.scale = float(settings.scale)
+        self.applies_here = settings.rank is None or settings.rank == rank
         self.fired: set[int] = set()
         self.armed = False
 

@@ -77,8 +77,8 @@ def skips_on_device(optimizer: torch.optim.Optimizer) -> bool:
 
 
 class Guard:
-    def __init__(self, cfg: DictConfig, dist: DistInfo, device: torch.device) -> None:
-        self.cfg = guard_config(cfg)
+    def __init__(self, settings: GuardConfig, dist: DistInfo, device: torch.device) -> None:
+        self.cfg = settings
         self.dist = dist
         self.enabled = self.cfg.skip_nonfinite or self.cfg.spike_zscore is not None
         self.history: deque[float] = deque(maxlen=self.cfg.spike_window)  # logs of good losses, as last read

@@ -29,13 +29,13 @@ def scale_lr_config(cfg: DictConfig) -> ScaleLRConfig:
     return read_typed(cfg, ScaleLRConfig, "scale_lr")
 
 
-def apply_lr_scaling(cfg: DictConfig) -> DictConfig:
+def scaled_lr(cfg: DictConfig, settings: ScaleLRConfig) -> DictConfig:
     """The config with optim.lr and schedule.warmup rescaled; `cfg` itself when scaling is off."""
-    base = cfg.scale_lr.base_batch
+    base = settings.base_batch
     if base is None or base == cfg.batch_size:
         return cfg
     k = cfg.batch_size / base
-    factor = k if cfg.scale_lr.rule == "linear" else math.sqrt(k)
+    factor = k if settings.rule == "linear" else math.sqrt(k)
     scaled = OmegaConf.create(OmegaConf.to_container(cfg, resolve=True))
     warmup = cfg.schedule.get("warmup", 0)
     with open_dict(scaled):
@@ -43,5 +43,5 @@ def apply_lr_scaling(cfg: DictConfig) -> DictConfig:
         if isinstance(warmup, int) and warmup > 0:
             scaled.schedule.warmup = max(1, round(warmup / k))
     log.info("scale_lr (%s): batch %d = %.3gx base %d: optim.lr %g -> %g, warmup %s -> %s steps",
-             cfg.scale_lr.rule, cfg.batch_size, k, base, cfg.optim.lr, scaled.optim.lr, warmup, scaled.schedule.get("warmup"))
+             settings.rule, cfg.batch_size, k, base, cfg.optim.lr, scaled.optim.lr, warmup, scaled.schedule.get("warmup"))
     return scaled

@@ -63,17 +63,17 @@ log = logging.getLogger("harness")
 
 
 class Monitor:
-    def __init__(self, cfg: DictConfig, model: nn.Module, max_steps: int | None = None,
+    def __init__(self, settings: MonitorConfig, model: nn.Module, max_steps: int | None = None,
                  dist: DistInfo = DistInfo()) -> None:
-        self.level = cfg.level
-        self.every = int(cfg.get("every", 1))
+        self.level = settings.level
+        self.every = settings.every
         if max_steps is not None and self.level != "off" and self.every > max_steps // 4:
             # a run shorter than the cadence would log no statistics at all: collect ~4 times
             adapted = max(1, max_steps // 4)
             log.info("monitor.every=%d is long for a %d-step run: collecting every %d steps", self.every,
                      max_steps, adapted)
             self.every = adapted
-        self.histograms = bool(cfg.get("histograms", False)) and self.level == "full"
+        self.histograms = settings.histograms and self.level == "full"
         self.named = [(n, p) for n, p in model.named_parameters() if p.requires_grad]
         self.units = [(n, m.weight, m.bias) for n, m in model.named_modules()
                       if isinstance(m, UNIT_LAYERS) and m.weight.requires_grad]

@@ -11,7 +11,6 @@ from pathlib import Path
 
 import torch
 import torch.distributed as dist
-from omegaconf import OmegaConf
 from torch import nn
 from torch.distributed.tensor import DTensor
 
@@ -19,7 +18,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from harness.training.clipping import MODES, clip_gradients, global_grad_norm  # noqa: E402
 from harness.core.distributed import dist_info_from_env  # noqa: E402
-from harness.training.monitor import Monitor  # noqa: E402
+from harness.training.monitor import Monitor, MonitorConfig  # noqa: E402
 from harness.training.parallel import parallel_config, parallelize  # noqa: E402
 
 CLIPS = {"norm": 0.5, "value": 0.01, "layer": 0.05, "adaptive": 0.02}
@@ -84,8 +83,8 @@ def main() -> None:
     plain, sharded = Net(), Net()
     sharded.load_state_dict(plain.state_dict())
     parallelize(sharded, parallel_config({"name": "fsdp"}), "fp32", torch.device("cpu"), info)
-    cfg = OmegaConf.create({"level": "basic", "every": 1})
-    monitors = {"plain": Monitor(cfg, plain), "sharded": Monitor(cfg, sharded, dist=info)}
+    settings = MonitorConfig(level="basic", every=1)
+    monitors = {"plain": Monitor(settings, plain), "sharded": Monitor(settings, sharded, dist=info)}
     stats = {}
     for name, model, (xs, ys) in (("plain", plain, (x, y)), ("sharded", sharded, (x[mine], y[mine]))):
         optimizer = torch.optim.SGD(model.parameters(), lr=0.1)

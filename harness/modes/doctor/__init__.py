@@ -8,9 +8,9 @@ from functools import partial
 from pathlib import Path
 
 import torch
-from omegaconf import DictConfig
 
 from harness.build.assembly import Assembly, assemble
+from harness.build.config import RunConfig
 from harness.modes.doctor.config import DoctorConfig
 from harness.modes.doctor.data_checks import check_inputs, check_labels
 from harness.modes.doctor.gradcheck import check_gradients
@@ -53,10 +53,10 @@ def diagnose(built: Assembly, settings: DoctorConfig) -> list[CheckResult]:
     return [_run_check(name, check, built) for name, check in checks(settings)]
 
 
-def run_doctor(cfg: DictConfig, run_dir: Path, device: torch.device) -> int:
+def run_doctor(config: RunConfig, run_dir: Path, device: torch.device) -> int:
     """mode=doctor: prints the table, writes RUN_DIR/doctor.md and doctor.json; returns the number of failures."""
-    settings = read_typed(cfg.get("doctor"), DoctorConfig, "doctor")
-    built = assemble(cfg, run_dir, device, resume_from=None)
+    settings = read_typed(config.raw.get("doctor"), DoctorConfig, "doctor")
+    built = assemble(config, run_dir, device, resume_from=None)
     try:
         results = diagnose(built, settings)
     finally:

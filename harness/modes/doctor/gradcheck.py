@@ -38,7 +38,7 @@ MAX_COPY_PARAMS = 50_000_000  # a float64 copy of a larger model costs more memo
 
 def tiny_model(built: Assembly) -> nn.Module:
     """A float64 CPU model of the configured kind: rebuilt smaller when it has a typed Config, else copied."""
-    cfg, meta = built.cfg, built.meta
+    cfg, meta = built.config.raw, built.meta
     if not _rebuildable(built):
         return copy.deepcopy(built.raw_model).to("cpu", torch.float64).train()
     small = {k: min(cfg.model[k], bound) for k, bound in SHRINK.items() if k in cfg.model}
@@ -53,7 +53,7 @@ def tiny_model(built: Assembly) -> nn.Module:
 
 def _rebuildable(built: Assembly) -> bool:
     """Our models carry a typed Config whose size keys can be shrunk; others are opaque."""
-    return hasattr(locate("model._target_", built.cfg.model._target_), "Config")
+    return hasattr(locate("model._target_", built.config.raw.model._target_), "Config")
 
 
 def _loss64(output: torch.Tensor, target: torch.Tensor, task: str, function: str | None = None) -> torch.Tensor:

@@ -15,7 +15,7 @@ PEAK_PROBES = 1000  # steps sampled to find the schedule's peak without walking 
 
 
 def check_schedule(built: Assembly) -> Outcome:
-    return judge_schedule(built.live_lr.scheduler, built.cfg.schedule, int(built.cfg.trainer.max_steps))
+    return judge_schedule(built.live_lr.scheduler, built.config.raw.schedule, built.config.trainer.max_steps)
 
 
 def judge_schedule(scheduler: LRScheduler, cfg: DictConfig, max_steps: int) -> Outcome:

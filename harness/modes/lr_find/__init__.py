@@ -3,12 +3,14 @@ suggest one, plot it, and leave the model and optimizer as they were."""
 from __future__ import annotations
 
 import logging
+from dataclasses import replace
 from pathlib import Path
 
 import torch
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import OmegaConf
 
 from harness.build.assembly import Assembly, assemble
+from harness.build.config import RunConfig
 from harness.core.errors import ConfigError
 from harness.modes.lr_find.config import LRFindConfig
 from harness.modes.lr_find.report import as_json, plot, summary_line, write_json
@@ -20,11 +22,11 @@ __all__ = ["LRFindConfig", "Suggestion", "Sweep", "find_lr", "run_lr_find"]
 log = logging.getLogger("harness")
 
 
-def sweep_config(cfg: DictConfig) -> DictConfig:
+def sweep_config(config: RunConfig) -> RunConfig:
     """The run's config with the spike guard off: it would skip exactly the rising losses the test looks for."""
-    cfg = cfg.copy()
-    OmegaConf.update(cfg, "guard.spike_zscore", None)
-    return cfg
+    raw = config.raw.copy()
+    OmegaConf.update(raw, "guard.spike_zscore", None)
+    return replace(config, raw=raw, guard=replace(config.guard, spike_zscore=None))
 
 
 def find_lr(built: Assembly, settings: LRFindConfig) -> tuple[Sweep, Suggestion]:
@@ -37,10 +39,10 @@ def find_lr(built: Assembly, settings: LRFindConfig) -> tuple[Sweep, Suggestion]
     return sweep, suggest_lr(sweep.lrs, sweep.losses, settings.window)
 
 
-def run_lr_find(cfg: DictConfig, run_dir: Path, device: torch.device) -> float:
+def run_lr_find(config: RunConfig, run_dir: Path, device: torch.device) -> float:
     """mode=lr_find: writes RUN_DIR/lr_find.json and lr_find.png; returns the suggested LR."""
-    settings = read_typed(cfg.get("lr_find"), LRFindConfig, "lr_find")
-    built = assemble(sweep_config(cfg), run_dir, device, resume_from=None)
+    settings = read_typed(config.raw.get("lr_find"), LRFindConfig, "lr_find")
+    built = assemble(sweep_config(config), run_dir, device, resume_from=None)
     try:
         sweep, suggestion = find_lr(built, settings)
     finally:
