@@ -5,7 +5,7 @@ import torch
 from omegaconf import OmegaConf
 
 from harness.core.errors import ConfigError
-from harness.training.schedule import build_scheduler, lr_factor, validate_schedule_config
+from harness.training.schedule import build_scheduler, lr_factor, schedule_config, validate_schedule_config
 
 T, W, MIN = 1000, 100, 0.1
 
@@ -14,7 +14,7 @@ def lrs(name: str, **extra) -> list[float]:
     """LR seen by the optimizer at every step 0..T-1 through a real LambdaLR."""
     opt = torch.optim.SGD([torch.nn.Parameter(torch.zeros(1))], lr=1.0)
     cfg = OmegaConf.create({"name": name, "warmup": W, "min_lr_ratio": MIN, **extra})
-    sched = build_scheduler(cfg, opt, T)
+    sched = build_scheduler(schedule_config(cfg), opt, T)
     out = []
     for _ in range(T):
         out.append(opt.param_groups[0]["lr"])
@@ -66,9 +66,9 @@ def test_warmup_fraction():
     f = lr_factor(99, name="constant", warmup=100, max_steps=1000)
     assert f < 1.0
     cfg = OmegaConf.create({"name": "cosine", "warmup": 0.1})
-    validate_schedule_config(cfg, 1000)
+    settings = validate_schedule_config(cfg, 1000)
     opt = torch.optim.SGD([torch.nn.Parameter(torch.zeros(1))], lr=1.0)
-    sched = build_scheduler(cfg, opt, 1000)
+    sched = build_scheduler(settings, opt, 1000)
     for _ in range(100):
         opt.step()
         sched.step()

@@ -84,15 +84,16 @@ def check_batch_fits(batch_size: int, train_samples: int, data_name: str) -> Non
                                                     f"(batch_size={train_samples} is full-batch training)")
 
 
-def check_resume_point(cfg: DictConfig, saved: dict[str, Any] | None, step: int, checkpoint: Path) -> None:
+def check_resume_point(config: RunConfig, saved: dict[str, Any] | None, step: int, checkpoint: Path) -> None:
     """A resume must have steps left to train, and must not jump the LR (the schedule that
     trained to `step` and the one that continues agree there)."""
-    if step >= cfg.trainer.max_steps:
-        raise ConfigError("resume", str(cfg.resume), f"a checkpoint before trainer.max_steps={cfg.trainer.max_steps}: "
-                                                     f"{checkpoint.name} is at step {step}, so nothing would train "
-                                                     f"(raise trainer.max_steps to train it further)")
+    max_steps = config.trainer.max_steps
+    if step >= max_steps:
+        raise ConfigError("resume", str(config.raw.resume), f"a checkpoint before trainer.max_steps={max_steps}: "
+                                                            f"{checkpoint.name} is at step {step}, so nothing would "
+                                                            f"train (raise trainer.max_steps to train it further)")
     if saved is not None:
-        check_schedule_continues(OmegaConf.create(saved), cfg, step)
+        check_schedule_continues(OmegaConf.create(saved), config.schedule, max_steps, step)
 
 
 def same_run(cfg: DictConfig, saved: dict[str, Any] | None) -> bool:
@@ -194,11 +195,11 @@ def assemble(config: RunConfig, run_dir: Path, device: torch.device,
     seed_everything(cfg.seed + dist.rank)  # identical weights on every rank, own dropout draws per rank
     parallel = config.parallel
     sharded = is_sharded(parallel)
-    model = parallelize(raw_model, parallel, cfg.precision.name, device, dist)  # fsdp shards raw_model in place
+    model = parallelize(raw_model, parallel, config.precision.name, device, dist)  # fsdp shards raw_model in place
     optimizer = build_optimizer(optimizer_config(cfg.optim, parallel), raw_model)  # over the shards, when sharded
-    scheduler = build_scheduler(cfg.schedule, optimizer, config.trainer.max_steps)
+    scheduler = build_scheduler(config.schedule, optimizer, config.trainer.max_steps)
     live_lr = LiveLR(optimizer, scheduler)
-    precision = build_precision(cfg.precision, device)
+    precision = build_precision(config.precision, device)
     if cfg.compile:
         model = torch.compile(model)
     reporter = TrialReporter.from_env()
@@ -239,7 +240,7 @@ def assemble(config: RunConfig, run_dir: Path, device: torch.device,
         GuardWatch(guard, faults, attribute_update, meta.ignore_index),
         MetricsLog(monitor=monitor, precision=precision, clip=clip, batch_size=cfg.batch_size,
                    tokens_per_sample=meta.block_size if meta.task == "lm" else None,
-                   peak=peak_flops(device, cfg.precision.name, config.perf.peak_tflops),
+                   peak=peak_flops(device, config.precision.name, config.perf.peak_tflops),
                    flops=closed_form / dist.world_size if closed_form is not None else None, device=device, dist=dist),
         Evaluation(evaluator), BestCheckpoint(), EarlyStop(EarlyStopping(config.early_stop)),
         Checkpointing(cadence.stop_request)]
@@ -270,7 +271,7 @@ def assemble(config: RunConfig, run_dir: Path, device: torch.device,
         except (RuntimeError, KeyError, ValueError, IndexError) as err:  # another model's or optimizer's shapes
             raise ConfigError("resume", str(resume_from[0]), f"a checkpoint written by this configuration: "
                                                              f"loading it raised {one_line(err)}") from None
-        check_resume_point(cfg, resume_from[1].get("config"), trainer.state.step, resume_from[0])
+        check_resume_point(config, resume_from[1].get("config"), trainer.state.step, resume_from[0])
         if trainer.state.ended and not same_run(cfg, resume_from[1].get("config")):
             trainer.state.ended = None  # another config (a remedy, an extension) trains on from the stop
         log.info("resumed from %s at step %d", resume_from[0], trainer.state.step)
@@ -286,7 +287,7 @@ def assemble(config: RunConfig, run_dir: Path, device: torch.device,
         tracker.open(trainer.state.step)
     n_params = sum(p.numel() for p in raw_model.parameters())
     log.info("model %s: %.2fM parameters; data %s (%s); device %s; precision %s",
-             class_name(raw_model), n_params / 1e6, cfg.data.name, meta.task, device, cfg.precision.name)
+             class_name(raw_model), n_params / 1e6, cfg.data.name, meta.task, device, config.precision.name)
     where = [f"{dist.world_size} processes"] if dist.enabled else []
     if os.environ.get("SLURM_JOB_ID"):  # what a user looking for the job on the cluster needs
         where.append(f"SLURM job {os.environ['SLURM_JOB_ID']} on {socket.gethostname()}")

@@ -33,8 +33,8 @@ from harness.models.init import validate_init_config
 from harness.training.monitor import MonitorConfig, monitor_config
 from harness.training.optim import validate_optim_config
 from harness.training.parallel import ParallelConfig, is_sharded, validate_parallel_config
-from harness.training.precision import validate_precision_config
-from harness.training.schedule import validate_schedule_config
+from harness.training.precision import PrecisionConfig, validate_precision_config
+from harness.training.schedule import ScheduleConfig, schedule_config, validate_schedule_config
 from harness.sinks.tracking import logger_settings
 from harness.core.validation import is_whole
 
@@ -52,6 +52,8 @@ class RunConfig:
     raw: DictConfig
     device: torch.device  # the one `device` names; a torchrun rank takes its local GPU (modes/run.py)
     trainer: TrainerConfig
+    precision: PrecisionConfig
+    schedule: ScheduleConfig
     parallel: ParallelConfig
     loss: LossConfig
     guard: GuardConfig
@@ -66,7 +68,7 @@ class RunConfig:
     def with_lr_scaling(self) -> RunConfig:
         """`scale_lr`: optim.lr and schedule.warmup rescaled for the batch size; itself when off."""
         scaled = scaled_lr(self.raw, self.scale_lr)
-        return self if scaled is self.raw else replace(self, raw=scaled)
+        return self if scaled is self.raw else replace(self, raw=scaled, schedule=schedule_config(scaled.schedule))
 
 
 def _positive_int(key: str, value: object) -> None:
@@ -141,11 +143,11 @@ def validate_config(cfg: DictConfig, world_size: int = 1, choices: Mapping[str, 
         raise ConfigError("mode", cfg.mode, f"one of {list(MODES)}")
     validate_clip(cfg.clip, cfg.clip_mode)
     device = resolve_device(str(cfg.device))
-    validate_precision_config(cfg.precision, device)
+    precision = validate_precision_config(cfg.precision, device)
     parallel = validate_parallel_config(cfg.get("parallel"), world_size, device, cfg.optim.get("_target_"))
     if is_sharded(parallel) and cfg.mode != "train":
         raise ConfigError("parallel", parallel.name, f"none or ddp with mode={cfg.mode} (it runs in one process)")
-    validate_schedule_config(cfg.schedule, cfg.trainer.max_steps)
+    schedule = validate_schedule_config(cfg.schedule, trainer.max_steps)
     validate_optim_config(cfg.optim)
     validate_data_config(cfg.data)
     validate_model_config(cfg.model, data_task(cfg))
@@ -168,7 +170,7 @@ def validate_config(cfg: DictConfig, world_size: int = 1, choices: Mapping[str, 
     for name in objectives:
         if name not in SUMMARY_OBJECTIVES:
             raise ConfigError("objective", name, f"one of {list(SUMMARY_OBJECTIVES)}")
-    return RunConfig(raw=cfg, device=device, trainer=trainer, parallel=parallel, loss=loss, guard=guard,
+    return RunConfig(raw=cfg, device=device, trainer=trainer, precision=precision, schedule=schedule, parallel=parallel, loss=loss, guard=guard,
                      monitor=monitor, early_stop=early_stop, fault=fault, perf=perf, scale_lr=scale_lr, logger=logger,
                      diagnose=diagnose)
 

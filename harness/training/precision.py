@@ -13,7 +13,7 @@ from harness.core.typed_config import read_typed, setting
 DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
 
 
-def validate_precision_config(cfg: DictConfig, device: torch.device) -> None:
+def validate_precision_config(cfg: DictConfig, device: torch.device) -> PrecisionConfig:
     name = cfg.get("name")
     if name not in DTYPES:
         raise ConfigError("precision", name, f"one of {list(DTYPES)}")
@@ -21,7 +21,7 @@ def validate_precision_config(cfg: DictConfig, device: torch.device) -> None:
         raise ConfigError("precision", name, f"fp32 or fp16: {torch.cuda.get_device_name(device)} has no bfloat16")
     if device.type == "mps" and name != "fp32":
         raise ConfigError("precision", name, "fp32 on mps (autocast with loss scaling is not supported there)")
-    read_typed(cfg, PrecisionConfig, "precision")
+    return read_typed(cfg, PrecisionConfig, "precision")
 
 
 @dataclass(frozen=True)
@@ -53,14 +53,10 @@ class Precision:
         return self.scaler.is_enabled()
 
 
-def build_precision(cfg: DictConfig, device: torch.device) -> Precision:
-    scaler = torch.amp.GradScaler(
-        device.type,
-        enabled=cfg.name == "fp16" and bool(cfg.get("loss_scaling", True)),
-        init_scale=float(cfg.get("init_scale", 2.0**16)),
-        growth_interval=int(cfg.get("growth_interval", 2000)),
-    )
-    return Precision(cfg.name, device.type, scaler)
+def build_precision(settings: PrecisionConfig, device: torch.device) -> Precision:
+    scaler = torch.amp.GradScaler(device.type, enabled=settings.name == "fp16" and settings.loss_scaling,
+                                  init_scale=float(settings.init_scale), growth_interval=settings.growth_interval)
+    return Precision(settings.name, device.type, scaler)
 
 
 class ScalerState:

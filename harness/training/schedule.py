@@ -11,7 +11,8 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
-from typing import TYPE_CHECKING
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
 
 from omegaconf import DictConfig
 
@@ -27,10 +28,14 @@ DECAY_SHAPES = ("linear", "cosine", "sqrt")
 CONTINUITY_TOLERANCE = 0.01  # relative LR change a resume may make (rounding of warmup fractions)
 
 
-def warmup_steps(cfg: DictConfig, max_steps: int) -> int:
+def warmup_steps(cfg: Mapping[str, Any], max_steps: int) -> int:
+    """The warmup of a schedule node as a config file holds it (a run's config.yaml too)."""
+    return steps_of(cfg.get("warmup", 0), max_steps)
+
+
+def steps_of(warmup: int | float, max_steps: int) -> int:
     """`warmup` is a step count (int) or a fraction of the run (float in (0, 1))."""
-    w = cfg.get("warmup", 0)
-    return int(round(w * max_steps)) if isinstance(w, float) and 0 < w < 1 else int(w)
+    return int(round(warmup * max_steps)) if isinstance(warmup, float) and 0 < warmup < 1 else int(warmup)
 
 
 def _warmup_ok(w: float) -> bool:
@@ -46,14 +51,19 @@ class ScheduleConfig:
                                   _warmup_ok)
     min_lr_ratio: float = setting(0.0, "a number in [0, 1]", within(0.0, 1.0))
     power: float = setting(1.0, "a number > 0", lambda v: v > 0)
-    decay_fraction: float = setting(0.5, "a number in (0, 1]", within(0.0, 1.0, low_open=True))
+    decay_fraction: float = setting(0.2, "a number in (0, 1]", within(0.0, 1.0, low_open=True))
     decay_shape: str = setting("linear", f"one of {list(DECAY_SHAPES)}", one_of(DECAY_SHAPES))
 
 
-def validate_schedule_config(cfg: DictConfig, max_steps: int) -> None:
-    read_typed(cfg, ScheduleConfig, "schedule")
-    if warmup_steps(cfg, max_steps) >= max_steps:
-        raise ConfigError("schedule.warmup", cfg.get("warmup", 0), f"fewer steps than trainer.max_steps={max_steps}")
+def schedule_config(cfg: Mapping[str, Any] | DictConfig) -> ScheduleConfig:
+    return read_typed(cfg, ScheduleConfig, "schedule")
+
+
+def validate_schedule_config(cfg: DictConfig, max_steps: int) -> ScheduleConfig:
+    settings = schedule_config(cfg)
+    if steps_of(settings.warmup, max_steps) >= max_steps:
+        raise ConfigError("schedule.warmup", settings.warmup, f"fewer steps than trainer.max_steps={max_steps}")
+    return settings
 
 
 def _decay(progress: float, shape: str, power: float = 1.0) -> float:
@@ -83,24 +93,17 @@ def lr_factor(step: int, *, name: str, warmup: int, max_steps: int, min_lr_ratio
     return min_lr_ratio + (1.0 - min_lr_ratio) * _decay(progress, shape, power if name == "poly" else 1.0)
 
 
-def schedule_factor(cfg: DictConfig, max_steps: int) -> Callable[[int], float]:
+def schedule_factor(settings: ScheduleConfig, max_steps: int) -> Callable[[int], float]:
     """The `schedule` group's LR multiplier as a function of the optimizer step."""
-    return partial(
-        lr_factor,
-        name=cfg.name,
-        warmup=warmup_steps(cfg, max_steps),
-        max_steps=max_steps,
-        min_lr_ratio=float(cfg.get("min_lr_ratio", 0.0)),
-        power=float(cfg.get("power", 1.0)),
-        decay_fraction=float(cfg.get("decay_fraction", 0.2)),
-        decay_shape=cfg.get("decay_shape", "linear"),
-    )
+    return partial(lr_factor, name=settings.name, warmup=steps_of(settings.warmup, max_steps), max_steps=max_steps,
+                   min_lr_ratio=settings.min_lr_ratio, power=settings.power, decay_fraction=settings.decay_fraction,
+                   decay_shape=settings.decay_shape)
 
 
-def build_scheduler(cfg: DictConfig, optimizer: Optimizer, max_steps: int) -> LambdaLR:
+def build_scheduler(settings: ScheduleConfig, optimizer: Optimizer, max_steps: int) -> LambdaLR:
     from torch.optim.lr_scheduler import LambdaLR
 
-    return LambdaLR(optimizer, schedule_factor(cfg, max_steps))
+    return LambdaLR(optimizer, schedule_factor(settings, max_steps))
 
 
 class LiveLR:
@@ -134,15 +137,15 @@ class LiveLR:
             group["lr"] = lr
 
 
-def check_schedule_continues(saved: DictConfig, cfg: DictConfig, step: int) -> None:
-    """A resumed run must not jump its LR: the schedule that trained up to `step` (`saved`, from
-    the checkpoint) and the one that continues (`cfg`) give the same multiplier there. A constant
+def check_schedule_continues(saved: DictConfig, schedule: ScheduleConfig, max_steps: int, step: int) -> None:
+    """A resumed run must not jump its LR: the schedule that trained up to `step` (`saved`, the
+    checkpoint's config) and the one that continues give the same multiplier there. A constant
     schedule, or WSD resumed before its decay, extends to a larger trainer.max_steps; a schedule
     that has (partly) decayed would restart higher, so that is refused."""
-    before = schedule_factor(saved.schedule, int(saved.trainer.max_steps))(step)
-    after = schedule_factor(cfg.schedule, int(cfg.trainer.max_steps))(step)
+    before = schedule_factor(schedule_config(saved.schedule), int(saved.trainer.max_steps))(step)
+    after = schedule_factor(schedule, max_steps)(step)
     if abs(after - before) > CONTINUITY_TOLERANCE * before:
-        raise ConfigError("trainer.max_steps", cfg.trainer.max_steps,
+        raise ConfigError("trainer.max_steps", max_steps,
                           f"a length that keeps the LR where the checkpoint left it: at step {step} schedule="
                           f"{saved.schedule.name} was at {before:.3g}x the base LR (trainer.max_steps="
                           f"{saved.trainer.max_steps}) and would continue at {after:.3g}x. Runs meant to be "
