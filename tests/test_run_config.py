@@ -1,0 +1,65 @@
+"""The config is read once: validation returns the typed groups, and building a run reads none of
+them again (a second reader is a second place for a default to live)."""
+from __future__ import annotations
+
+from collections import Counter
+
+import pytest
+import torch
+
+from conftest import compose_cfg
+from harness.build.assembly import assemble
+from harness.build.config import RunConfig, validate_config
+from harness.loop.hooks import TrainerConfig
+from harness.training.early_stop import EarlyStopConfig
+from harness.training.faults import FaultConfig
+from harness.training.flops import PerfConfig
+from harness.training.guard import GuardConfig
+from harness.training.loss import LossConfig
+from harness.training.lr_scaling import ScaleLRConfig
+from harness.training.monitor import MonitorConfig
+from harness.training.parallel import ParallelConfig
+from harness.training.precision import PrecisionConfig
+from harness.training.schedule import ScheduleConfig
+
+TYPED = (TrainerConfig, PrecisionConfig, ScheduleConfig, ParallelConfig, LossConfig, GuardConfig, MonitorConfig,
+         EarlyStopConfig, FaultConfig, PerfConfig, ScaleLRConfig)
+RUN = ["model=mlp", "data=synthetic", "model.width=16", "logger=none", "trainer.max_steps=4"]
+
+
+@pytest.fixture
+def reads(monkeypatch) -> Counter:
+    """How many times each typed group is constructed (read) from here on."""
+    counted: Counter = Counter()
+    for schema in TYPED:
+        original = schema.__init__
+
+        def counting(self, *args, _original=original, _name=schema.__name__, **kwargs):
+            counted[_name] += 1
+            _original(self, *args, **kwargs)
+
+        monkeypatch.setattr(schema, "__init__", counting)
+    return counted
+
+
+def test_validation_reads_each_group_once_and_building_reads_none_again(reads, tmp_path):
+    torch.set_num_threads(1)
+    config = validate_config(compose_cfg([*RUN, "guard.spike_window=64", "monitor.every=2", "precision=fp16",
+                                          "schedule=wsd"]))
+    assert isinstance(config, RunConfig)
+    assert reads == Counter({schema.__name__: 1 for schema in TYPED})
+    assert (config.guard.spike_window, config.monitor.every, config.precision.name,
+            config.schedule.decay_fraction) == (64, 2, "fp16", 0.2)
+    built = assemble(config, tmp_path / "run", torch.device("cpu"), None)
+    try:
+        assert reads == Counter({schema.__name__: 1 for schema in TYPED})
+        assert built.precision.scaler.is_enabled() and built.train_step.guard.cfg is config.guard
+    finally:
+        built.close()
+
+
+def test_lr_scaling_rereads_only_the_schedule_it_changes(reads):
+    config = validate_config(compose_cfg([*RUN, "batch_size=32", "scale_lr.base_batch=8", "schedule.warmup=2"]))
+    scaled = config.with_lr_scaling()
+    assert scaled.raw.schedule.warmup == scaled.schedule.warmup == 1  # the record and the typed part agree
+    assert reads[ScheduleConfig.__name__] == 2 and reads[GuardConfig.__name__] == 1
