@@ -45,7 +45,7 @@ def reads(monkeypatch) -> Counter:
 def test_validation_reads_each_group_once_and_building_reads_none_again(reads, tmp_path):
     torch.set_num_threads(1)
     config = validate_config(compose_cfg([*RUN, "guard.spike_window=64", "monitor.every=2", "precision=fp16",
-                                          "schedule=wsd"]))
+                                          "schedule=wsd", "clip=null", "batch_size=16", "accum=2"]))
     assert isinstance(config, RunConfig)
     assert reads == Counter({schema.__name__: 1 for schema in TYPED})
     assert (config.guard.spike_window, config.monitor.every, config.precision.name,
@@ -54,6 +54,8 @@ def test_validation_reads_each_group_once_and_building_reads_none_again(reads, t
     try:
         assert reads == Counter({schema.__name__: 1 for schema in TYPED})
         assert built.precision.scaler.is_enabled() and built.train_step.guard.cfg is config.guard
+        assert config.run.clip == built.train_step.clip.threshold == 0.0  # null: off
+        assert (config.run.batch_size, config.run.accum, built.micro_batch) == (16, 2, 8)
     finally:
         built.close()
 

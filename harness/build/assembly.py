@@ -155,11 +155,11 @@ def assemble(config: RunConfig, run_dir: Path, device: torch.device,
     """Every component from its config group, wired into a Trainer (resumed when asked). Training,
     the doctor and the LR finder all build here; `console=False` keeps the progress line quiet
     (benchmarks)."""
-    cfg = config.raw  # the groups without a typed reader yet, and the user's model and data keys
-    seed_everything(cfg.seed)
+    cfg, run = config.raw, config.run  # raw: the groups without a typed reader yet, the user's model and data keys
+    seed_everything(run.seed)
     splits = build_splits(cfg.data, config.loss.ignore_index, config.loss.function)
     train_set, val_set, meta = splits.train, splits.val, splits.meta
-    check_batch_fits(cfg.batch_size, len(train_set), cfg.data.name)
+    check_batch_fits(run.batch_size, len(train_set), cfg.data.name)
     recipe, targets = standardised(BatchRecipe.from_config(cfg.data), train_set,
                                    inputs=bool(cfg.data.get("standardize", False)),
                                    targets=bool(cfg.data.get("standardize_targets", False)), task=meta.task,
@@ -167,23 +167,23 @@ def assemble(config: RunConfig, run_dir: Path, device: torch.device,
     raw_model = build_model(cfg.model, meta)
     apply_init(raw_model, cfg.init)
     raw_model.to(device)
-    pick_output = OutputPicker(cfg.model_output, targets.to(device) if targets is not None else None)
-    micro_batch = cfg.batch_size // (cfg.accum * dist.world_size)
-    check_batch_norm(raw_model, micro_batch, cfg.batch_size)
+    pick_output = OutputPicker(run.model_output, targets.to(device) if targets is not None else None)
+    micro_batch = run.batch_size // (run.accum * dist.world_size)
+    check_batch_norm(raw_model, micro_batch, run.batch_size)
     x, y = fetch(train_set, recipe, spread_indices(len(train_set), micro_batch))
     probe_model(raw_model, pick_output, meta, x.to(device), y.to(device), cfg.model._target_)
     few = x[:TRACED_SAMPLES].to(device)  # which activations are hidden or make the output: two samples tell
-    swapped = swap_activations(raw_model, cfg.activation_swap, few)
+    swapped = swap_activations(raw_model, run.activation_swap, few)
     output_replaced = []
-    if cfg.output_activation is not None:
-        output_replaced = replace_output_activation(raw_model, cfg.output_activation,
+    if run.output_activation is not None:
+        output_replaced = replace_output_activation(raw_model, run.output_activation,
                                                     trace_activations(raw_model, few, pick_output.pick))
     if dist.is_main:
         for key, changed in (("activation_swap", swapped), ("output_activation", output_replaced)):
             if changed:
-                log.info("%s=%s replaced %d module(s): %s", key, cfg[key], len(changed), ", ".join(changed))
+                log.info("%s=%s replaced %d module(s): %s", key, getattr(run, key), len(changed), ", ".join(changed))
     facts = None
-    if dist.is_main and cfg.mode == "train":  # what summary.json tells the diagnosis; only rank 0 writes it
+    if dist.is_main and run.mode == "train":  # what summary.json tells the diagnosis; only rank 0 writes it
         output = describe_output(raw_model, trace_activations(raw_model, few, pick_output.pick))
         facts = {"parameters": parameter_counts(raw_model),
                  **split_facts(train_set, val_set, recipe, meta.task, targets),
@@ -192,7 +192,7 @@ def assemble(config: RunConfig, run_dir: Path, device: torch.device,
                  "output_activation": output, "output_replaced": output_replaced,
                  "test_samples": len(splits.test) if splits.test is not None else None}
     user_callbacks = build_user_callbacks(cfg.get("callbacks"))
-    seed_everything(cfg.seed + dist.rank)  # identical weights on every rank, own dropout draws per rank
+    seed_everything(run.seed + dist.rank)  # identical weights on every rank, own dropout draws per rank
     parallel = config.parallel
     sharded = is_sharded(parallel)
     model = parallelize(raw_model, parallel, config.precision.name, device, dist)  # fsdp shards raw_model in place
@@ -200,7 +200,7 @@ def assemble(config: RunConfig, run_dir: Path, device: torch.device,
     scheduler = build_scheduler(config.schedule, optimizer, config.trainer.max_steps)
     live_lr = LiveLR(optimizer, scheduler)
     precision = build_precision(config.precision, device)
-    if cfg.compile:
+    if run.compile:
         model = torch.compile(model)
     reporter = TrialReporter.from_env()
     if reporter is not None and reporter.sweeper_pid is not None:
@@ -209,16 +209,16 @@ def assemble(config: RunConfig, run_dir: Path, device: torch.device,
     loader = loader_settings(cfg.data, device.type)
     # Batch norm cannot normalise a micro-batch of one sample: such models skip an epoch tail
     # too small to give every micro-batch two.
-    min_batch = dist.world_size * (2 * cfg.accum if has_batch_norm(raw_model) else 1)
-    stream = BatchStream(len(train_set), cfg.batch_size, cfg.seed, dist.world_size, cfg.data.get("shuffle", True),
+    min_batch = dist.world_size * (2 * run.accum if has_batch_norm(raw_model) else 1)
+    stream = BatchStream(len(train_set), run.batch_size, run.seed, dist.world_size, cfg.data.get("shuffle", True),
                          min_batch)
-    batches = TrainBatches(train_set, recipe, loader, stream, dist.rank, dist.world_size, cfg.accum, cfg.seed)
+    batches = TrainBatches(train_set, recipe, loader, stream, dist.rank, dist.world_size, run.accum, run.seed)
     evaluator = build_evaluator(config, raw_model=raw_model, model=model, pick_output=pick_output, precision=precision,
                                 train_set=train_set, val_set=val_set, meta=meta, recipe=recipe, loader=loader,
                                 micro_batch=micro_batch, device=device, dist=dist, sharded=sharded)
     guard, faults = Guard(config.guard, dist, device), FaultInjector(config.fault, dist.rank)
     monitor = Monitor(config.monitor, raw_model, config.trainer.max_steps, dist)
-    clip = ClipSettings(float(cfg.clip) if cfg.clip else 0.0, cfg.clip_mode, cfg.accum_reduction == "mean")
+    clip = ClipSettings(run.clip, run.clip_mode, run.accum_reduction == "mean")
     loss_fn = partial(compute_loss, task=meta.task, label_smoothing=float(config.loss.label_smoothing),
                       z_loss=float(config.loss.z_loss), ignore_index=meta.ignore_index, function=meta.loss_function,
                       target_scale=pick_output.target_scale)
@@ -226,7 +226,7 @@ def assemble(config: RunConfig, run_dir: Path, device: torch.device,
                            optimizer=optimizer, live_lr=live_lr, precision=precision, guard=guard, loss_fn=loss_fn,
                            pick_output=pick_output, ignore_index=meta.ignore_index, clip=clip, monitor=monitor,
                            log_every=config.trainer.log_every, faults=faults, device=device, dist=dist)
-    closed_form = flops_per_update(raw_model, cfg.batch_size)
+    closed_form = flops_per_update(raw_model, run.batch_size)
 
     def attribute_update(micro_batches: list) -> Any:
         """Score the samples of a skipped update one by one (this rank's share): which stood out."""
@@ -238,7 +238,7 @@ def assemble(config: RunConfig, run_dir: Path, device: torch.device,
     cadence = Cadence(config.trainer, dist, device)
     callbacks: list[Any] = [
         GuardWatch(guard, faults, attribute_update, meta.ignore_index),
-        MetricsLog(monitor=monitor, precision=precision, clip=clip, batch_size=cfg.batch_size,
+        MetricsLog(monitor=monitor, precision=precision, clip=clip, batch_size=run.batch_size,
                    tokens_per_sample=meta.block_size if meta.task == "lm" else None,
                    peak=peak_flops(device, config.precision.name, config.perf.peak_tflops),
                    flops=closed_form / dist.world_size if closed_form is not None else None, device=device, dist=dist),
@@ -249,7 +249,7 @@ def assemble(config: RunConfig, run_dir: Path, device: torch.device,
     if reporter is not None:
         callbacks.append(SweepReport(reporter))
     tracker = None  # rank 0 of a training run logs; lr_find and doctor drive the trainer for their own purposes
-    if dist.is_main and cfg.mode == "train":
+    if dist.is_main and run.mode == "train":
         info = RunInfo(run_dir, OmegaConf.to_container(cfg, resolve=True),
                        study=reporter.study_name if reporter is not None else None,
                        trial=reporter.number if reporter is not None else None)
@@ -295,7 +295,7 @@ def assemble(config: RunConfig, run_dir: Path, device: torch.device,
         log.info("running as %s", ", ".join(where))
     return Assembly(trainer=trainer, config=config, raw_model=raw_model, meta=meta, device=device, dist=dist,
                     train_set=train_set, val_set=val_set, test_set=splits.test, recipe=recipe, micro_batch=micro_batch,
-                    accum=cfg.accum, pick_output=pick_output, precision=precision, optimizer=optimizer,
+                    accum=run.accum, pick_output=pick_output, precision=precision, optimizer=optimizer,
                     live_lr=live_lr, train_step=train_step, evaluator=evaluator, model_state=model_state)
 
 
@@ -324,7 +324,7 @@ def eval_batches(config: RunConfig, dataset: Dataset, recipe: BatchRecipe, loade
     count = config.trainer.eval_batches * micro_batch * dist.world_size
     sample = _equal_shares(eval_indices(len(dataset), count), dist, sharded)
     share = sample.tensor_split(dist.world_size)[dist.rank]
-    return EvalBatches(dataset, recipe, loader, share, micro_batch, config.raw.seed, split), sample
+    return EvalBatches(dataset, recipe, loader, share, micro_batch, config.run.seed, split), sample
 
 
 def _equal_shares(sample: torch.Tensor, dist: DistInfo, sharded: bool) -> torch.Tensor:

@@ -44,6 +44,23 @@ FIXED_TASKS = {"stdlib": "lm", "text": "lm", "tokens": "lm", "digits": "classifi
 
 
 @dataclass(frozen=True)
+class RunKeys:
+    """The top-level keys of conf/train.yaml that shape the run (their defaults live there)."""
+
+    mode: str
+    batch_size: int
+    accum: int
+    accum_reduction: str  # mean | sum
+    seed: int
+    clip: float  # 0.0: off
+    clip_mode: str
+    compile: bool
+    model_output: str | int
+    activation_swap: str | None
+    output_activation: str | None
+
+
+@dataclass(frozen=True)
 class RunConfig:
     """The composed config, checked, with each group that has a typed reader read once. `raw` is
     the composed config itself: what a run records (config.yaml, checkpoints) and the groups whose
@@ -51,6 +68,7 @@ class RunConfig:
 
     raw: DictConfig
     device: torch.device  # the one `device` names; a torchrun rank takes its local GPU (modes/run.py)
+    run: RunKeys
     trainer: TrainerConfig
     precision: PrecisionConfig
     schedule: ScheduleConfig
@@ -170,7 +188,11 @@ def validate_config(cfg: DictConfig, world_size: int = 1, choices: Mapping[str, 
     for name in objectives:
         if name not in SUMMARY_OBJECTIVES:
             raise ConfigError("objective", name, f"one of {list(SUMMARY_OBJECTIVES)}")
-    return RunConfig(raw=cfg, device=device, trainer=trainer, precision=precision, schedule=schedule, parallel=parallel, loss=loss, guard=guard,
+    run = RunKeys(mode=cfg.mode, batch_size=cfg.batch_size, accum=cfg.accum, accum_reduction=cfg.accum_reduction,
+                  seed=cfg.seed, clip=float(cfg.clip) if cfg.clip else 0.0, clip_mode=cfg.clip_mode,
+                  compile=cfg.compile, model_output=cfg.model_output, activation_swap=cfg.activation_swap,
+                  output_activation=cfg.output_activation)
+    return RunConfig(raw=cfg, device=device, run=run, trainer=trainer, precision=precision, schedule=schedule, parallel=parallel, loss=loss, guard=guard,
                      monitor=monitor, early_stop=early_stop, fault=fault, perf=perf, scale_lr=scale_lr, logger=logger,
                      diagnose=diagnose)
 
