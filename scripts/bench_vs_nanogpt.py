@@ -72,12 +72,13 @@ def corpus_ids(text_file: Path | None) -> tuple[np.ndarray, int]:
         return ids, len(vocab)
     from hydra import compose, initialize_config_dir
 
-    from harness.data import build_data
+    from harness.data import build_data, validate_data_config
     from harness.entry.resolvers import register_resolvers
 
     register_resolvers()
     with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base="1.3"):  # the real conf/
-        train, val, meta = build_data(compose(config_name="train", overrides=["data=stdlib"]).data)
+        data = validate_data_config(compose(config_name="train", overrides=["data=stdlib"]).data)
+    train, val, meta = build_data(data)
     return np.concatenate([np.asarray(train.tokens), np.asarray(val.tokens)]), meta.vocab_size
 
 

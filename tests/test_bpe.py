@@ -11,7 +11,7 @@ import pytest
 from tokenizers import Tokenizer, pre_tokenizers
 
 from conftest import TINY_GPT, compose_cfg, train
-from harness.data import bpe, build_data
+from harness.data import bpe, build_data, validate_data_config
 from harness.data.chars import stdlib_files, stdlib_text
 from harness.data.token_file import TokenFile
 from harness.modes.run import run
@@ -42,7 +42,7 @@ def bpe_overrides(path: Path, *more: str) -> list[str]:
 
 
 def build(overrides: list[str]):
-    return build_data(compose_cfg(overrides).data)
+    return build_data(validate_data_config(compose_cfg(overrides).data))
 
 
 def val_text(text: str, val_fraction: float = 0.1) -> str:

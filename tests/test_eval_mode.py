@@ -12,7 +12,7 @@ import torch.nn.functional as F
 from conftest import ROOT, compose_cfg, one_line_error, run_cli
 from harness.state.checkpoint import load_checkpoint
 from harness.build.config import validate_config
-from harness.data import build_splits
+from harness.data import build_splits, validate_data_config
 from harness.core.errors import ConfigError
 from harness.models import build_model
 
@@ -96,11 +96,11 @@ def test_custom_data_with_a_test_split_is_scored_on_it_as_an_independent_evaluat
     assert report["test_loss"] != report["val_loss"]
 
     # the best checkpoint's weights, scored on the test tensors by hand
-    splits = build_splits(compose_cfg(args).data)
+    splits = build_splits(validate_data_config(compose_cfg(args).data))
     model = build_model(compose_cfg(args).model, splits.meta)
     model.load_state_dict(load_checkpoint(run_dir / "checkpoints" / "best.pt")["model"])
     x, y = splits.test.tensors
-    as_dict = build_splits(compose_cfg([*args, "+data.as_dict=true"]).data).test  # the factory's dict form
+    as_dict = build_splits(validate_data_config(compose_cfg([*args, "+data.as_dict=true"]).data)).test  # the factory's dict form
     assert all(torch.equal(a, b) for a, b in zip(as_dict.tensors, splits.test.tensors))
     with torch.no_grad():
         logits = model.eval()(x)
@@ -111,9 +111,9 @@ def test_custom_data_with_a_test_split_is_scored_on_it_as_an_independent_evaluat
 
 
 def test_a_test_fraction_holds_out_the_tail_of_training_and_leaves_val_as_it_was(tmp_path):
-    plain = build_splits(compose_cfg(["data=synthetic"]).data)
-    zero = build_splits(compose_cfg(["data=synthetic", "data.test_fraction=0"]).data)
-    held = build_splits(compose_cfg(["data=synthetic", "data.test_fraction=0.1"]).data)
+    plain = build_splits(validate_data_config(compose_cfg(["data=synthetic"]).data))
+    zero = build_splits(validate_data_config(compose_cfg(["data=synthetic", "data.test_fraction=0"]).data))
+    held = build_splits(validate_data_config(compose_cfg(["data=synthetic", "data.test_fraction=0.1"]).data))
     assert zero.test is None and held.test is not None
     assert torch.equal(zero.train.x, plain.train.x) and torch.equal(zero.val.x, plain.val.x)
     assert torch.equal(held.val.x, plain.val.x) and torch.equal(held.val.y, plain.val.y)
@@ -121,7 +121,7 @@ def test_a_test_fraction_holds_out_the_tail_of_training_and_leaves_val_as_it_was
     assert torch.equal(torch.cat([held.train.x, held.test.x]), plain.train.x)  # train | test = the old train
 
     digits = ["data=digits", "model=mlp"]
-    plain, zero, held = (build_splits(compose_cfg([*digits, *extra]).data)
+    plain, zero, held = (build_splits(validate_data_config(compose_cfg([*digits, *extra]).data))
                          for extra in ([], ["data.test_fraction=0"], ["data.test_fraction=0.1"]))
     assert torch.equal(zero.train.images, plain.train.images) and torch.equal(zero.val.x, plain.val.x)
     assert torch.equal(held.val.y, plain.val.y)  # the same validation images (standardised by the new train's stats)
@@ -131,7 +131,8 @@ def test_a_test_fraction_holds_out_the_tail_of_training_and_leaves_val_as_it_was
     corpus = tmp_path / "corpus.txt"
     corpus.write_text("".join(f"line {i}: the quick brown fox\n" for i in range(400)))
     text = ["data=text", f"data.path={corpus}", "model.block_size=16"]
-    plain, held = (build_splits(compose_cfg([*text, *extra]).data) for extra in ([], ["data.test_fraction=0.2"]))
+    plain, held = (build_splits(validate_data_config(compose_cfg([*text, *extra]).data))
+                   for extra in ([], ["data.test_fraction=0.2"]))
     ids = lambda windows: np.asarray(windows.tokens).tolist()  # noqa: E731
     assert plain.test is None and ids(held.val) == ids(plain.val)
     assert ids(held.train) + ids(held.test) == ids(plain.train)  # contiguous: train, test, val
@@ -157,11 +158,11 @@ def test_hf_data_reads_the_test_split_it_is_told_to(tmp_path):
         str(tmp_path / "ds"))
     hf = ["data=hf", f"data.path={tmp_path / 'ds'}", "data.task=classification", "data.input_key=x",
           "data.num_classes=3", "data.val_split=validation"]
-    plain = build_splits(compose_cfg(hf).data)
-    held = build_splits(compose_cfg([*hf, "data.test_split=test"]).data)
+    plain = build_splits(validate_data_config(compose_cfg(hf).data))
+    held = build_splits(validate_data_config(compose_cfg([*hf, "data.test_split=test"]).data))
     assert plain.test is None and (len(held.train), len(held.val), len(held.test)) == (90, 30, 40)
     x, _ = held.test.gather(torch.arange(40))
     assert x[:, 0].tolist() == [float(i + 2) for i in range(40)]  # the test split's rows, not another's
     with pytest.raises(ConfigError) as err:
-        build_splits(compose_cfg([*hf, "data.test_split=holdout"]).data)
+        build_splits(validate_data_config(compose_cfg([*hf, "data.test_split=holdout"]).data))
     assert err.value.key == "data.test_split" and "['train', 'validation', 'test']" in str(err.value)

@@ -32,8 +32,8 @@ def eval_rows(run_dir):
 
 
 def test_digits_split_is_fixed_and_shaped():
-    train_a, val_a, meta = build_data(compose_cfg(["data=digits", "model=mlp"]).data)
-    train_b, val_b, _ = build_data(compose_cfg(["data=digits", "model=mlp", "seed=7"]).data)
+    train_a, val_a, meta = build_data(validate_data_config(compose_cfg(["data=digits", "model=mlp"]).data))
+    train_b, val_b, _ = build_data(validate_data_config(compose_cfg(["data=digits", "model=mlp", "seed=7"]).data))
     assert (len(train_a), len(val_a)) == (1438, 359)
     assert meta.input_shape == (1, 8, 8) and meta.num_classes == 10 and meta.chance_loss == pytest.approx(2.302585)
     x, y = train_a[0]

@@ -10,6 +10,7 @@ import torch
 from conftest import compose_cfg
 from harness.build.assembly import assemble
 from harness.build.config import RunConfig, validate_config
+from harness.data import LoadingConfig
 from harness.loop.hooks import TrainerConfig
 from harness.training.early_stop import EarlyStopConfig
 from harness.training.faults import FaultConfig
@@ -23,7 +24,7 @@ from harness.training.precision import PrecisionConfig
 from harness.training.schedule import ScheduleConfig
 
 TYPED = (TrainerConfig, PrecisionConfig, ScheduleConfig, ParallelConfig, LossConfig, GuardConfig, MonitorConfig,
-         EarlyStopConfig, FaultConfig, PerfConfig, ScaleLRConfig)
+         EarlyStopConfig, FaultConfig, PerfConfig, ScaleLRConfig, LoadingConfig)
 RUN = ["model=mlp", "data=synthetic", "model.width=16", "logger=none", "trainer.max_steps=4"]
 
 
@@ -45,7 +46,8 @@ def reads(monkeypatch) -> Counter:
 def test_validation_reads_each_group_once_and_building_reads_none_again(reads, tmp_path):
     torch.set_num_threads(1)
     config = validate_config(compose_cfg([*RUN, "guard.spike_window=64", "monitor.every=2", "precision=fp16",
-                                          "schedule=wsd", "clip=null", "batch_size=16", "accum=2"]))
+                                          "schedule=wsd", "clip=null", "batch_size=16", "accum=2",
+                                          "data.shuffle=false"]))
     assert isinstance(config, RunConfig)
     assert reads == Counter({schema.__name__: 1 for schema in TYPED})
     assert (config.guard.spike_window, config.monitor.every, config.precision.name,
@@ -56,6 +58,7 @@ def test_validation_reads_each_group_once_and_building_reads_none_again(reads, t
         assert built.precision.scaler.is_enabled() and built.train_step.guard.cfg is config.guard
         assert config.run.clip == built.train_step.clip.threshold == 0.0  # null: off
         assert (config.run.batch_size, config.run.accum, built.micro_batch) == (16, 2, 8)
+        assert not config.data.loading.shuffle and not built.trainer.batches.stream.shuffle
     finally:
         built.close()
 

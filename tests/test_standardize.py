@@ -11,7 +11,7 @@ import torch.nn.functional as F
 from torch.utils.data import TensorDataset
 
 from conftest import compose_cfg, one_line_error, run_cli, train
-from harness.data import build_splits
+from harness.data import build_splits, validate_data_config
 from harness.data.loader import BatchRecipe, Ticket, read_batch
 from harness.data.standardize import TargetScale, standardised
 from harness.core.errors import ConfigError
@@ -43,7 +43,7 @@ def test_every_split_is_scaled_by_the_training_splits_statistics():
 
 def test_built_in_array_data_is_scaled_on_its_fast_path_too():
     cfg = compose_cfg(["model=mlp", "data=synthetic", "data.standardize=true"])
-    splits = build_splits(cfg.data)
+    splits = build_splits(validate_data_config(cfg.data))
     recipe, _ = standardised(BatchRecipe.from_config(cfg.data), splits.train, inputs=True)
     x, _ = read_batch(splits.train, recipe, 0, Ticket(list(range(len(splits.train))), 0))[1:]
     assert float(x.mean(0).abs().max()) < 1e-3 and float((x.std(0) - 1).abs().max()) < 1e-3

@@ -30,7 +30,7 @@ from harness.core.config_keys import PER_INVOCATION
 from harness.loop.callbacks.sweep import SweepReport
 from harness.loop.callbacks.user import build_user_callbacks
 from harness.state.checkpoint import FileCheckpoints
-from harness.data import BatchRecipe, DataMeta, LoaderSettings, build_splits, loader_settings
+from harness.data import BatchRecipe, DataMeta, LoaderSettings, build_splits
 from harness.data.checks import spread_indices
 from harness.data.facts import input_stats, split_facts
 from harness.data.standardize import standardised
@@ -157,12 +157,12 @@ def assemble(config: RunConfig, run_dir: Path, device: torch.device,
     (benchmarks)."""
     cfg, run = config.raw, config.run  # raw: the groups without a typed reader yet, the user's model and data keys
     seed_everything(run.seed)
-    splits = build_splits(cfg.data, config.loss.ignore_index, config.loss.function)
+    data = config.data
+    splits = build_splits(data, config.loss.ignore_index, config.loss.function)
     train_set, val_set, meta = splits.train, splits.val, splits.meta
-    check_batch_fits(run.batch_size, len(train_set), cfg.data.name)
-    recipe, targets = standardised(BatchRecipe.from_config(cfg.data), train_set,
-                                   inputs=bool(cfg.data.get("standardize", False)),
-                                   targets=bool(cfg.data.get("standardize_targets", False)), task=meta.task,
+    check_batch_fits(run.batch_size, len(train_set), data.name)
+    recipe, targets = standardised(data.recipe, train_set, inputs=data.loading.standardize,
+                                   targets=data.loading.standardize_targets, task=meta.task,
                                    loss_function=meta.loss_function)
     raw_model = build_model(cfg.model, meta)
     apply_init(raw_model, cfg.init)
@@ -206,11 +206,11 @@ def assemble(config: RunConfig, run_dir: Path, device: torch.device,
     if reporter is not None and reporter.sweeper_pid is not None:
         watch_sweeper(reporter.sweeper_pid)
 
-    loader = loader_settings(cfg.data, device.type)
+    loader = data.loading.settings(device.type)
     # Batch norm cannot normalise a micro-batch of one sample: such models skip an epoch tail
     # too small to give every micro-batch two.
     min_batch = dist.world_size * (2 * run.accum if has_batch_norm(raw_model) else 1)
-    stream = BatchStream(len(train_set), run.batch_size, run.seed, dist.world_size, cfg.data.get("shuffle", True),
+    stream = BatchStream(len(train_set), run.batch_size, run.seed, dist.world_size, data.loading.shuffle,
                          min_batch)
     batches = TrainBatches(train_set, recipe, loader, stream, dist.rank, dist.world_size, run.accum, run.seed)
     evaluator = build_evaluator(config, raw_model=raw_model, model=model, pick_output=pick_output, precision=precision,
@@ -287,7 +287,7 @@ def assemble(config: RunConfig, run_dir: Path, device: torch.device,
         tracker.open(trainer.state.step)
     n_params = sum(p.numel() for p in raw_model.parameters())
     log.info("model %s: %.2fM parameters; data %s (%s); device %s; precision %s",
-             class_name(raw_model), n_params / 1e6, cfg.data.name, meta.task, device, config.precision.name)
+             class_name(raw_model), n_params / 1e6, data.name, meta.task, device, config.precision.name)
     where = [f"{dist.world_size} processes"] if dist.enabled else []
     if os.environ.get("SLURM_JOB_ID"):  # what a user looking for the job on the cluster needs
         where.append(f"SLURM job {os.environ['SLURM_JOB_ID']} on {socket.gethostname()}")

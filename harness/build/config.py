@@ -16,7 +16,7 @@ from harness.loop.callbacks.user import validate_callbacks_config
 from harness.state.checkpoint import is_sharded_checkpoint
 from harness.training.clipping import validate_clip
 from harness.core.config_keys import check_known_keys
-from harness.data import validate_data_config
+from harness.data import DataConfig, validate_data_config
 from harness.diagnosis.live import DiagnoseSettings, diagnose_settings, validate_diagnose_config
 from harness.training.early_stop import EarlyStopConfig, early_stop_config
 from harness.core.errors import ConfigError
@@ -72,6 +72,7 @@ class RunConfig:
     trainer: TrainerConfig
     precision: PrecisionConfig
     schedule: ScheduleConfig
+    data: DataConfig
     parallel: ParallelConfig
     loss: LossConfig
     guard: GuardConfig
@@ -167,7 +168,7 @@ def validate_config(cfg: DictConfig, world_size: int = 1, choices: Mapping[str, 
         raise ConfigError("parallel", parallel.name, f"none or ddp with mode={cfg.mode} (it runs in one process)")
     schedule = validate_schedule_config(cfg.schedule, trainer.max_steps)
     validate_optim_config(cfg.optim)
-    validate_data_config(cfg.data)
+    data = validate_data_config(cfg.data)
     validate_model_config(cfg.model, data_task(cfg))
     validate_model_output(cfg.model_output)
     validate_activation_swap(cfg.activation_swap)
@@ -192,7 +193,7 @@ def validate_config(cfg: DictConfig, world_size: int = 1, choices: Mapping[str, 
                   seed=cfg.seed, clip=float(cfg.clip) if cfg.clip else 0.0, clip_mode=cfg.clip_mode,
                   compile=cfg.compile, model_output=cfg.model_output, activation_swap=cfg.activation_swap,
                   output_activation=cfg.output_activation)
-    return RunConfig(raw=cfg, device=device, run=run, trainer=trainer, precision=precision, schedule=schedule, parallel=parallel, loss=loss, guard=guard,
+    return RunConfig(raw=cfg, device=device, run=run, trainer=trainer, precision=precision, schedule=schedule, data=data, parallel=parallel, loss=loss, guard=guard,
                      monitor=monitor, early_stop=early_stop, fault=fault, perf=perf, scale_lr=scale_lr, logger=logger,
                      diagnose=diagnose)
 

@@ -2,7 +2,7 @@
 model must know; every option is read through the same DataLoader settings (conf/train.yaml, `data.num_workers`, ...)."""
 from __future__ import annotations
 
-from dataclasses import replace
+from dataclasses import dataclass, replace
 
 from omegaconf import DictConfig, OmegaConf
 from torch.utils.data import Dataset
@@ -13,12 +13,13 @@ from harness.data.checks import check_samples
 from harness.data.custom import build_custom, validate_custom
 from harness.data.digits import build_digits, validate_digits
 from harness.data.hf import build_hf, validate_hf
-from harness.data.loader import WORKER_STARTS, BatchRecipe, LoaderSettings
+from harness.data.loader import BatchRecipe, LoaderSettings, LoadingConfig
 from harness.data.prior import prior_loss
 from harness.data.synthetic import build_synthetic, validate_synthetic
 from harness.data.targets import AUTO, regression_loss
 from harness.data.tokens import build_tokens, validate_tokens
 from harness.core.errors import ConfigError
+from harness.core.typed_config import read_typed
 from harness.core.validation import is_whole
 
 # option name -> (validate, build); validate reads no more than file metadata.
@@ -31,47 +32,36 @@ BUILDERS = {
     "hf": (validate_hf, build_hf),
     "digits": (validate_digits, build_digits),
 }
-PIN_MEMORY = ("auto", True, False)
-
 # options that hold out data.test_fraction themselves; custom, hf and tokens name their test split
 HELD_OUT_TEST = ("stdlib", "text", "synthetic", "digits")
 
-__all__ = ["ArrayDataset", "BatchRecipe", "DataMeta", "LoaderSettings", "Splits", "build_data", "build_splits",
-           "check_test_split", "loader_settings", "validate_data_config"]
+__all__ = ["ArrayDataset", "BatchRecipe", "DataConfig", "DataMeta", "LoaderSettings", "LoadingConfig", "Splits",
+           "build_data", "build_splits", "check_test_split", "validate_data_config"]
 
 
-def _validate_loader(cfg: DictConfig) -> None:
-    workers = cfg.get("num_workers", 0)
-    if not is_whole(workers) or workers < 0:
-        raise ConfigError("data.num_workers", workers, "an integer >= 0 (0 reads batches in the training process)")
-    if cfg.get("pin_memory", "auto") not in PIN_MEMORY:
-        raise ConfigError("data.pin_memory", cfg.get("pin_memory"), "auto (on for CUDA), true or false")
-    if not isinstance(cfg.get("shuffle", True), bool):
-        raise ConfigError("data.shuffle", cfg.get("shuffle"), "true (a new sample order every epoch) or false")
-    if not isinstance(cfg.get("persistent_workers", True), bool):
-        raise ConfigError("data.persistent_workers", cfg.get("persistent_workers"), "true or false")
-    if not isinstance(cfg.get("standardize", False), bool):
-        raise ConfigError("data.standardize", cfg.get("standardize"),
-                          "true (each input feature scaled by the training split's mean and std) or false")
-    if not isinstance(cfg.get("standardize_targets", False), bool):
-        raise ConfigError("data.standardize_targets", cfg.get("standardize_targets"),
-                          "true (each regression target scaled by the training split's mean and std) or false")
-    prefetch = cfg.get("prefetch_factor")
-    if prefetch is not None and (not is_whole(prefetch) or prefetch < 1):
-        raise ConfigError("data.prefetch_factor", prefetch, "null (torch's default, 2) or an integer >= 1")
-    if cfg.get("worker_start", "auto") not in WORKER_STARTS:
-        raise ConfigError("data.worker_start", cfg.get("worker_start"),
-                          "auto (fork, or a forkserver when other threads run), fork, forkserver or spawn")
+@dataclass(frozen=True)
+class DataConfig:
+    """The `data` group, checked: its option, the keys every option shares, how samples become
+    batches; `node` keeps the option's own keys as the config has them (its builder reads them)."""
+
+    name: str
+    node: DictConfig
+    loading: LoadingConfig
+    recipe: BatchRecipe
+
+
+def _validate_loader(cfg: DictConfig) -> tuple[LoadingConfig, BatchRecipe]:
+    loading = read_typed(cfg, LoadingConfig, "data")
     for key in ("input_key", "target_key"):
         value = cfg.get(key)
         names = list(value) if OmegaConf.is_list(value) and key == "input_key" else [value]
         if value is not None and not (names and all(isinstance(n, str) and n for n in names)):
             raise ConfigError(f"data.{key}", value, "null or the name of a field of dict samples"
                                                     + (" (or a list of names)" if key == "input_key" else ""))
-    BatchRecipe.from_config(cfg)  # imports data.collate_fn
+    return loading, BatchRecipe.from_config(cfg)  # imports data.collate_fn
 
 
-def validate_data_config(cfg: DictConfig) -> None:
+def validate_data_config(cfg: DictConfig) -> DataConfig:
     """Fail fast on data settings that cannot work (before any file is read in full)."""
     name = cfg.get("name")
     if name not in BUILDERS:
@@ -84,9 +74,10 @@ def validate_data_config(cfg: DictConfig) -> None:
     _validate_test_fraction(cfg)
     if name != "custom" and cfg.get("_target_") is not None:
         raise ConfigError("data._target_", cfg._target_, "set with data=custom (data=custom data._target_=mypkg.build)")
-    _validate_loader(cfg)
+    loading, recipe = _validate_loader(cfg)
     validate, _ = BUILDERS[name]
     validate(cfg)
+    return DataConfig(name, cfg, loading, recipe)
 
 
 def _validate_test_fraction(cfg: DictConfig) -> None:
@@ -100,38 +91,28 @@ def _validate_test_fraction(cfg: DictConfig) -> None:
                                                           f"test split is held out of what validation leaves")
 
 
-def loader_settings(cfg: DictConfig, device_type: str) -> LoaderSettings:
-    pin = cfg.get("pin_memory", "auto")
-    return LoaderSettings(num_workers=int(cfg.get("num_workers", 0)),
-                          pin_memory=device_type == "cuda" if pin == "auto" else bool(pin),
-                          persistent_workers=bool(cfg.get("persistent_workers", True)),
-                          prefetch_factor=cfg.get("prefetch_factor"),
-                          worker_start=str(cfg.get("worker_start", "auto")))
-
-
-def build_splits(cfg: DictConfig, ignore_index: int | None = None, loss_function: str = AUTO) -> Splits:
+def build_splits(data: DataConfig, ignore_index: int | None = None, loss_function: str = AUTO) -> Splits:
     """Build the configured data option's splits; a sample of train and val is checked against the
     declared sizes before any training starts (the test split's, by `check_test_split`, only when
     it is scored). Targets equal to `ignore_index` (loss.ignore_index) are left out of the checks
     and the priors, which are those of `loss_function` (loss.function) for real-valued targets."""
-    validate_data_config(cfg)
-    _, build = BUILDERS[cfg.name]
-    splits = build(cfg)
+    _, build = BUILDERS[data.name]
+    splits = build(data.node)
     task = splits.meta.task
     function = regression_loss(loss_function, task)
     meta = replace(splits.meta, ignore_index=None if task == "regression" else ignore_index, loss_function=function,
                    optimum_loss=splits.meta.optimum_loss if function in (None, "mse") else None)
-    check_samples({"train": splits.train, "val": splits.val}, meta, BatchRecipe.from_config(cfg))
+    check_samples({"train": splits.train, "val": splits.val}, meta, data.recipe)
     return replace(splits, meta=replace(meta, prior_loss=prior_loss(splits.train, meta)))
 
 
-def build_data(cfg: DictConfig, ignore_index: int | None = None,
+def build_data(data: DataConfig, ignore_index: int | None = None,
                loss_function: str = AUTO) -> tuple[Dataset, Dataset, DataMeta]:
     """(train, val, meta): what training reads."""
-    splits = build_splits(cfg, ignore_index, loss_function)
+    splits = build_splits(data, ignore_index, loss_function)
     return splits.train, splits.val, splits.meta
 
 
-def check_test_split(cfg: DictConfig, test: Dataset, meta: DataMeta) -> None:
+def check_test_split(data: DataConfig, test: Dataset, meta: DataMeta) -> None:
     """The test split's labels or ids against the declared sizes, as train's and val's were."""
-    check_samples({"test": test}, meta, BatchRecipe.from_config(cfg))
+    check_samples({"test": test}, meta, data.recipe)

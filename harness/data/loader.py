@@ -33,6 +33,7 @@ from harness.data.base import ArrayDataset
 from harness.data.sampler import BatchStream, MicroBatch, split_for_rank
 from harness.core.callables import locate
 from harness.core.errors import ConfigError, DataError, one_line, user_frames
+from harness.core.typed_config import at_least, one_of, setting
 
 log = logging.getLogger("harness")
 EVAL_EPOCH = -1  # validation samples get the same transforms at every eval
@@ -40,6 +41,7 @@ EVAL_EPOCH = -1  # validation samples get the same transforms at every eval
 SHARED_DATA_KEYS = ("shuffle", "num_workers", "pin_memory", "persistent_workers", "prefetch_factor", "collate_fn",
                     "worker_start", "standardize", "standardize_targets")
 WORKER_STARTS = ("auto", "fork", "forkserver", "spawn")
+PIN_MEMORY = ("auto", True, False)
 
 
 def ignore_ctrl_c(_worker_id: int) -> None:
@@ -130,6 +132,28 @@ def worker_context(choice: str, reader: Dataset) -> BaseContext | None:
     if method == "forkserver":
         context.set_forkserver_preload(["__main__", "torch", "harness.data.loader"])  # each worker forks from these
     return context
+
+
+@dataclass(frozen=True)
+class LoadingConfig:
+    """The `data` keys every option shares (conf/train.yaml's data block): how batches are read."""
+
+    num_workers: int = setting(0, "an integer >= 0 (0 reads batches in the training process)", at_least(0))
+    pin_memory: str | bool = setting("auto", "auto (on for CUDA), true or false", one_of(PIN_MEMORY))
+    shuffle: bool = setting(True, "true (a new sample order every epoch) or false")
+    persistent_workers: bool = setting(True, "true or false")
+    standardize: bool = setting(False, "true (each input feature scaled by the training split's mean and std) or false")
+    standardize_targets: bool = setting(False, "true (each regression target scaled by the training split's mean and "
+                                               "std) or false")
+    prefetch_factor: int | None = setting(None, "null (torch's default, 2) or an integer >= 1", at_least(1))
+    worker_start: str = setting("auto", "auto (fork, or a forkserver when other threads run), fork, forkserver or "
+                                        "spawn", one_of(WORKER_STARTS))
+
+    def settings(self, device_type: str) -> LoaderSettings:
+        """The DataLoader settings on a device of this type (`pin_memory: auto` pins for CUDA)."""
+        pin = device_type == "cuda" if self.pin_memory == "auto" else bool(self.pin_memory)
+        return LoaderSettings(num_workers=self.num_workers, pin_memory=pin, persistent_workers=self.persistent_workers,
+                              prefetch_factor=self.prefetch_factor, worker_start=self.worker_start)
 
 
 @dataclass(frozen=True)

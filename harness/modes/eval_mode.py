@@ -31,7 +31,7 @@ from harness.state.checkpoint import (
     step_checkpoints,
     verified_checkpoint,
 )
-from harness.data import check_test_split, loader_settings
+from harness.data import check_test_split
 from harness.core.distributed import DistInfo
 from harness.core.errors import ConfigError
 from harness.core.metric_names import VAL_LOSS, flat
@@ -79,9 +79,9 @@ def _scores(built: Assembly, device: torch.device) -> dict[str, Any]:
     test_set = built.test_set
     if test_set is None:
         return scores
-    data = built.config.raw.data
-    check_test_split(data, test_set, built.meta)
-    batches, sample = eval_batches(built.config, test_set, built.recipe, loader_settings(data, device.type),
+    check_test_split(built.config.data, test_set, built.meta)
+    loader = built.config.data.loading.settings(device.type)
+    batches, sample = eval_batches(built.config, test_set, built.recipe, loader,
                                    built.micro_batch, built.dist, split="test")
     try:
         tested = evaluator.test(batches)
