@@ -11,6 +11,7 @@ from conftest import compose_cfg
 from harness.build.assembly import assemble
 from harness.build.config import RunConfig, validate_config
 from harness.data import LoadingConfig
+from harness.models.init import InitConfig
 from harness.loop.hooks import TrainerConfig
 from harness.training.early_stop import EarlyStopConfig
 from harness.training.faults import FaultConfig
@@ -24,7 +25,7 @@ from harness.training.precision import PrecisionConfig
 from harness.training.schedule import ScheduleConfig
 
 TYPED = (TrainerConfig, PrecisionConfig, ScheduleConfig, ParallelConfig, LossConfig, GuardConfig, MonitorConfig,
-         EarlyStopConfig, FaultConfig, PerfConfig, ScaleLRConfig, LoadingConfig)
+         EarlyStopConfig, FaultConfig, PerfConfig, ScaleLRConfig, LoadingConfig, InitConfig)
 RUN = ["model=mlp", "data=synthetic", "model.width=16", "logger=none", "trainer.max_steps=4"]
 
 

@@ -165,7 +165,7 @@ def assemble(config: RunConfig, run_dir: Path, device: torch.device,
                                    targets=data.loading.standardize_targets, task=meta.task,
                                    loss_function=meta.loss_function)
     raw_model = build_model(cfg.model, meta)
-    apply_init(raw_model, cfg.init)
+    apply_init(raw_model, config.init)
     raw_model.to(device)
     pick_output = OutputPicker(run.model_output, targets.to(device) if targets is not None else None)
     micro_batch = run.batch_size // (run.accum * dist.world_size)

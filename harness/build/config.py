@@ -29,7 +29,7 @@ from harness.training.lr_scaling import ScaleLRConfig, scale_lr_config, scaled_l
 from harness.models import validate_model_config
 from harness.models.activation_swap import validate_activation_swap
 from harness.models.output_activation import validate_output_activation
-from harness.models.init import validate_init_config
+from harness.models.init import InitConfig, validate_init_config
 from harness.training.monitor import MonitorConfig, monitor_config
 from harness.training.optim import validate_optim_config
 from harness.training.parallel import ParallelConfig, is_sharded, validate_parallel_config
@@ -73,6 +73,7 @@ class RunConfig:
     precision: PrecisionConfig
     schedule: ScheduleConfig
     data: DataConfig
+    init: InitConfig
     parallel: ParallelConfig
     loss: LossConfig
     guard: GuardConfig
@@ -173,7 +174,7 @@ def validate_config(cfg: DictConfig, world_size: int = 1, choices: Mapping[str, 
     validate_model_output(cfg.model_output)
     validate_activation_swap(cfg.activation_swap)
     validate_output_activation(cfg.output_activation)
-    validate_init_config(cfg.init)
+    init = validate_init_config(cfg.init)
     loss, scale_lr, logger = loss_config(cfg.loss), scale_lr_config(cfg.scale_lr), logger_settings(cfg.get("logger"))
     monitor, guard, early_stop = monitor_config(cfg.monitor), guard_config(cfg.guard), early_stop_config(cfg.early_stop)
     fault, perf = fault_config(cfg.fault), perf_config(cfg.perf)
@@ -193,7 +194,7 @@ def validate_config(cfg: DictConfig, world_size: int = 1, choices: Mapping[str, 
                   seed=cfg.seed, clip=float(cfg.clip) if cfg.clip else 0.0, clip_mode=cfg.clip_mode,
                   compile=cfg.compile, model_output=cfg.model_output, activation_swap=cfg.activation_swap,
                   output_activation=cfg.output_activation)
-    return RunConfig(raw=cfg, device=device, run=run, trainer=trainer, precision=precision, schedule=schedule, data=data, parallel=parallel, loss=loss, guard=guard,
+    return RunConfig(raw=cfg, device=device, run=run, trainer=trainer, precision=precision, schedule=schedule, data=data, init=init, parallel=parallel, loss=loss, guard=guard,
                      monitor=monitor, early_stop=early_stop, fault=fault, perf=perf, scale_lr=scale_lr, logger=logger,
                      diagnose=diagnose)
 

@@ -18,11 +18,11 @@ class InitConfig:
     std: float = setting(0.02, "a number > 0", lambda v: v > 0)
 
 
-def validate_init_config(cfg: DictConfig) -> None:
-    read_typed(cfg, InitConfig, "init")
+def validate_init_config(cfg: DictConfig) -> InitConfig:
+    return read_typed(cfg, InitConfig, "init")
 
 
-def apply_init(model: nn.Module, cfg: DictConfig) -> None:
+def apply_init(model: nn.Module, settings: InitConfig) -> None:
     """`default` keeps the model's own init; the others overwrite every Linear, convolution and Embedding.
 
     kaiming's ReLU gain is for layers whose output a ReLU reads; the last layer built (the head)
@@ -31,9 +31,9 @@ def apply_init(model: nn.Module, cfg: DictConfig) -> None:
     Embeddings always get normal(std): Glorot/He formulas assume a matmul fan-in that a lookup
     table does not have. Biases start at zero. A weight tied to an embedding stays an embedding.
     """
-    if cfg.name == "default":
+    if settings.name == "default":
         return
-    std = float(cfg.std)
+    std = settings.std
     depth_scale = math.sqrt(2 * getattr(model, "n_layer", 1))
     embeddings = {id(m.weight) for m in model.modules() if isinstance(m, nn.Embedding)}
     layers = [m for m in model.modules()
@@ -43,12 +43,12 @@ def apply_init(model: nn.Module, cfg: DictConfig) -> None:
         if isinstance(module, nn.Embedding):
             nn.init.normal_(module.weight, std=std)
         elif isinstance(module, (nn.Linear, nn.modules.conv._ConvNd)) and id(module.weight) not in embeddings:
-            if cfg.name == "xavier" or (cfg.name == "kaiming" and module is output):
+            if settings.name == "xavier" or (settings.name == "kaiming" and module is output):
                 nn.init.xavier_uniform_(module.weight)
-            elif cfg.name == "kaiming":
+            elif settings.name == "kaiming":
                 nn.init.kaiming_normal_(module.weight, nonlinearity="relu")
             else:
-                residual = cfg.name == "scaled_residual" and getattr(module, "is_residual_projection", False)
+                residual = settings.name == "scaled_residual" and getattr(module, "is_residual_projection", False)
                 nn.init.normal_(module.weight, std=std / depth_scale if residual else std)
             if module.bias is not None:
                 nn.init.zeros_(module.bias)

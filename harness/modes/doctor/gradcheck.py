@@ -45,9 +45,9 @@ def tiny_model(built: Assembly) -> nn.Module:
     if meta.block_size is not None:
         meta = dataclasses.replace(meta, block_size=min(meta.block_size, TINY_BLOCK))
     with torch.random.fork_rng(devices=[]):  # the run's own RNG stream stays where it was
-        torch.manual_seed(cfg.seed)
+        torch.manual_seed(built.config.run.seed)
         model = build_model(OmegaConf.merge(cfg.model, small), meta)
-        apply_init(model, cfg.init)
+        apply_init(model, built.config.init)
     return model.to("cpu", torch.float64).train()
 
 
