@@ -132,6 +132,5 @@ def test_bad_entries_fail_before_training_in_one_line(tmp_path, monkeypatch):
     for entry, key in cases:
         node = OmegaConf.create({"boom": entry})
         with pytest.raises(ConfigError) as refused:
-            validate_callbacks_config(node)
-            build_user_callbacks(node)
+            build_user_callbacks(validate_callbacks_config(node))
         assert refused.value.key == key, (entry, str(refused.value))

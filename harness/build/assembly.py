@@ -191,7 +191,7 @@ def assemble(config: RunConfig, run_dir: Path, device: torch.device,
                  "input_stats": input_stats(train_set, recipe), "activation_swap": swapped,
                  "output_activation": output, "output_replaced": output_replaced,
                  "test_samples": len(splits.test) if splits.test is not None else None}
-    user_callbacks = build_user_callbacks(cfg.get("callbacks"))
+    user_callbacks = build_user_callbacks(config.callbacks)
     seed_everything(run.seed + dist.rank)  # identical weights on every rank, own dropout draws per rank
     parallel = config.parallel
     sharded = is_sharded(parallel)

@@ -12,7 +12,7 @@ import torch
 from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
-from harness.loop.callbacks.user import validate_callbacks_config
+from harness.loop.callbacks.user import CallbackSpec, validate_callbacks_config
 from harness.state.checkpoint import is_sharded_checkpoint
 from harness.training.clipping import validate_clip
 from harness.core.config_keys import check_known_keys
@@ -74,6 +74,7 @@ class RunConfig:
     schedule: ScheduleConfig
     data: DataConfig
     init: InitConfig
+    callbacks: dict[str, CallbackSpec]  # the user's, by name
     parallel: ParallelConfig
     loss: LossConfig
     guard: GuardConfig
@@ -156,7 +157,7 @@ def validate_config(cfg: DictConfig, world_size: int = 1, choices: Mapping[str, 
             raise ConfigError(key, cfg[key], "true or false")
     validate_diagnose_config(cfg.diagnose)
     diagnose = diagnose_settings(cfg.diagnose)
-    validate_callbacks_config(cfg.get("callbacks"))
+    callbacks = validate_callbacks_config(cfg.get("callbacks"))
     if cfg.accum_reduction not in ("mean", "sum"):
         raise ConfigError("accum_reduction", cfg.accum_reduction, "mean or sum")
     if cfg.mode not in MODES:
@@ -194,7 +195,7 @@ def validate_config(cfg: DictConfig, world_size: int = 1, choices: Mapping[str, 
                   seed=cfg.seed, clip=float(cfg.clip) if cfg.clip else 0.0, clip_mode=cfg.clip_mode,
                   compile=cfg.compile, model_output=cfg.model_output, activation_swap=cfg.activation_swap,
                   output_activation=cfg.output_activation)
-    return RunConfig(raw=cfg, device=device, run=run, trainer=trainer, precision=precision, schedule=schedule, data=data, init=init, parallel=parallel, loss=loss, guard=guard,
+    return RunConfig(raw=cfg, device=device, run=run, trainer=trainer, precision=precision, schedule=schedule, data=data, init=init, callbacks=callbacks, parallel=parallel, loss=loss, guard=guard,
                      monitor=monitor, early_stop=early_stop, fault=fault, perf=perf, scale_lr=scale_lr, logger=logger,
                      diagnose=diagnose)
 

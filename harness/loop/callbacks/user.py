@@ -3,7 +3,8 @@ arguments (`callbacks.my_log._target_=mymod.MyLog callbacks.my_log.every=10`); a
 null is off. A callback subclasses harness.loop.callbacks.base.Callback (or defines its hooks)."""
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
@@ -14,29 +15,39 @@ from harness.core.errors import ConfigError
 
 
 
-def validate_callbacks_config(node: Any) -> None:
+@dataclass(frozen=True)
+class CallbackSpec:
+    """One entry of the `callbacks` node, checked: the class its `_target_` names and its arguments."""
+
+    path: str
+    target: Callable[..., Any]
+    kwargs: dict[str, Any]
+
+
+def validate_callbacks_config(node: Any) -> dict[str, CallbackSpec]:
+    """name -> its spec, in the order the config lists them; entries set to null are left out."""
     if node is None:
-        return
+        return {}
     if not isinstance(node, (Mapping, DictConfig)):
         raise ConfigError("callbacks", node, "named entries, e.g. +callbacks.my_log._target_=mymod.MyLog")
+    specs = {}
     for name, entry in node.items():
         if entry is None:
             continue
         if not isinstance(entry, (Mapping, DictConfig)) or "_target_" not in entry:
             raise ConfigError(f"callbacks.{name}", entry, "a node with a _target_ (a callback class) and its "
                                                           "arguments, or null to turn it off")
-        locate(f"callbacks.{name}._target_", entry["_target_"])
+        plain = OmegaConf.to_container(entry, resolve=True) if isinstance(entry, DictConfig) else dict(entry)
+        path = plain.pop("_target_")
+        specs[str(name)] = CallbackSpec(path, locate(f"callbacks.{name}._target_", path), plain)
+    return specs
 
 
-def build_user_callbacks(node: Any) -> dict[str, Any]:
+def build_user_callbacks(specs: dict[str, CallbackSpec]) -> dict[str, Any]:
     """name -> the callback object, in the order the config lists them."""
     built = {}
-    for name, entry in (node or {}).items():
-        if entry is None:
-            continue
-        key, path = f"callbacks.{name}._target_", entry["_target_"]
-        target = locate(key, path)
-        kwargs = {k: v for k, v in OmegaConf.to_container(entry, resolve=True).items() if k != "_target_"}
+    for name, spec in specs.items():
+        key, path, target, kwargs = f"callbacks.{name}._target_", spec.path, spec.target, spec.kwargs
         check_accepts(target, kwargs, f"callbacks.{name}", path)
         callback = call(target, kwargs, key, path, "a callback that builds")
         if not any(callable(getattr(callback, hook, None)) for hook in HOOKS):
