@@ -19,6 +19,7 @@ from conftest import CPU_RANKS, ROOT, compose_cfg, one_line_error, run_cli, torc
 from harness.state.checkpoint import load_checkpoint, step_checkpoints
 from harness.build.config import validate_config
 from harness.core.errors import ConfigError
+from harness.training.optim import validate_optim_config
 from harness.training.parallel import optimizer_config, parallel_config
 from harness.sinks.tracking import read_metrics
 
@@ -191,9 +192,12 @@ def test_bad_fsdp_settings_are_one_line_with_nothing_written(tmp_path, override,
 
 def test_only_fused_kernels_that_run_on_shards_stay_fused():
     sharded, whole = parallel_config({"name": "fsdp"}), parallel_config({"name": "ddp"})
-    assert optimizer_config(compose_cfg(["optim=sgd"]).optim, sharded).fused is False
-    assert optimizer_config(compose_cfg(["optim=sgd"]).optim, whole).fused is True
-    assert optimizer_config(compose_cfg(["optim=adamw"]).optim, sharded).fused is True
+    def spec(option: str):
+        return validate_optim_config(compose_cfg([f"optim={option}"]).optim)
+
+    assert optimizer_config(spec("sgd"), sharded).options["fused"] is False
+    assert optimizer_config(spec("sgd"), whole).options["fused"] is True
+    assert optimizer_config(spec("adamw"), sharded).options["fused"] is True
 
 
 def test_parallel_none_under_torchrun_is_refused_before_anything_starts():

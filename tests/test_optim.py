@@ -93,7 +93,7 @@ def group_of(opt: torch.optim.Optimizer, param: torch.Tensor) -> dict:
 @pytest.mark.parametrize("name", OPTIONS)
 def test_option_reduces_loss(load, name: str) -> None:
     model = make_model()
-    opt = build_optimizer(load(name), model)
+    opt = build_optimizer(validate_optim_config(load(name)), model)
     with torch.no_grad():
         before = sum(loss_of(model, s).item() for s in range(4))
     train(model, opt, range(60))
@@ -106,7 +106,7 @@ def test_option_reduces_loss(load, name: str) -> None:
 def test_adamw8bit_trains_or_explains(load) -> None:
     model = make_model()
     try:
-        opt = build_optimizer(load("adamw8bit"), model)
+        opt = build_optimizer(validate_optim_config(load("adamw8bit")), model)
     except ConfigError as err:
         assert err.key == "optim._target_" and "cannot run on device" in str(err)
         pytest.skip(f"bitsandbytes cannot run here: {err}")
@@ -136,7 +136,7 @@ def test_bitsandbytes_that_cannot_run_here_is_a_config_error(load, monkeypatch) 
 
     validate_optim_config(load("adamw8bit"))  # importable: the device problem shows only at build
     with pytest.raises(ConfigError) as info:
-        build_optimizer(load("adamw8bit"), make_model())
+        build_optimizer(validate_optim_config(load("adamw8bit")), make_model())
     assert info.value.key == "optim._target_"
     assert "cannot run on device cpu" in str(info.value) and "no kernel" in str(info.value)
 
@@ -195,7 +195,7 @@ def test_lamb_zero_gradient_keeps_weights() -> None:
 
 def test_muon_routes_hidden_matrices_to_muon_and_the_rest_to_adamw(load) -> None:
     model = make_model()
-    opt = build_optimizer(load("muon"), model)
+    opt = build_optimizer(validate_optim_config(load("muon")), model)
     assert isinstance(opt, MuonWithAdamW)
     names = {n: group_of(opt, p)["name"] for n, p in model.named_parameters()}
     assert names == {
@@ -234,10 +234,10 @@ def test_muon_routes_hidden_matrices_to_muon_and_the_rest_to_adamw(load) -> None
 
 def test_muon_head_names_and_tied_embedding(load) -> None:
     model = make_model(tie=True)
-    opt = build_optimizer(load("muon"), model)
+    opt = build_optimizer(validate_optim_config(load("muon")), model)
     assert group_of(opt, model.embed.weight)["name"] == "adamw_no_decay"  # tied head counts as embedding
     untied = make_model()
-    opt = build_optimizer(load("muon", head_names=[]), untied)
+    opt = build_optimizer(validate_optim_config(load("muon", head_names=[])), untied)
     assert group_of(opt, untied.lm_head.weight)["name"] == "muon"
 
 
@@ -248,7 +248,7 @@ def test_muon_rejects_untagged_params() -> None:
 
 def test_lambda_lr_reaches_both_inner_optimizers(load) -> None:
     model = make_model()
-    opt = build_optimizer(load("muon"), model)
+    opt = build_optimizer(validate_optim_config(load("muon")), model)
     sched = LambdaLR(opt, lambda step: 1.0 if step == 0 else 0.0)
     train(model, opt, range(1))
     sched.step()
@@ -265,7 +265,7 @@ def test_lambda_lr_reaches_both_inner_optimizers(load) -> None:
 @pytest.mark.parametrize("name", OPTIONS)
 def test_state_dict_round_trip_is_bit_exact(load, name: str) -> None:
     model = make_model()
-    opt = build_optimizer(load(name), model)
+    opt = build_optimizer(validate_optim_config(load(name)), model)
     sched = LambdaLR(opt, lambda step: 1.0 / (1 + step))
     train(model, opt, range(3))
     sched.step()
@@ -277,7 +277,7 @@ def test_state_dict_round_trip_is_bit_exact(load, name: str) -> None:
     ckpt = torch.load(buffer)
     resumed = make_model(seed=1)
     resumed.load_state_dict(ckpt["model"])
-    resumed_opt = build_optimizer(load(name), resumed)
+    resumed_opt = build_optimizer(validate_optim_config(load(name)), resumed)
     resumed_opt.load_state_dict(ckpt["opt"])
     train(resumed, resumed_opt, range(3, 6))
     for (pname, p), q in zip(model.named_parameters(), resumed.parameters()):
@@ -286,7 +286,7 @@ def test_state_dict_round_trip_is_bit_exact(load, name: str) -> None:
 
 def test_muon_scheduler_still_reaches_inner_optimizers_after_load(load) -> None:
     model = make_model()
-    opt = build_optimizer(load("muon"), model)
+    opt = build_optimizer(validate_optim_config(load("muon")), model)
     train(model, opt, range(2))
     opt.load_state_dict(copy.deepcopy(opt.state_dict()))
     for group in opt.param_groups:
@@ -298,7 +298,7 @@ def test_muon_scheduler_still_reaches_inner_optimizers_after_load(load) -> None:
 
 def test_muon_survives_deepcopy(load) -> None:
     model = make_model()
-    opt = build_optimizer(load("muon"), model)
+    opt = build_optimizer(validate_optim_config(load("muon")), model)
     train(model, opt, range(2))
     twin_model, twin_opt = copy.deepcopy((model, opt))
     train(model, opt, range(2, 4))
@@ -311,7 +311,7 @@ def test_muon_survives_deepcopy(load) -> None:
 
 def test_default_groups_skip_decay_on_bias_norm_embedding(load) -> None:
     model = make_model()
-    opt = build_optimizer(load("adamw"), model)
+    opt = build_optimizer(validate_optim_config(load("adamw")), model)
     decay = {n for n, p in model.named_parameters() if group_of(opt, p)["weight_decay"] > 0}
     assert decay == {"hidden.weight", "lm_head.weight"}
     assert {g["name"] for g in opt.param_groups} == {"decay", "no_decay"}
@@ -319,7 +319,7 @@ def test_default_groups_skip_decay_on_bias_norm_embedding(load) -> None:
 
 def test_tied_weight_appears_once_as_embedding(load) -> None:
     model = make_model(tie=True)
-    opt = build_optimizer(load("adamw"), model)
+    opt = build_optimizer(validate_optim_config(load("adamw")), model)
     ids = [id(p) for g in opt.param_groups for p in g["params"]]
     assert len(ids) == len(set(ids)) == len(list(model.parameters()))
     assert group_of(opt, model.embed.weight)["weight_decay"] == 0.0
@@ -329,19 +329,19 @@ def test_no_decay_selects_kinds(load) -> None:
     torch.manual_seed(0)
     model = nn.Sequential(nn.Linear(4, 4), nn.RMSNorm(4), nn.BatchNorm1d(4), nn.Embedding(3, 4))
     model[0].bias.requires_grad_(False)
-    opt = build_optimizer(load("adamw", no_decay=[]), model)
+    opt = build_optimizer(validate_optim_config(load("adamw", no_decay=[])), model)
     assert [g["name"] for g in opt.param_groups] == ["decay"]
     assert all(p is not model[0].bias for p in opt.param_groups[0]["params"])  # frozen: skipped
 
-    opt = build_optimizer(load("adamw", no_decay=["norm"]), model)
+    opt = build_optimizer(validate_optim_config(load("adamw", no_decay=["norm"])), model)
     no_decay = {id(p) for p in group_of(opt, model[1].weight)["params"]}
     assert no_decay == {id(model[1].weight), id(model[2].weight), id(model[2].bias)}
 
 
 def test_config_lists_become_tuples(load) -> None:
     model = make_model()
-    assert build_optimizer(load("adamw"), model).param_groups[0]["betas"] == (0.9, 0.95)
-    assert build_optimizer(load("adafactor"), model).param_groups[0]["eps"] == (None, 1e-3)
+    assert build_optimizer(validate_optim_config(load("adamw")), model).param_groups[0]["betas"] == (0.9, 0.95)
+    assert build_optimizer(validate_optim_config(load("adafactor")), model).param_groups[0]["eps"] == (None, 1e-3)
 
 
 def test_validation_leaves_the_global_rng_alone(load) -> None:

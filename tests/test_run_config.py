@@ -12,6 +12,7 @@ from harness.build.assembly import assemble
 from harness.build.config import RunConfig, validate_config
 from harness.data import LoadingConfig
 from harness.models.init import InitConfig
+from harness.training.optim import OptimSpec
 from harness.loop.hooks import TrainerConfig
 from harness.training.early_stop import EarlyStopConfig
 from harness.training.faults import FaultConfig
@@ -25,7 +26,8 @@ from harness.training.precision import PrecisionConfig
 from harness.training.schedule import ScheduleConfig
 
 TYPED = (TrainerConfig, PrecisionConfig, ScheduleConfig, ParallelConfig, LossConfig, GuardConfig, MonitorConfig,
-         EarlyStopConfig, FaultConfig, PerfConfig, ScaleLRConfig, LoadingConfig, InitConfig)
+         EarlyStopConfig, FaultConfig, PerfConfig, ScaleLRConfig, LoadingConfig, InitConfig,
+         OptimSpec)
 RUN = ["model=mlp", "data=synthetic", "model.width=16", "logger=none", "trainer.max_steps=4"]
 
 

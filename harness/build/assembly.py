@@ -196,7 +196,7 @@ def assemble(config: RunConfig, run_dir: Path, device: torch.device,
     parallel = config.parallel
     sharded = is_sharded(parallel)
     model = parallelize(raw_model, parallel, config.precision.name, device, dist)  # fsdp shards raw_model in place
-    optimizer = build_optimizer(optimizer_config(cfg.optim, parallel), raw_model)  # over the shards, when sharded
+    optimizer = build_optimizer(optimizer_config(config.optim, parallel), raw_model)  # over the shards, when sharded
     scheduler = build_scheduler(config.schedule, optimizer, config.trainer.max_steps)
     live_lr = LiveLR(optimizer, scheduler)
     precision = build_precision(config.precision, device)

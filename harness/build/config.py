@@ -31,7 +31,7 @@ from harness.models.activation_swap import validate_activation_swap
 from harness.models.output_activation import validate_output_activation
 from harness.models.init import InitConfig, validate_init_config
 from harness.training.monitor import MonitorConfig, monitor_config
-from harness.training.optim import validate_optim_config
+from harness.training.optim import OptimSpec, validate_optim_config
 from harness.training.parallel import ParallelConfig, is_sharded, validate_parallel_config
 from harness.training.precision import PrecisionConfig, validate_precision_config
 from harness.training.schedule import ScheduleConfig, schedule_config, validate_schedule_config
@@ -74,6 +74,7 @@ class RunConfig:
     schedule: ScheduleConfig
     data: DataConfig
     init: InitConfig
+    optim: OptimSpec
     callbacks: dict[str, CallbackSpec]  # the user's, by name
     parallel: ParallelConfig
     loss: LossConfig
@@ -169,7 +170,7 @@ def validate_config(cfg: DictConfig, world_size: int = 1, choices: Mapping[str, 
     if is_sharded(parallel) and cfg.mode != "train":
         raise ConfigError("parallel", parallel.name, f"none or ddp with mode={cfg.mode} (it runs in one process)")
     schedule = validate_schedule_config(cfg.schedule, trainer.max_steps)
-    validate_optim_config(cfg.optim)
+    optim = validate_optim_config(cfg.optim)
     data = validate_data_config(cfg.data)
     validate_model_config(cfg.model, data_task(cfg))
     validate_model_output(cfg.model_output)
@@ -195,7 +196,7 @@ def validate_config(cfg: DictConfig, world_size: int = 1, choices: Mapping[str, 
                   seed=cfg.seed, clip=float(cfg.clip) if cfg.clip else 0.0, clip_mode=cfg.clip_mode,
                   compile=cfg.compile, model_output=cfg.model_output, activation_swap=cfg.activation_swap,
                   output_activation=cfg.output_activation)
-    return RunConfig(raw=cfg, device=device, run=run, trainer=trainer, precision=precision, schedule=schedule, data=data, init=init, callbacks=callbacks, parallel=parallel, loss=loss, guard=guard,
+    return RunConfig(raw=cfg, device=device, run=run, trainer=trainer, precision=precision, schedule=schedule, data=data, init=init, optim=optim, callbacks=callbacks, parallel=parallel, loss=loss, guard=guard,
                      monitor=monitor, early_stop=early_stop, fault=fault, perf=perf, scale_lr=scale_lr, logger=logger,
                      diagnose=diagnose)
 

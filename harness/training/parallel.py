@@ -14,17 +14,18 @@ RNN's recurrent stack, the ResNet's blocks), plus the root, which holds the rest
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import torch
 import torch.distributed as dist
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig
 from torch import nn
 
 from harness.core.distributed import DistInfo
 from harness.core.errors import ConfigError
 from harness.core.shards import fsdp_module_class, is_fsdp_module
 from harness.core.typed_config import one_of, read_typed, setting
+from harness.training.optim import OptimSpec
 
 log = logging.getLogger("harness")
 MODES = ("none", "ddp", "fsdp")
@@ -68,16 +69,14 @@ NOT_ON_SHARDS = ("torch.optim.Adafactor", "bitsandbytes.optim.AdamW8bit")
 FUSED_ON_SHARDS = ("torch.optim.Adam", "torch.optim.AdamW")  # fused kernels DTensor has a sharding strategy for
 
 
-def optimizer_config(optim: DictConfig, settings: ParallelConfig) -> DictConfig:
+def optimizer_config(optim: OptimSpec, settings: ParallelConfig) -> OptimSpec:
     """The optimizer as configured, except that fused=true falls back to the foreach kernels on
     sharded parameters when DTensor cannot run that fused kernel (SGD's): the guard then reads
     its verdict on the host instead of skipping on the device."""
-    if not is_sharded(settings) or not optim.get("fused") or optim.get("_target_") in FUSED_ON_SHARDS:
+    if not is_sharded(settings) or not optim.options.get("fused") or optim.path in FUSED_ON_SHARDS:
         return optim
-    log.info("parallel=fsdp: %s has no fused kernel for sharded parameters; optim.fused=false", optim._target_)
-    changed = OmegaConf.create(OmegaConf.to_container(optim, resolve=True))
-    changed.fused = False
-    return changed
+    log.info("parallel=fsdp: %s has no fused kernel for sharded parameters; optim.fused=false", optim.path)
+    return replace(optim, options={**optim.options, "fused": False})
 
 
 def class_name(module: nn.Module) -> str:

@@ -37,7 +37,7 @@ class StepDriver:
 
 def reference_lr(built: Assembly) -> float:
     """The LR that `optim.lr` names, which a suggestion is expressed in."""
-    lr = built.config.raw.optim.get("lr")
+    lr = built.config.optim.options.get("lr")
     return float(lr) if lr is not None else float(built.live_lr.base_lrs[0])
 
 

@@ -12,6 +12,7 @@ import math
 import importlib
 import re
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -32,7 +33,20 @@ BNB_HELP = 'bitsandbytes is not installed; it is an optional extra: pip install 
 BNB_PROBE_NUMEL = 4096
 
 
-def validate_optim_config(cfg: DictConfig) -> None:
+@dataclass(frozen=True)
+class OptimSpec:
+    """The `optim` group, checked: the optimizer class `_target_` names and the resolved node (the
+    harness's grouping keys and the keyword arguments its constructor gets)."""
+
+    cls: type[torch.optim.Optimizer]
+    options: dict[str, Any]
+
+    @property
+    def path(self) -> str:
+        return self.options["_target_"]
+
+
+def validate_optim_config(cfg: DictConfig) -> OptimSpec:
     """Raise ConfigError for the first bad `optim` setting; needs no model and takes milliseconds.
 
     cfg may be the whole run config or just its `optim` node.
@@ -43,20 +57,18 @@ def validate_optim_config(cfg: DictConfig) -> None:
     # On the meta device: no memory, and no draws from the RNG that seeds the real model.
     probe = nn.Sequential(nn.Linear(2, 2, device="meta"), nn.LayerNorm(2, device="meta"))
     _construct(cls, _param_groups(cls, options, probe), _kwargs(options))
+    return OptimSpec(cls, options)
 
 
-def build_optimizer(cfg: DictConfig, model: nn.Module) -> torch.optim.Optimizer:
+def build_optimizer(spec: OptimSpec, model: nn.Module) -> torch.optim.Optimizer:
     """The configured optimizer over model's trainable parameters, grouped for weight decay."""
-    validate_optim_config(cfg)
-    options = _options(cfg)
-    cls = resolve_target(options["_target_"])
-    groups = _param_groups(cls, options, model)
+    groups = _param_groups(spec.cls, spec.options, model)
     if not groups:
         raise ValueError("the model has no trainable parameters (all have requires_grad=False)")
-    kwargs = _kwargs(options)
-    if options["_target_"].startswith("bitsandbytes."):
-        _check_runs_on(options["_target_"], cls, kwargs, groups[0]["params"][0].device)
-    return _construct(cls, groups, kwargs)
+    kwargs = _kwargs(spec.options)
+    if spec.path.startswith("bitsandbytes."):
+        _check_runs_on(spec.path, spec.cls, kwargs, groups[0]["params"][0].device)
+    return _construct(spec.cls, groups, kwargs)
 
 
 def resolve_target(path: Any) -> type[torch.optim.Optimizer]:
