@@ -61,6 +61,17 @@ class RunKeys:
 
 
 @dataclass(frozen=True)
+class JobKeys:
+    """What this invocation does with its run dir and what it reports (conf/train.yaml)."""
+
+    resume: str | None  # null, auto, or a run dir or checkpoint
+    overwrite: bool
+    objective: tuple[str, ...]  # summary.json fields: one gives a sweep a float, several a list
+    eval_checkpoint: str  # mode=eval: best, last, or a path
+    eval_batches: int | None  # mode=eval: null scores the whole split
+
+
+@dataclass(frozen=True)
 class RunConfig:
     """The composed config, checked, with each group that has a typed reader read once. `raw` is
     the composed config itself: what a run records (config.yaml, checkpoints) and the groups whose
@@ -69,6 +80,7 @@ class RunConfig:
     raw: DictConfig
     device: torch.device  # the one `device` names; a torchrun rank takes its local GPU (modes/run.py)
     run: RunKeys
+    job: JobKeys
     trainer: TrainerConfig
     precision: PrecisionConfig
     schedule: ScheduleConfig
@@ -196,7 +208,10 @@ def validate_config(cfg: DictConfig, world_size: int = 1, choices: Mapping[str, 
                   seed=cfg.seed, clip=float(cfg.clip) if cfg.clip else 0.0, clip_mode=cfg.clip_mode,
                   compile=cfg.compile, model_output=cfg.model_output, activation_swap=cfg.activation_swap,
                   output_activation=cfg.output_activation)
-    return RunConfig(raw=cfg, device=device, run=run, trainer=trainer, precision=precision, schedule=schedule, data=data, init=init, optim=optim, callbacks=callbacks, parallel=parallel, loss=loss, guard=guard,
+    job = JobKeys(resume=cfg.resume, overwrite=cfg.overwrite, objective=tuple(objectives),
+                  eval_checkpoint=str(checkpoint), eval_batches=batches)
+    return RunConfig(raw=cfg, device=device, run=run, job=job, trainer=trainer, precision=precision, schedule=schedule,
+                     data=data, init=init, optim=optim, callbacks=callbacks, parallel=parallel, loss=loss, guard=guard,
                      monitor=monitor, early_stop=early_stop, fault=fault, perf=perf, scale_lr=scale_lr, logger=logger,
                      diagnose=diagnose)
 

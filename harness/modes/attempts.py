@@ -67,7 +67,7 @@ def run_attempts(config: RunConfig, run_dir: Path, train_one: TrainOne, dist: Di
     """Train attempt after attempt until no remedy is left to try. Under torchrun every rank trains
     each attempt; rank 0 judges it and writes the story, and every rank follows its verdict."""
     cfg, settings = config.raw, config.diagnose
-    story = load_story(run_dir) if cfg.resume == "auto" else None
+    story = load_story(run_dir) if config.job.resume == "auto" else None
     if story is None:
         story = {"max_attempts": settings.max_attempts, "attempts": [_attempt(1, [], "as given", None)], "verdict": None}
     elif story["verdict"] is not None:

@@ -45,10 +45,10 @@ SPLIT_WORDS = {"val": "validation", "test": "test"}
 def run_eval(config: RunConfig, run_dir: Path, device: torch.device, dist: DistInfo = DistInfo()) -> float:
     """Returns the validation loss over the whole split (what a sweep would take)."""
     cfg = config.raw
-    path, state = eval_checkpoint(str(cfg.eval.checkpoint), run_dir)
+    path, state = eval_checkpoint(config.job.eval_checkpoint, run_dir)
     whole = cfg.copy()
     with open_dict(whole):  # every validation sample; no tracker, no diagnosis: only the numbers
-        whole.trainer.eval_batches = cfg.eval.get("batches") or ALL_BATCHES
+        whole.trainer.eval_batches = config.job.eval_batches or ALL_BATCHES
         whole.logger = {}
         whole.diagnose = False
     scratch = Path(tempfile.mkdtemp(prefix="harness-eval-"))
@@ -63,7 +63,7 @@ def run_eval(config: RunConfig, run_dir: Path, device: torch.device, dist: DistI
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
     result: dict[str, Any] = {"checkpoint": str(path), "step": int(state["step"]),
-                              "whole_split": not cfg.eval.get("batches"), **measured}
+                              "whole_split": not config.job.eval_batches, **measured}
     if dist.is_main:
         atomic_json_dump(result, run_dir / EVAL_FILE)
         _log_result(result, path, cfg.data.name, run_dir / EVAL_FILE)

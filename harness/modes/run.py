@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig
 
 from harness.build.assembly import assemble
 from harness.modes.attempts import run_attempts
@@ -75,10 +75,9 @@ def _walk_back(run_dir: Path, dist: DistInfo, fresh_start_allowed: bool) -> tupl
     return None
 
 
-def summarize(trainer: Trainer, status: str, wall_time: float, cfg: DictConfig) -> dict[str, Any]:
+def summarize(trainer: Trainer, status: str, wall_time: float, objective: tuple[str, ...]) -> dict[str, Any]:
     summary = {**trainer.summary(status), "wall_time_s": round(wall_time, 3)}
-    names = list(cfg.objective) if OmegaConf.is_list(cfg.objective) else [cfg.objective]
-    values = [summary[name] for name in names]
+    values = [summary[name] for name in objective]
     summary["objective"] = values if len(values) > 1 else values[0]
     return summary
 
@@ -94,31 +93,31 @@ def run(cfg: DictConfig, run_dir: Path | None = None) -> Any:
 
 
 def _run_held(config: RunConfig, run_dir: Path, device: torch.device, dist: DistInfo) -> Any:
-    cfg = config.raw
-    if cfg.mode == "eval":  # reads a run's checkpoint, adds eval.json: the run's own files stay as they are
+    mode, job = config.run.mode, config.job
+    if mode == "eval":  # reads a run's checkpoint, adds eval.json: the run's own files stay as they are
         from harness.modes.eval_mode import run_eval
 
         return run_eval(config, run_dir, device, dist)
     if dist.is_main:
-        claim_run_dir(run_dir, cfg.resume, cfg.overwrite)
-    resume_from = find_resume_checkpoint(cfg.resume, run_dir, dist)
-    if cfg.resume == "auto" and resume_from is None and dist.is_main and not results_in(run_dir):
+        claim_run_dir(run_dir, job.resume, job.overwrite)
+    resume_from = find_resume_checkpoint(job.resume, run_dir, dist)
+    if job.resume == "auto" and resume_from is None and dist.is_main and not results_in(run_dir):
         log.warning("resume=auto: %s holds no run to continue, so this run starts fresh (a first start, or a "
                     "mistyped directory?)", run_dir)
-    if cfg.mode in ("lr_find", "doctor") and dist.is_main:  # training says it from its console sink
+    if mode in ("lr_find", "doctor") and dist.is_main:  # training says it from its console sink
         log.info("run dir: %s", shown_path(run_dir))
-    if cfg.mode == "lr_find":
+    if mode == "lr_find":
         from harness.modes.lr_find import run_lr_find
 
         return run_lr_find(config, run_dir, device)
-    if cfg.mode == "doctor":
+    if mode == "doctor":
         from harness.modes.doctor import run_doctor
 
         return run_doctor(config, run_dir, device)
     remedies = config.diagnose.remedy == "auto"
-    if not remedies and cfg.resume == "auto" and resume_from is not None and \
+    if not remedies and job.resume == "auto" and resume_from is not None and \
             resume_from[1]["step"] >= config.trainer.max_steps:
-        return already_complete(cfg, run_dir, resume_from[1]["step"], dist)
+        return already_complete(config.trainer.max_steps, run_dir, resume_from[1]["step"], dist)
     # a sharded model needs a process group even in one process (a mesh of one rank)
     init_process_group(dist, device, single=is_sharded(config.parallel))
     try:
@@ -137,9 +136,9 @@ def _attempt(cfg: DictConfig, run_dir: Path, dist: DistInfo) -> Any:
     (a remedy's overrides pass the same checks as the user's)."""
     config = validate_config(cfg, dist.world_size, hydra_choices())
     device = rank_device(config.device, dist, cfg.device)
-    resume_from = find_resume_checkpoint(cfg.resume, run_dir, dist)
+    resume_from = find_resume_checkpoint(config.job.resume, run_dir, dist)
     if resume_from is not None and resume_from[1]["step"] >= config.trainer.max_steps:
-        return already_complete(cfg, run_dir, resume_from[1]["step"], dist)
+        return already_complete(config.trainer.max_steps, run_dir, resume_from[1]["step"], dist)
     return _train(config, run_dir, device, dist, resume_from)
 
 
@@ -156,11 +155,11 @@ def rank_device(device: torch.device, dist: DistInfo, configured: str) -> torch.
     return torch.device("cuda", dist.local_rank)
 
 
-def already_complete(cfg: DictConfig, run_dir: Path, step: int, dist: DistInfo) -> Any:
+def already_complete(max_steps: int, run_dir: Path, step: int, dist: DistInfo) -> Any:
     """resume=auto on a run that reached trainer.max_steps trains nothing and leaves the run
     untouched: one line, exit 0, and its objective (for a sweep that is run again)."""
     if dist.is_main:
-        print(f"{run_dir} is complete (step {step} of trainer.max_steps={cfg.trainer.max_steps}); nothing was "
+        print(f"{run_dir} is complete (step {step} of trainer.max_steps={max_steps}); nothing was "
               f"changed. To train it further: resume=auto trainer.max_steps=N with N > {step}", flush=True)
     return stored_objective(run_dir)
 
@@ -184,10 +183,10 @@ def write_diagnosis(run_dir: Path, announced: set[str] = frozenset()) -> None:
     log.info("diagnosis report: %s (plots follow in a few seconds)", run_dir / "report.md")
 
 
-def _record_failed_write(trainer: Trainer, err: WriteError, wall_time: float, cfg: DictConfig,
+def _record_failed_write(trainer: Trainer, err: WriteError, wall_time: float, objective: tuple[str, ...],
                          run_dir: Path) -> None:
     """summary.json with status `failed` and the error, if the disk still takes it."""
-    summary = {**summarize(trainer, "failed", wall_time, cfg), "error": str(err)}
+    summary = {**summarize(trainer, "failed", wall_time, objective), "error": str(err)}
     try:
         atomic_json_dump(summary, run_dir / "summary.json")
     except WriteError:
@@ -196,7 +195,7 @@ def _record_failed_write(trainer: Trainer, err: WriteError, wall_time: float, cf
 
 def _train(config: RunConfig, run_dir: Path, device: torch.device, dist: DistInfo,
            resume_from: tuple[Path, dict[str, Any]] | None) -> Any:
-    started, cfg = time.perf_counter(), config.raw
+    started = time.perf_counter()
     trainer = assemble(config, run_dir, device, resume_from, dist).trainer
     try:
         status = trainer.fit()
@@ -204,11 +203,11 @@ def _train(config: RunConfig, run_dir: Path, device: torch.device, dist: DistInf
         if trainer.tracker:  # the trackers file the run as failed; its checkpoints stay valid
             trainer.tracker.finish({"status": "failed"})
         if isinstance(err, WriteError) and dist.is_main:
-            _record_failed_write(trainer, err, time.perf_counter() - started, cfg, run_dir)
+            _record_failed_write(trainer, err, time.perf_counter() - started, config.job.objective, run_dir)
         raise
     finally:
         trainer.close()
-    summary = summarize(trainer, status, time.perf_counter() - started, cfg)
+    summary = summarize(trainer, status, time.perf_counter() - started, config.job.objective)
     if dist.is_main:
         atomic_json_dump(summary, run_dir / "summary.json")
         best = summary["best_val_loss"]
