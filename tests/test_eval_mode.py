@@ -14,7 +14,7 @@ from harness.state.checkpoint import load_checkpoint
 from harness.build.config import validate_config
 from harness.data import build_splits, validate_data_config
 from harness.core.errors import ConfigError
-from harness.models import build_model
+from harness.models import build_model, model_spec
 
 RUN = ["model=mlp", "data=synthetic", "model.width=32", "data.n_val=300", "trainer.max_steps=40",
        "trainer.eval_every=20", "trainer.ckpt_every=20", "logger=none", "diagnose=false", "batch_size=32"]
@@ -97,7 +97,7 @@ def test_custom_data_with_a_test_split_is_scored_on_it_as_an_independent_evaluat
 
     # the best checkpoint's weights, scored on the test tensors by hand
     splits = build_splits(validate_data_config(compose_cfg(args).data))
-    model = build_model(compose_cfg(args).model, splits.meta)
+    model = build_model(model_spec(compose_cfg(args).model), splits.meta)
     model.load_state_dict(load_checkpoint(run_dir / "checkpoints" / "best.pt")["model"])
     x, y = splits.test.tensors
     as_dict = build_splits(validate_data_config(compose_cfg([*args, "+data.as_dict=true"]).data)).test  # the factory's dict form

@@ -17,7 +17,7 @@ from harness.core.errors import ConfigError
 from harness.data.base import DataMeta
 from harness.data.digits import ShiftedDigits
 from harness.data.sampler import BatchStream
-from harness.models import build_model
+from harness.models import build_model, model_spec
 from harness.modes.run import run
 
 sklearn = pytest.importorskip("sklearn", reason="data=digits needs the optional vision extra")
@@ -60,7 +60,7 @@ def test_shift_moves_the_digit_and_fills_with_background():
 @pytest.mark.parametrize("residual", [True, False])
 def test_resnet_builds_every_variant_and_maps_images_to_logits(norm, residual):
     cfg = compose_cfg(["model=resnet", "data=digits", f"model.norm={norm}", f"model.residual={residual}"]).model
-    model = build_model(cfg, DIGITS_META)
+    model = build_model(model_spec(cfg), DIGITS_META)
     out = model(torch.randn(4, 1, 8, 8))
     assert out.shape == (4, 10)
     assert model.n_layer == 6 and sum(isinstance(m, torch.nn.BatchNorm2d) for m in model.modules()) == \
@@ -72,7 +72,7 @@ def test_resnet_builds_every_variant_and_maps_images_to_logits(norm, residual):
 @pytest.mark.parametrize("cell", ["lstm", "gru", "rnn"])
 def test_rnn_maps_tokens_to_next_token_logits(cell):
     cfg = compose_cfg(["model=rnn", f"model.cell={cell}", "model.hidden=16", "model.n_embd=8"]).model
-    model = build_model(cfg, DataMeta("lm", vocab_size=50, block_size=12))
+    model = build_model(model_spec(cfg), DataMeta("lm", vocab_size=50, block_size=12))
     idx = torch.randint(0, 50, (3, 12))
     out = model(idx)
     assert out.shape == (3, 12, 50)
@@ -87,11 +87,11 @@ def test_recurrent_gain_sets_every_gates_recurrent_spectral_radius(cell):
     """Orthogonal x gain: every singular value of each gate's hidden-to-hidden block is the gain."""
     overrides = ["model=rnn", f"model.cell={cell}", "model.hidden=16", "model.n_embd=8", "model.n_layer=2"]
     meta = DataMeta("lm", vocab_size=50, block_size=12)
-    model = build_model(compose_cfg([*overrides, "model.recurrent_gain=2.0"]).model, meta)
+    model = build_model(model_spec(compose_cfg([*overrides, "model.recurrent_gain=2.0"]).model), meta)
     for layer in range(2):
         for block in getattr(model.rnn, f"weight_hh_l{layer}").split(16):
             assert torch.allclose(torch.linalg.svdvals(block), torch.full((16,), 2.0), atol=1e-5)
-    default = build_model(compose_cfg(overrides).model, meta)  # torch's own uniform init: no fixed radius
+    default = build_model(model_spec(compose_cfg(overrides).model), meta)  # torch's own uniform init: no fixed radius
     assert not torch.allclose(torch.linalg.svdvals(default.rnn.weight_hh_l0.split(16)[0]), torch.full((16,), 2.0))
 
 

@@ -8,7 +8,7 @@ from omegaconf import OmegaConf
 
 from conftest import CONF, compose_cfg, train
 from harness.data import build_data, validate_data_config
-from harness.models import build_model
+from harness.models import build_model, model_spec
 from harness.sinks.tracking import read_metrics
 
 
@@ -27,19 +27,19 @@ def test_gpt_switches_build_and_run():
     base = OmegaConf.load(CONF / "model" / "gpt.yaml")
     for extra in ({"ln_position": "post"}, {"qk_norm": True}, {"tie_embeddings": True},
                   {"activation_checkpointing": True}, {"bias": True, "dropout": 0.1}):
-        model = build_model(OmegaConf.merge(base, {"n_layer": 2, **extra}), meta)
+        model = build_model(model_spec(OmegaConf.merge(base, {"n_layer": 2, **extra})), meta)
         x = torch.randint(0, meta.vocab_size, (2, 16))
         out = model(x)
         assert out.shape == (2, 16, meta.vocab_size)
         out.sum().backward()
         assert all(p.grad is not None for p in model.parameters())
-    tied = build_model(OmegaConf.merge(base, {"tie_embeddings": True}), meta)
+    tied = build_model(model_spec(OmegaConf.merge(base, {"tie_embeddings": True})), meta)
     assert tied.lm_head.weight is tied.wte.weight
 
 
 def test_user_model_by_target_gets_data_sizes():
     cfg = OmegaConf.create({"_target_": "torch.nn.Linear", "bias": False})
     _, _, meta = build_data(validate_data_config(compose_cfg(["data=synthetic"]).data))
-    model = build_model(cfg, meta)
+    model = build_model(model_spec(cfg), meta)
     assert isinstance(model, torch.nn.Linear) and model.in_features == meta.in_features
     assert model.out_features == meta.out_features and model.bias is None

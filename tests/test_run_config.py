@@ -11,6 +11,7 @@ from conftest import compose_cfg
 from harness.build.assembly import assemble
 from harness.build.config import RunConfig, validate_config
 from harness.data import LoadingConfig
+from harness.models import ModelSpec
 from harness.models.init import InitConfig
 from harness.training.optim import OptimSpec
 from harness.loop.hooks import TrainerConfig
@@ -27,7 +28,7 @@ from harness.training.schedule import ScheduleConfig
 
 TYPED = (TrainerConfig, PrecisionConfig, ScheduleConfig, ParallelConfig, LossConfig, GuardConfig, MonitorConfig,
          EarlyStopConfig, FaultConfig, PerfConfig, ScaleLRConfig, LoadingConfig, InitConfig,
-         OptimSpec)
+         OptimSpec, ModelSpec)
 RUN = ["model=mlp", "data=synthetic", "model.width=16", "logger=none", "trainer.max_steps=4"]
 
 

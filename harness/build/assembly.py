@@ -164,14 +164,14 @@ def assemble(config: RunConfig, run_dir: Path, device: torch.device,
     recipe, targets = standardised(data.recipe, train_set, inputs=data.loading.standardize,
                                    targets=data.loading.standardize_targets, task=meta.task,
                                    loss_function=meta.loss_function)
-    raw_model = build_model(cfg.model, meta)
+    raw_model = build_model(config.model, meta)
     apply_init(raw_model, config.init)
     raw_model.to(device)
     pick_output = OutputPicker(run.model_output, targets.to(device) if targets is not None else None)
     micro_batch = run.batch_size // (run.accum * dist.world_size)
     check_batch_norm(raw_model, micro_batch, run.batch_size)
     x, y = fetch(train_set, recipe, spread_indices(len(train_set), micro_batch))
-    probe_model(raw_model, pick_output, meta, x.to(device), y.to(device), cfg.model._target_)
+    probe_model(raw_model, pick_output, meta, x.to(device), y.to(device), config.model.path)
     few = x[:TRACED_SAMPLES].to(device)  # which activations are hidden or make the output: two samples tell
     swapped = swap_activations(raw_model, run.activation_swap, few)
     output_replaced = []

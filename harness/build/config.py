@@ -26,7 +26,7 @@ from harness.training.guard import GuardConfig, guard_config
 from harness.loop.hooks import TrainerConfig, trainer_config
 from harness.training.loss import LossConfig, loss_config
 from harness.training.lr_scaling import ScaleLRConfig, scale_lr_config, scaled_lr
-from harness.models import validate_model_config
+from harness.models import ModelSpec, validate_model_config
 from harness.models.activation_swap import validate_activation_swap
 from harness.models.output_activation import validate_output_activation
 from harness.models.init import InitConfig, validate_init_config
@@ -85,6 +85,7 @@ class RunConfig:
     precision: PrecisionConfig
     schedule: ScheduleConfig
     data: DataConfig
+    model: ModelSpec
     init: InitConfig
     optim: OptimSpec
     callbacks: dict[str, CallbackSpec]  # the user's, by name
@@ -184,7 +185,7 @@ def validate_config(cfg: DictConfig, world_size: int = 1, choices: Mapping[str, 
     schedule = validate_schedule_config(cfg.schedule, trainer.max_steps)
     optim = validate_optim_config(cfg.optim)
     data = validate_data_config(cfg.data)
-    validate_model_config(cfg.model, data_task(cfg))
+    model = validate_model_config(cfg.model, data_task(cfg))
     validate_model_output(cfg.model_output)
     validate_activation_swap(cfg.activation_swap)
     validate_output_activation(cfg.output_activation)
@@ -211,7 +212,7 @@ def validate_config(cfg: DictConfig, world_size: int = 1, choices: Mapping[str, 
     job = JobKeys(resume=cfg.resume, overwrite=cfg.overwrite, objective=tuple(objectives),
                   eval_checkpoint=str(checkpoint), eval_batches=batches)
     return RunConfig(raw=cfg, device=device, run=run, job=job, trainer=trainer, precision=precision, schedule=schedule,
-                     data=data, init=init, optim=optim, callbacks=callbacks, parallel=parallel, loss=loss, guard=guard,
+                     data=data, model=model, init=init, optim=optim, callbacks=callbacks, parallel=parallel, loss=loss, guard=guard,
                      monitor=monitor, early_stop=early_stop, fault=fault, perf=perf, scale_lr=scale_lr, logger=logger,
                      diagnose=diagnose)
 

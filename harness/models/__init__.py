@@ -25,48 +25,51 @@ LM_MODELS = ("harness.models.gpt.GPT", "harness.models.rnn.RNNLM")
 VECTOR_MODELS = ("harness.models.mlp.MLP", "harness.models.resnet.ResNet")
 
 
-def _target(cfg: DictConfig) -> Any:
-    return locate("model._target_", cfg.get("_target_"))
+@dataclasses.dataclass(frozen=True)
+class ModelSpec:
+    """The `model` group, read: the class `_target_` names and either its typed Config (a class that
+    carries one, as ours do) or the keys the user set (any other callable)."""
+
+    path: str
+    target: Any
+    config: Any | None  # the class's Config dataclass, the group's keys checked into it
+    kwargs: dict[str, Any]  # a plain callable's keyword arguments
 
 
-def _typed_config(target: Any, cfg: DictConfig) -> Any:
-    """The group's keys checked into the model's Config dataclass (harness/core/typed_config.py)."""
-    return read_typed(user_keys(cfg), target.Config, "model", only_known_keys=True)
-
-
-def _plain_keys(cfg: DictConfig) -> dict[str, Any]:
-    """The user's keys for a plain callable. Data facts (`model.block_size`, which the token data
+def model_spec(cfg: DictConfig) -> ModelSpec:
+    """The group's keys checked into the model's Config dataclass (harness/core/typed_config.py),
+    or, for a plain callable, the user's keys: data facts (`model.block_size`, which the token data
     options read for their windows) reach it only through its signature, with the data's value."""
-    return {k: v for k, v in user_keys(cfg).items() if k not in MODEL_FIELDS}
+    path = cfg.get("_target_")
+    target = locate("model._target_", path)
+    if hasattr(target, "Config"):
+        return ModelSpec(path, target, read_typed(user_keys(cfg), target.Config, "model", only_known_keys=True), {})
+    kwargs = {k: v for k, v in user_keys(cfg).items() if k not in MODEL_FIELDS}
+    check_accepts(target, kwargs, "model", path)
+    return ModelSpec(path, target, None, kwargs)
 
 
-def validate_model_config(cfg: DictConfig, task: str) -> None:
-    target = _target(cfg)
-    if cfg._target_ in LM_MODELS and task != "lm":
+def validate_model_config(cfg: DictConfig, task: str) -> ModelSpec:
+    if cfg.get("_target_") in LM_MODELS and task != "lm":
         raise ConfigError("model", cfg._target_, f"a model for {task} data (model=mlp or resnet, or your own _target_)")
-    if cfg._target_ in VECTOR_MODELS and task == "lm":
+    if cfg.get("_target_") in VECTOR_MODELS and task == "lm":
         raise ConfigError("model", cfg._target_, "a sequence model (model=gpt or rnn) for character/token data")
-    if hasattr(target, "Config"):
-        _typed_config(target, cfg)
-    else:
-        check_accepts(target, _plain_keys(cfg), "model", cfg._target_)
+    return model_spec(cfg)
 
 
-def build_model(cfg: DictConfig, meta: DataMeta) -> nn.Module:
-    target = _target(cfg)
+def build_model(spec: ModelSpec, meta: DataMeta) -> nn.Module:
     data = meta.model_fields()
-    if getattr(target, "needs_images", False) and len(meta.input_shape or ()) != 3:
-        raise ConfigError("model", cfg._target_, f"image data with [channels, height, width] samples (data=digits, "
-                                                 f"or your own dataset); this data's samples are {meta.input_shape or 'vectors'}")
-    if hasattr(target, "Config"):
-        config = _typed_config(target, cfg)
-        names = {f.name for f in dataclasses.fields(config)}
-        config = dataclasses.replace(config, **{k: v for k, v in data.items() if k in names})
-        model = call(partial(target, config), {}, "model._target_", cfg._target_, "a model that builds")
+    if getattr(spec.target, "needs_images", False) and len(meta.input_shape or ()) != 3:
+        raise ConfigError("model", spec.path, f"image data with [channels, height, width] samples (data=digits, "
+                                              f"or your own dataset); this data's samples are {meta.input_shape or 'vectors'}")
+    if spec.config is not None:
+        names = {f.name for f in dataclasses.fields(spec.config)}
+        config = dataclasses.replace(spec.config, **{k: v for k, v in data.items() if k in names})
+        model = call(partial(spec.target, config), {}, "model._target_", spec.path, "a model that builds")
     else:
-        kwargs = {**_plain_keys(cfg), **accepted_fields(target, data)}
-        model = call(target, kwargs, "model._target_", cfg._target_, "a model that builds")
+        kwargs = {**spec.kwargs, **accepted_fields(spec.target, data)}
+        model = call(spec.target, kwargs, "model._target_", spec.path, "a model that builds")
     if not isinstance(model, nn.Module):
-        raise ConfigError("model._target_", cfg._target_, f"a callable that returns a torch.nn.Module, "
-                                                           f"not a {type(model).__name__}")
+        raise ConfigError("model._target_", spec.path, f"a callable that returns a torch.nn.Module, "
+                                                       f"not a {type(model).__name__}")
     return model

@@ -13,10 +13,8 @@ from collections.abc import Callable
 
 import torch
 import torch.nn.functional as F
-from omegaconf import OmegaConf
 from torch import nn
 
-from harness.core.callables import locate
 from harness.modes.doctor.result import Outcome, Status
 from harness.modes.doctor.sampling import read, sample_indices
 from harness.models import build_model
@@ -38,22 +36,22 @@ MAX_COPY_PARAMS = 50_000_000  # a float64 copy of a larger model costs more memo
 
 def tiny_model(built: Assembly) -> nn.Module:
     """A float64 CPU model of the configured kind: rebuilt smaller when it has a typed Config, else copied."""
-    cfg, meta = built.config.raw, built.meta
+    spec, meta = built.config.model, built.meta
     if not _rebuildable(built):
         return copy.deepcopy(built.raw_model).to("cpu", torch.float64).train()
-    small = {k: min(cfg.model[k], bound) for k, bound in SHRINK.items() if k in cfg.model}
+    small = {k: min(getattr(spec.config, k), bound) for k, bound in SHRINK.items() if hasattr(spec.config, k)}
     if meta.block_size is not None:
         meta = dataclasses.replace(meta, block_size=min(meta.block_size, TINY_BLOCK))
     with torch.random.fork_rng(devices=[]):  # the run's own RNG stream stays where it was
         torch.manual_seed(built.config.run.seed)
-        model = build_model(OmegaConf.merge(cfg.model, small), meta)
+        model = build_model(dataclasses.replace(spec, config=dataclasses.replace(spec.config, **small)), meta)
         apply_init(model, built.config.init)
     return model.to("cpu", torch.float64).train()
 
 
 def _rebuildable(built: Assembly) -> bool:
     """Our models carry a typed Config whose size keys can be shrunk; others are opaque."""
-    return hasattr(locate("model._target_", built.config.raw.model._target_), "Config")
+    return built.config.model.config is not None
 
 
 def _loss64(output: torch.Tensor, target: torch.Tensor, task: str, function: str | None = None) -> torch.Tensor:
