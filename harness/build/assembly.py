@@ -155,7 +155,7 @@ def assemble(config: RunConfig, run_dir: Path, device: torch.device,
     """Every component from its config group, wired into a Trainer (resumed when asked). Training,
     the doctor and the LR finder all build here; `console=False` keeps the progress line quiet
     (benchmarks)."""
-    cfg, run = config.raw, config.run  # raw: the groups without a typed reader yet, the user's model and data keys
+    cfg, run = config.raw, config.run  # raw: what the run records (config.yaml, checkpoints, trackers)
     seed_everything(run.seed)
     data = config.data
     splits = build_splits(data, config.loss.ignore_index, config.loss.function)

@@ -66,7 +66,7 @@ def run_eval(config: RunConfig, run_dir: Path, device: torch.device, dist: DistI
                               "whole_split": not config.job.eval_batches, **measured}
     if dist.is_main:
         atomic_json_dump(result, run_dir / EVAL_FILE)
-        _log_result(result, path, cfg.data.name, run_dir / EVAL_FILE)
+        _log_result(result, path, config.data.name, run_dir / EVAL_FILE)
     return result[flat(VAL_LOSS)]
 
 
