@@ -11,6 +11,7 @@ from conftest import compose_cfg
 from harness.build.assembly import assemble
 from harness.build.config import RunConfig, validate_config
 from harness.data import LoadingConfig
+from harness.data.synthetic import SyntheticConfig
 from harness.models import ModelSpec
 from harness.models.init import InitConfig
 from harness.training.optim import OptimSpec
@@ -28,7 +29,7 @@ from harness.training.schedule import ScheduleConfig
 
 TYPED = (TrainerConfig, PrecisionConfig, ScheduleConfig, ParallelConfig, LossConfig, GuardConfig, MonitorConfig,
          EarlyStopConfig, FaultConfig, PerfConfig, ScaleLRConfig, LoadingConfig, InitConfig,
-         OptimSpec, ModelSpec)
+         OptimSpec, ModelSpec, SyntheticConfig)
 RUN = ["model=mlp", "data=synthetic", "model.width=16", "logger=none", "trainer.max_steps=4"]
 
 
@@ -51,7 +52,7 @@ def test_validation_reads_each_group_once_and_building_reads_none_again(reads, t
     torch.set_num_threads(1)
     config = validate_config(compose_cfg([*RUN, "guard.spike_window=64", "monitor.every=2", "precision=fp16",
                                           "schedule=wsd", "clip=null", "batch_size=16", "accum=2",
-                                          "data.shuffle=false"]))
+                                          "data.shuffle=false", "data.n_train=256"]))
     assert isinstance(config, RunConfig)
     assert reads == Counter({schema.__name__: 1 for schema in TYPED})
     assert (config.guard.spike_window, config.monitor.every, config.precision.name,
@@ -63,6 +64,7 @@ def test_validation_reads_each_group_once_and_building_reads_none_again(reads, t
         assert config.run.clip == built.train_step.clip.threshold == 0.0  # null: off
         assert (config.run.batch_size, config.run.accum, built.micro_batch) == (16, 2, 8)
         assert not config.data.loading.shuffle and not built.trainer.batches.stream.shuffle
+        assert config.data.option.n_train == len(built.train_set) == 256
     finally:
         built.close()
 

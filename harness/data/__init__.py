@@ -3,6 +3,7 @@ model must know; every option is read through the same DataLoader settings (conf
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 from torch.utils.data import Dataset
@@ -22,7 +23,8 @@ from harness.core.errors import ConfigError
 from harness.core.typed_config import read_typed
 from harness.core.validation import is_whole
 
-# option name -> (validate, build); validate reads no more than file metadata.
+# option name -> (validate, build); validate reads no more than file metadata and returns the
+# option's typed config, which is what build takes.
 BUILDERS = {
     "stdlib": (validate_stdlib, build_stdlib),
     "text": (validate_text, build_text),
@@ -42,12 +44,12 @@ __all__ = ["ArrayDataset", "BatchRecipe", "DataConfig", "DataMeta", "LoaderSetti
 @dataclass(frozen=True)
 class DataConfig:
     """The `data` group, checked: its option, the keys every option shares, how samples become
-    batches; `node` keeps the option's own keys as the config has them (its builder reads them)."""
+    batches, and the option's own keys as its builder takes them."""
 
     name: str
-    node: DictConfig
     loading: LoadingConfig
     recipe: BatchRecipe
+    option: Any  # what the option's validate returned and its builder takes
 
 
 def _validate_loader(cfg: DictConfig) -> tuple[LoadingConfig, BatchRecipe]:
@@ -76,8 +78,7 @@ def validate_data_config(cfg: DictConfig) -> DataConfig:
         raise ConfigError("data._target_", cfg._target_, "set with data=custom (data=custom data._target_=mypkg.build)")
     loading, recipe = _validate_loader(cfg)
     validate, _ = BUILDERS[name]
-    validate(cfg)
-    return DataConfig(name, cfg, loading, recipe)
+    return DataConfig(name, loading, recipe, validate(cfg))
 
 
 def _validate_test_fraction(cfg: DictConfig) -> None:
@@ -97,7 +98,7 @@ def build_splits(data: DataConfig, ignore_index: int | None = None, loss_functio
     it is scored). Targets equal to `ignore_index` (loss.ignore_index) are left out of the checks
     and the priors, which are those of `loss_function` (loss.function) for real-valued targets."""
     _, build = BUILDERS[data.name]
-    splits = build(data.node)
+    splits = build(data.option)
     task = splits.meta.task
     function = regression_loss(loss_function, task)
     meta = replace(splits.meta, ignore_index=None if task == "regression" else ignore_index, loss_function=function,

@@ -20,15 +20,18 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
-from omegaconf import DictConfig
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 
 from harness.core.errors import ConfigError, one_line
 from harness.data.base import SPLITS
 from harness.data.token_file import TokenFile
 from harness.core.validation import is_whole
+
+if TYPE_CHECKING:  # corpus.py reads the keys and imports CHAR from here
+    from harness.data.corpus import CorpusConfig
 
 log = logging.getLogger("harness")
 
@@ -95,12 +98,12 @@ def uses_tokenizers(tokenizer: object) -> bool:
     return tokenizer == BPE or (isinstance(tokenizer, str) and tokenizer != CHAR and Path(tokenizer).is_file())
 
 
-def validate_tokenizer(cfg: DictConfig, directories: bool = False) -> None:
+def validate_tokenizer(corpus: CorpusConfig, directories: bool = False) -> None:
     """`data.tokenizer` and, for bpe, `data.vocab_size`; looks at no file's contents (loading a
     tokenizer.json is the build's job). `directories`: data=hf also takes a transformers folder."""
-    tokenizer = cfg.get("tokenizer", CHAR)
+    tokenizer = corpus.tokenizer
     if tokenizer == BPE:
-        vocab = cfg.get("vocab_size")
+        vocab = corpus.vocab_size
         if not is_whole(vocab) or not MIN_VOCAB <= vocab <= MAX_VOCAB:
             raise ConfigError("data.vocab_size", vocab, f"an integer in [{MIN_VOCAB}, {MAX_VOCAB}] for "
                                                         f"data.tokenizer=bpe: the {BYTE_TOKENS} bytes plus at "
@@ -169,7 +172,7 @@ def encode(tokenizer: Tokenizer, text: str) -> np.ndarray:
     return np.fromiter((i for e in encodings for i in e.ids), dtype=np.uint16)
 
 
-def tokenize_corpus(cfg: DictConfig, cache_dir: Path, corpus: str, read: Callable[[], tuple[str, ...]]) -> Tokenized:
+def tokenize_corpus(cfg: CorpusConfig, cache_dir: Path, corpus: str, read: Callable[[], tuple[str, ...]]) -> Tokenized:
     """The corpus's (train, val[, test]) text as token ids, from the cache or built into it.
 
     `corpus` names the text without reading it (a fingerprint); `read` returns the split texts,
@@ -178,7 +181,7 @@ def tokenize_corpus(cfg: DictConfig, cache_dir: Path, corpus: str, read: Callabl
         spec = f"bpe{cfg.vocab_size}"
     else:
         spec = f"file-{short_hash(Path(cfg.tokenizer).read_bytes())}"
-    held_out = float(cfg.get("test_fraction") or 0)  # named only when set: the caches of earlier runs stay valid
+    held_out = float(cfg.test_fraction or 0)  # named only when set: the caches of earlier runs stay valid
     split_key = (float(cfg.val_fraction), *([held_out] if held_out else []))
     target = cache_dir / f"tokens-{fingerprint(corpus, *split_key, spec)}"
     if not (target / DONE_FILE).exists():
@@ -189,7 +192,7 @@ def tokenize_corpus(cfg: DictConfig, cache_dir: Path, corpus: str, read: Callabl
     return Tokenized(streams, meta["vocab_size"], target / TOKENIZER_FILE)
 
 
-def _build(cfg: DictConfig, target: Path, key: dict[str, object], read: Callable[[], tuple[str, ...]]) -> None:
+def _build(cfg: CorpusConfig, target: Path, key: dict[str, object], read: Callable[[], tuple[str, ...]]) -> None:
     started = time.perf_counter()
     texts = dict(zip(SPLITS, read()))
     tokenizer = train_bpe(texts["train"], cfg.vocab_size) if cfg.tokenizer == BPE else load_tokenizer(cfg.tokenizer)

@@ -15,6 +15,7 @@ from harness.data.holdout import cut_tail, test_size
 from harness.data.id_cache import cached_ids
 from harness.data.token_file import TokenFile
 from harness.data.bpe import CHAR, fingerprint, short_hash, tokenize_corpus, validate_tokenizer
+from harness.data.corpus import CorpusConfig
 from harness.core.errors import ConfigError
 
 BINARY_SNIFF = 8192  # bytes read to tell a binary file from text
@@ -51,16 +52,16 @@ def split(ids: Text, val_fraction: float) -> tuple[Text, Text]:
     return cut_tail(ids, int(len(ids) * val_fraction))
 
 
-def held_out(ids: Text, cfg: DictConfig) -> tuple[Text, ...]:
+def held_out(ids: Text, cfg: CorpusConfig) -> tuple[Text, ...]:
     """(train, val), or (train, val, test) with data.test_fraction: validation is the same tail as
     without one, and the test split is the end of what it leaves."""
-    rest, val = split(ids, float(cfg.val_fraction))
-    train, test = cut_tail(rest, test_size(cfg, len(ids), len(val), int(cfg.block_size) + 2, "characters"))
+    rest, val = split(ids, cfg.val_fraction)
+    train, test = cut_tail(rest, test_size(cfg.test_fraction, len(ids), len(val), cfg.block_size + 2, "characters"))
     return (train, val, test) if len(test) else (train, val)
 
 
-def cache_root(cfg: DictConfig) -> Path:
-    explicit = cfg.get("cache_dir") or os.environ.get("HARNESS_CACHE_DIR")
+def cache_root(cfg: CorpusConfig) -> Path:
+    explicit = cfg.cache_dir or os.environ.get("HARNESS_CACHE_DIR")
     return Path(explicit or Path.home() / ".cache" / "stable-harness").expanduser()
 
 
@@ -83,37 +84,39 @@ def _char_corpus(folder: Path, read: Callable[[], str]) -> tuple[TokenFile, list
     return ids, facts["vocab"]
 
 
-def _lm_data(parts: tuple[Tokens, ...], vocab_size: int, cfg: DictConfig, tokenizer_file: str | None = None) -> Splits:
+def _lm_data(parts: tuple[Tokens, ...], vocab_size: int, cfg: CorpusConfig, tokenizer_file: str | None = None) -> Splits:
     streams = dict(zip(SPLITS, parts))
-    check_long_enough("data.path", cfg.get("path", "stdlib"), streams, int(cfg.block_size))
-    meta = DataMeta(task="lm", vocab_size=vocab_size, block_size=int(cfg.block_size), tokenizer_file=tokenizer_file)
+    check_long_enough("data.path", cfg.path, streams, cfg.block_size)
+    meta = DataMeta(task="lm", vocab_size=vocab_size, block_size=cfg.block_size, tokenizer_file=tokenizer_file)
     return token_splits(streams, meta)
 
 
-def _char_data(ids: Tokens, vocab: list[str], cfg: DictConfig) -> Splits:
+def _char_data(ids: Tokens, vocab: list[str], cfg: CorpusConfig) -> Splits:
     return _lm_data(held_out(ids, cfg), len(vocab), cfg)
 
 
-def subword_data(cfg: DictConfig, corpus: str, read: Callable[[], tuple[str, ...]]) -> Splits:
+def subword_data(cfg: CorpusConfig, corpus: str, read: Callable[[], tuple[str, ...]]) -> Splits:
     """Windows of subword tokens (data.tokenizer=bpe or a tokenizer.json); `corpus` fingerprints the
     text and its split, and `read` returns (train, val[, test]) text only when the cache must be built."""
     tokens = tokenize_corpus(cfg, cache_root(cfg), corpus, read)
     return _lm_data(tuple(tokens.streams.values()), tokens.vocab_size, cfg, str(tokens.tokenizer_file))
 
 
-def build_stdlib(cfg: DictConfig) -> Splits:
+def build_stdlib(cfg: CorpusConfig) -> Splits:
     files = stdlib_files()
-    if cfg.get("tokenizer", CHAR) != CHAR:
+    if cfg.tokenizer != CHAR:
         return subword_data(cfg, f"stdlib-{stdlib_fingerprint(files)}",
                             lambda: held_out(stdlib_text(files), cfg))
     ids, vocab = _char_corpus(cache_root(cfg) / f"stdlib-{stdlib_fingerprint(files)}", lambda: stdlib_text(files))
     return _char_data(ids, vocab, cfg)
 
 
-def validate_stdlib(cfg: DictConfig) -> None:
+def validate_stdlib(cfg: DictConfig) -> CorpusConfig:
     if not (stdlib_root() / "os.py").is_file():
         raise ConfigError("data", "stdlib", "a Python install with its standard-library sources")
-    validate_tokenizer(cfg)
+    corpus = CorpusConfig.read(cfg, "stdlib")
+    validate_tokenizer(corpus)
+    return corpus
 
 
 def _read_text(path: str) -> str:
@@ -123,23 +126,25 @@ def _read_text(path: str) -> str:
     return text
 
 
-def build_text(cfg: DictConfig) -> Splits:
+def build_text(cfg: CorpusConfig) -> Splits:
     stat = Path(cfg.path).stat()  # an edited file gets a new mtime, hence a new cache
     name = fingerprint(Path(cfg.path).resolve(), stat.st_size, stat.st_mtime_ns)
-    if cfg.get("tokenizer", CHAR) != CHAR:
+    if cfg.tokenizer != CHAR:
         return subword_data(cfg, f"text-{name}", lambda: held_out(_read_text(cfg.path), cfg))
     ids, vocab = _char_corpus(cache_root(cfg) / f"text-chars-{name}", lambda: _read_text(cfg.path))
     return _char_data(ids, vocab, cfg)
 
 
-def validate_text(cfg: DictConfig) -> None:
+def validate_text(cfg: DictConfig) -> CorpusConfig:
     path = cfg.get("path")
     if not path or not Path(path).is_file():
         raise ConfigError("data.path", path, "an existing text file")
     with open(path, "rb") as f:
         if b"\0" in f.read(BINARY_SNIFF):
             raise ConfigError("data.path", path, "a UTF-8 text file: it holds NUL bytes (a binary file?)")
-    validate_tokenizer(cfg)
+    corpus = CorpusConfig.read(cfg, str(path))
+    validate_tokenizer(corpus)
+    return corpus
 
 
 def check_long_enough(key: str, value: object, streams: dict[str, np.ndarray], block: int) -> None:

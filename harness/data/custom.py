@@ -9,7 +9,8 @@ TensorDataset's labels, one sample's shape) and required otherwise.
 """
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -36,13 +37,31 @@ def _positive_or_null(cfg: DictConfig, key: str, minimum: int) -> None:
         raise ConfigError(f"data.{key}", value, f"null (read from the data) or an integer >= {minimum}")
 
 
-def validate_custom(cfg: DictConfig) -> None:
+@dataclass(frozen=True)
+class CustomConfig:
+    """`data=custom`, checked: the factory `_target_` names and the keys it is called with, the task,
+    the sizes the config declares (null: read from the data) and how samples become a batch."""
+
+    path: str
+    factory: Callable[..., Any]
+    kwargs: dict[str, Any]
+    task: str
+    num_classes: int | None
+    vocab_size: int | None
+    recipe: BatchRecipe  # collate_fn, input_key, target_key: the first sample is read as training reads it
+
+
+def validate_custom(cfg: DictConfig) -> CustomConfig:
     if cfg.get("task") not in TASKS:
         raise ConfigError("data.task", cfg.get("task"), f"one of {list(TASKS)}")
     _positive_or_null(cfg, "num_classes", 2)
     _positive_or_null(cfg, "vocab_size", 1)
-    target = locate("data._target_", cfg.get("_target_"))
-    check_accepts(target, factory_kwargs(cfg), "data", cfg._target_)
+    path = cfg.get("_target_")
+    factory, kwargs = locate("data._target_", path), factory_kwargs(cfg)
+    check_accepts(factory, kwargs, "data", path)
+    recipe = BatchRecipe.from_config(cfg)
+    return CustomConfig(path=path, factory=factory, kwargs=kwargs, task=cfg.task, num_classes=cfg.get("num_classes"),
+                        vocab_size=cfg.get("vocab_size"), recipe=recipe)
 
 
 def _splits(result: Any, path: str) -> list[Dataset]:
@@ -61,10 +80,11 @@ def _splits(result: Any, path: str) -> list[Dataset]:
     return list(result)
 
 
-def _declared_or_read(cfg: DictConfig, key: str, dataset: Dataset, attrs: tuple[str, ...]) -> int:
+def _declared_or_read(cfg: CustomConfig, key: str, dataset: Dataset, attrs: tuple[str, ...]) -> int:
     """The size the config declares, else one the dataset states, else a TensorDataset's max label + 1."""
-    if cfg.get(key) is not None:
-        return int(cfg[key])
+    declared = getattr(cfg, key)
+    if declared is not None:
+        return int(declared)
     for attr in attrs:
         value = getattr(dataset, attr, None)
         if is_whole(value):
@@ -73,31 +93,31 @@ def _declared_or_read(cfg: DictConfig, key: str, dataset: Dataset, attrs: tuple[
             return len(value)
     if isinstance(dataset, TensorDataset) and len(dataset.tensors) >= 2:
         return int(dataset.tensors[1].max()) + 1
-    raise ConfigError(f"data.{key}", None, f"an integer: {cfg._target_}'s datasets do not state it "
+    raise ConfigError(f"data.{key}", None, f"an integer: {cfg.path}'s datasets do not state it "
                                            f"(no {' / '.join('.' + a for a in attrs)} attribute)")
 
 
-def _check_fields(cfg: DictConfig, train: Dataset) -> None:
+def _check_fields(cfg: CustomConfig, train: Dataset) -> None:
     """Dict samples name their fields: the input and target keys must be among them."""
     sample = peek(train, 0)
     if not isinstance(sample, Mapping):
         return
     fields = sorted(map(str, sample))
     for key in ("input_key", "target_key"):
-        wanted = cfg.get(key)
-        names = list(wanted) if OmegaConf.is_list(wanted) else [wanted]
+        wanted = getattr(cfg.recipe, key)
+        names = list(wanted) if isinstance(wanted, list) else [wanted]
         if wanted is None or any(n not in sample for n in names):
-            raise ConfigError(f"data.{key}", wanted, f"a field of {cfg._target_}'s dict samples: one of {fields}")
+            raise ConfigError(f"data.{key}", wanted, f"a field of {cfg.path}'s dict samples: one of {fields}")
 
 
-def build_custom(cfg: DictConfig) -> Splits:
-    path = cfg._target_
-    result = call(locate("data._target_", path), factory_kwargs(cfg), "data._target_", path, "a factory that runs")
+def build_custom(cfg: CustomConfig) -> Splits:
+    path = cfg.path
+    result = call(cfg.factory, cfg.kwargs, "data._target_", path, "a factory that runs")
     train, val, *test = _splits(result, path)
     if len(train) == 0:
         raise ConfigError("data", "train", "a non-empty split: it has no samples")
     _check_fields(cfg, train)
-    x, y = fetch(train, BatchRecipe.from_config(cfg), torch.tensor([0]))
+    x, y = fetch(train, cfg.recipe, torch.tensor([0]))
     x, y = x[0], y[0]
     if cfg.task == "lm":
         meta = DataMeta("lm", vocab_size=_declared_or_read(cfg, "vocab_size", train, ("vocab_size",)),

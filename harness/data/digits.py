@@ -9,16 +9,17 @@ drawn per sample, so the augmentation is the same with 0 or 8 DataLoader workers
 from __future__ import annotations
 
 import importlib.util
+from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F
 from omegaconf import DictConfig
 from torch.utils.data import Dataset
 
+from harness.core.errors import ConfigError
+from harness.core.typed_config import read_typed, setting, within
 from harness.data.base import DataMeta, Splits, TensorPairs
 from harness.data.holdout import cut_tail, test_size
-from harness.core.errors import ConfigError
-from harness.core.validation import is_whole
 
 NUM_CLASSES = 10
 SIDE = 8  # pixels per side
@@ -52,27 +53,35 @@ def _load_digits() -> tuple[torch.Tensor, torch.Tensor]:
     return images, torch.as_tensor(bunch.target, dtype=torch.long)
 
 
-def validate_digits(cfg: DictConfig) -> None:
-    shift = cfg.get("shift")
-    if not is_whole(shift) or not 0 <= shift <= MAX_SHIFT:
-        raise ConfigError("data.shift", shift, f"an integer from 0 (no augmentation) to {MAX_SHIFT} pixels")
-    if not is_whole(cfg.get("seed")):
-        raise ConfigError("data.seed", cfg.get("seed"), "an integer (it fixes the train/val split)")
+@dataclass(frozen=True)
+class DigitsConfig:
+    """`data=digits`'s own keys (conf/data/digits.yaml); val_fraction and test_fraction are checked
+    with the keys every option shares."""
+
+    shift: int = setting(1, f"an integer from 0 (no augmentation) to {MAX_SHIFT} pixels", within(0, MAX_SHIFT))
+    seed: int = setting(0, "an integer (it fixes the train/val split)")
+    val_fraction: float = 0.2
+    test_fraction: float | None = None
+
+
+def validate_digits(cfg: DictConfig) -> DigitsConfig:
+    settings = read_typed(cfg, DigitsConfig, "data")
     if importlib.util.find_spec("sklearn") is None:  # found without importing it
         raise ConfigError("data", "digits", INSTALL)
+    return settings
 
 
-def build_digits(cfg: DictConfig) -> Splits:
+def build_digits(cfg: DigitsConfig) -> Splits:
     images, labels = _load_digits()
-    order = torch.randperm(len(images), generator=torch.Generator().manual_seed(int(cfg.seed)))
-    n_val = int(len(images) * float(cfg.val_fraction))
+    order = torch.randperm(len(images), generator=torch.Generator().manual_seed(cfg.seed))
+    n_val = int(len(images) * cfg.val_fraction)
     val_idx = order[:n_val]
-    train_idx, test_idx = cut_tail(order[n_val:], test_size(cfg, len(images), n_val, unit="images"))
+    train_idx, test_idx = cut_tail(order[n_val:], test_size(cfg.test_fraction, len(images), n_val, unit="images"))
     mean, std = images[train_idx].mean(), images[train_idx].std()
     images = (images - mean) / std
     train_x, train_y = images[train_idx], labels[train_idx]
     background = float(-mean / std)  # a raw 0 pixel, standardised
-    train = ShiftedDigits(train_x, train_y, int(cfg.shift), background) if cfg.shift else TensorPairs(train_x, train_y)
+    train = ShiftedDigits(train_x, train_y, cfg.shift, background) if cfg.shift else TensorPairs(train_x, train_y)
     meta = DataMeta("classification", in_features=SIDE * SIDE, out_features=NUM_CLASSES, input_shape=(1, SIDE, SIDE))
     test = TensorPairs(images[test_idx], labels[test_idx]) if len(test_idx) else None
     return Splits(train, TensorPairs(images[val_idx], labels[val_idx]), meta, test)

@@ -10,6 +10,7 @@ windows, as `data=text` does; classification and regression read feature and lab
 from __future__ import annotations
 
 import os
+from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -21,6 +22,7 @@ from omegaconf import DictConfig, OmegaConf
 from harness.data.base import TASKS, ArrayDataset, DataMeta, Splits, token_splits
 from harness.data.bpe import fingerprint, short_hash, uses_tokenizers, validate_tokenizer
 from harness.data.chars import cache_root, check_long_enough, encode_chars, split, subword_data
+from harness.data.corpus import CorpusConfig
 from harness.data.id_cache import Built, cached_ids
 from harness.core.errors import ConfigError, one_line
 
@@ -40,7 +42,25 @@ def _datasets() -> Any:
     return datasets
 
 
-def validate_hf(cfg: DictConfig) -> None:
+@dataclass(frozen=True)
+class HFConfig:
+    """`data=hf`'s keys, checked (conf/data/hf.yaml says what each holds)."""
+
+    path: str
+    format: str | None
+    train_split: str
+    val_split: str | None
+    test_split: str | None
+    task: str
+    val_fraction: float
+    corpus: CorpusConfig | None  # task=lm: the text's keys (text_column, tokenizer, block_size, ...)
+    text_column: str
+    input_key: list[str]  # classification and regression: the feature column(s)
+    target_key: str
+    num_classes: int | None
+
+
+def validate_hf(cfg: DictConfig) -> HFConfig:
     _datasets()
     fmt, path = cfg.get("format"), cfg.get("path")
     if fmt is not None and fmt not in FORMATS:
@@ -54,16 +74,24 @@ def validate_hf(cfg: DictConfig) -> None:
         raise ConfigError("data.path", path, f"an existing {fmt} file, folder or glob pattern")
     if cfg.get("task") not in TASKS:
         raise ConfigError("data.task", cfg.get("task"), f"one of {list(TASKS)}")
-    if cfg.task == "lm":
-        validate_tokenizer(cfg, directories=True)
-    if cfg.task != "lm" and cfg.get("input_key") is None:
+    corpus = CorpusConfig.read(cfg, path) if cfg.task == "lm" else None
+    if corpus is not None:
+        validate_tokenizer(corpus, directories=True)
+    inputs = cfg.get("input_key")
+    if cfg.task != "lm" and inputs is None:
         raise ConfigError("data.input_key", None, "the feature column (or a list of columns) to read inputs from")
+    inputs = OmegaConf.to_container(inputs) if OmegaConf.is_list(inputs) else inputs
+    return HFConfig(path=path, format=fmt, train_split=cfg.get("train_split", "train"), val_split=cfg.get("val_split"),
+                    test_split=cfg.get("test_split"), task=cfg.task, val_fraction=float(cfg.val_fraction),
+                    corpus=corpus, text_column=cfg.get("text_column", "text"),
+                    input_key=[inputs] if isinstance(inputs, str) else list(inputs or []),
+                    target_key=cfg.get("target_key") or "label", num_classes=cfg.get("num_classes"))
 
 
-def _load(cfg: DictConfig) -> Any:
+def _load(cfg: HFConfig) -> Any:
     datasets = _datasets()
     try:
-        if cfg.get("format") is None:
+        if cfg.format is None:
             return datasets.load_from_disk(cfg.path)
         return datasets.load_dataset(cfg.format, data_files=cfg.path)
     except Exception as err:  # noqa: BLE001 - a corrupt or foreign folder, an unparsable file
@@ -87,13 +115,13 @@ def _column(dataset: Any, column: str, key: str) -> None:
         raise ConfigError(key, column, f"a column of the dataset: {dataset.column_names}")
 
 
-def build_hf(cfg: DictConfig) -> Splits:
+def build_hf(cfg: HFConfig) -> Splits:
     loaded = _load(cfg)
-    train = _split(loaded, cfg.get("train_split", "train"), "data.train_split")
-    val, test = (_split(loaded, cfg[key], f"data.{key}") if cfg.get(key) is not None else None
-                 for key in ("val_split", "test_split"))
-    if cfg.task == "lm":
-        return _token_windows(cfg, train, val, test)
+    train = _split(loaded, cfg.train_split, "data.train_split")
+    val, test = (_split(loaded, name, f"data.{key}") if name is not None else None
+                 for key, name in (("val_split", cfg.val_split), ("test_split", cfg.test_split)))
+    if cfg.corpus is not None:
+        return _token_windows(cfg, cfg.corpus, train, val, test)
     return _columns(cfg, train, val, test)
 
 
@@ -102,35 +130,36 @@ def _texts(dataset: Any, column: str) -> list[str]:
     return [t for t in dataset[column] if isinstance(t, str) and t]
 
 
-def _token_windows(cfg: DictConfig, train: Any, val: Any, test: Any) -> Splits:
+def _token_windows(cfg: HFConfig, corpus: CorpusConfig, train: Any, val: Any, test: Any) -> Splits:
     """Documents joined into one stream (newline or the tokenizer's EOS between them); the val split,
     or the stream's tail when there is none, is validation."""
     texts = {"train": _texts(train, cfg.text_column)}
     for name, split_set in (("val", val), ("test", test)):
         if split_set is not None:
             texts[name] = _texts(split_set, cfg.text_column)
-    if uses_tokenizers(cfg.tokenizer):
-        return _subword_windows(cfg, texts)
+    if uses_tokenizers(corpus.tokenizer):
+        return _subword_windows(corpus, texts)
     joined = {name: "\n".join(docs) for name, docs in texts.items()}
-    if cfg.tokenizer == "char":
+    if corpus.tokenizer == "char":
         build, spec = partial(_encode_chars, joined), "chars"
     else:
-        build, spec = partial(_tokenize, cfg.tokenizer, texts), f"dir-{_directory_fingerprint(Path(cfg.tokenizer))}"
-    folder = cache_root(cfg) / f"hf-{fingerprint(*joined.values(), spec)}"
+        build, spec = (partial(_tokenize, corpus.tokenizer, texts),
+                       f"dir-{_directory_fingerprint(Path(corpus.tokenizer))}")
+    folder = cache_root(corpus) / f"hf-{fingerprint(*joined.values(), spec)}"
     files, facts = cached_ids(folder, list(texts), build)  # tokenized once; later starts read the ids
     streams, vocab_size = dict(zip(texts, files)), facts["vocab_size"]
     if val is None:
-        streams["train"], streams["val"] = split(streams["train"], float(cfg.val_fraction))
-    block = int(cfg.block_size)
+        streams["train"], streams["val"] = split(streams["train"], corpus.val_fraction)
+    block = corpus.block_size
     check_long_enough("data.path", cfg.path, streams, block)
     return token_splits(streams, DataMeta("lm", vocab_size=vocab_size, block_size=block))
 
 
-def _subword_windows(cfg: DictConfig, texts: dict[str, list[str]]) -> Splits:
+def _subword_windows(cfg: CorpusConfig, texts: dict[str, list[str]]) -> Splits:
     """BPE or a tokenizer.json: without a val split, the tail is cut by characters before tokenizing
     (as data=text does), so the BPE never trains on validation text."""
     train = "\n".join(texts["train"])
-    parts = (train, "\n".join(texts["val"])) if "val" in texts else split(train, float(cfg.val_fraction))
+    parts = (train, "\n".join(texts["val"])) if "val" in texts else split(train, cfg.val_fraction)
     if "test" in texts:
         parts = (*parts, "\n".join(texts["test"]))
     return subword_data(cfg, f"hf-{fingerprint(*parts)}", lambda: parts)  # the text itself names the corpus
@@ -191,20 +220,18 @@ class HFColumns(ArrayDataset):
         return x, (y.float() if y.dtype == torch.float64 else y)
 
 
-def _columns(cfg: DictConfig, train: Any, val: Any, test: Any) -> Splits:
-    inputs = cfg.input_key if isinstance(cfg.input_key, str) else list(OmegaConf.to_container(cfg.input_key))
-    inputs = [inputs] if isinstance(inputs, str) else inputs
-    target = cfg.get("target_key") or "label"
+def _columns(cfg: HFConfig, train: Any, val: Any, test: Any) -> Splits:
+    inputs, target = cfg.input_key, cfg.target_key
     for split_set in (train, test) if test is not None else (train,):
         for column, key in [*((c, "data.input_key") for c in inputs), (target, "data.target_key")]:
             _column(split_set, column, key)
     if val is None:
-        parts = train.train_test_split(test_size=float(cfg.val_fraction), seed=0, shuffle=True)
+        parts = train.train_test_split(test_size=cfg.val_fraction, seed=0, shuffle=True)
         train, val = parts["train"], parts["test"]
     train_set, val_set = HFColumns(train, inputs, target), HFColumns(val, inputs, target)
     x, y = train_set.gather(torch.tensor([0]))
     if cfg.task == "classification":
-        classes = cfg.get("num_classes") or getattr(train.features[target], "num_classes", None)
+        classes = cfg.num_classes or getattr(train.features[target], "num_classes", None)
         if classes is None:
             raise ConfigError("data.num_classes", None, f"an integer: the {target!r} column is not a ClassLabel")
         meta = DataMeta("classification", out_features=int(classes), in_features=x[0].numel(),

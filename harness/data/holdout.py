@@ -5,8 +5,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, TypeVar
 
-from omegaconf import DictConfig
-
 from harness.core.errors import ConfigError
 
 Cut = TypeVar("Cut", bound=Sequence[Any])  # arrays, tensors, token files and text all slice alike
@@ -17,10 +15,10 @@ def cut_tail(items: Cut, count: int) -> tuple[Cut, Cut]:
     return items[: len(items) - count], items[len(items) - count :]
 
 
-def test_size(cfg: DictConfig, total: int, taken: int, minimum: int = 1, unit: str = "samples") -> int:
-    """How many of `total` samples (or tokens) data.test_fraction holds out; `taken` are
-    validation's already. The test split and what is left to train on must each hold `minimum`."""
-    fraction = cfg.get("test_fraction") or 0
+def test_size(fraction: float | None, total: int, taken: int, minimum: int = 1, unit: str = "samples") -> int:
+    """How many of `total` samples (or tokens) data.test_fraction (`fraction`) holds out; `taken`
+    are validation's already. The test split and what is left to train on must each hold `minimum`."""
+    fraction = fraction or 0
     count = int(total * float(fraction))
     if fraction and (count < minimum or total - taken - count < minimum):
         raise ConfigError("data.test_fraction", fraction,

@@ -3,6 +3,7 @@ scored by mode=eval only, when present)."""
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from pathlib import Path
 
 from omegaconf import DictConfig
@@ -28,7 +29,17 @@ def _vocab_size(cfg: DictConfig) -> int | None:
     return value
 
 
-def validate_tokens(cfg: DictConfig) -> None:
+@dataclass(frozen=True)
+class TokensConfig:
+    """`data=tokens`, checked: the directory, the vocabulary size (given, or its meta.json's) and
+    the window length (block_size is checked with the keys every option shares)."""
+
+    dir: str  # as given: errors name it so
+    vocab_size: int
+    block_size: int
+
+
+def validate_tokens(cfg: DictConfig) -> TokensConfig:
     root = cfg.get("dir")
     optional = ["test.bin"] if root and (Path(root) / "test.bin").is_file() else []
     for split in ("train.bin", "val.bin", *optional):
@@ -43,11 +54,11 @@ def validate_tokens(cfg: DictConfig) -> None:
         raise ConfigError("data.vocab_size", vocab, "an integer in [1, 65536] (ids are uint16)")
     if vocab is None:
         raise ConfigError("data.vocab_size", None, f"a positive integer, or {root}/meta.json with a vocab_size field")
+    return TokensConfig(str(root), int(vocab), int(cfg.block_size))
 
 
-def build_tokens(cfg: DictConfig) -> Splits:
+def build_tokens(cfg: TokensConfig) -> Splits:
     root = Path(cfg.dir)
-    block = int(cfg.block_size)
     streams = {name: TokenFile(root / f"{name}.bin") for name in SPLITS if (root / f"{name}.bin").is_file()}
-    check_long_enough("data.dir", cfg.dir, streams, block)
-    return token_splits(streams, DataMeta(task="lm", vocab_size=_vocab_size(cfg), block_size=block))
+    check_long_enough("data.dir", cfg.dir, streams, cfg.block_size)
+    return token_splits(streams, DataMeta(task="lm", vocab_size=cfg.vocab_size, block_size=cfg.block_size))
