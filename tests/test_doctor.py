@@ -143,10 +143,10 @@ def test_schedule_passes_as_built_and_catches_a_mismatched_length(make_run):
     assert check_schedule(built).status is Status.PASS
     # a hand-written cosine over 500 steps in a 1000-step run: the last half runs at the floor
     short = LambdaLR(built.optimizer, lambda s: max(0.1, 1 - s / 500))
-    result = judge_schedule(short, built.config.raw.schedule, 1000)
+    result = judge_schedule(short, built.config.schedule, 1000)
     assert result.status is Status.FAIL and "floor before the last step" in result.fix
     from_zero = LambdaLR(built.optimizer, lambda s: min(1.0, s / 50))  # the first update gets LR 0
-    assert "LR 0" in judge_schedule(from_zero, built.config.raw.schedule, 1000).fix
+    assert "LR 0" in judge_schedule(from_zero, built.config.schedule, 1000).fix
 
 
 def test_schedule_warns_about_a_long_warmup(make_run):

@@ -24,6 +24,7 @@ if TYPE_CHECKING:  # the diagnosis reads warmup_steps without importing torch
     from torch.optim.lr_scheduler import LambdaLR
 
 NAMES = ("constant", "linear", "cosine", "poly", "inverse_sqrt", "wsd")
+ENDS_AT_MIN_LR = ("linear", "cosine", "poly", "wsd")  # their last step's LR is min_lr_ratio x the base LR
 DECAY_SHAPES = ("linear", "cosine", "sqrt")
 CONTINUITY_TOLERANCE = 0.01  # relative LR change a resume may make (rounding of warmup fractions)
 

@@ -1,12 +1,11 @@
 """The LR schedule as built fits the run: warmup ends well inside it and any decay ends exactly at its end."""
 from __future__ import annotations
 
-from omegaconf import DictConfig
 from torch.optim.lr_scheduler import LRScheduler
 
-from harness.modes.doctor.result import Outcome, Status
-from harness.training.schedule import warmup_steps
 from harness.build.assembly import Assembly
+from harness.modes.doctor.result import Outcome, Status
+from harness.training.schedule import ENDS_AT_MIN_LR, ScheduleConfig, steps_of
 
 # Warmup longer than this share of the run spends it below the chosen LR; common recipes use 1-10%.
 WARMUP_WARN_FRACTION = 0.2
@@ -15,15 +14,16 @@ PEAK_PROBES = 1000  # steps sampled to find the schedule's peak without walking 
 
 
 def check_schedule(built: Assembly) -> Outcome:
-    return judge_schedule(built.live_lr.scheduler, built.config.raw.schedule, built.config.trainer.max_steps)
+    return judge_schedule(built.live_lr.scheduler, built.config.schedule, built.config.trainer.max_steps)
 
 
-def judge_schedule(scheduler: LRScheduler, cfg: DictConfig, max_steps: int) -> Outcome:
+def judge_schedule(scheduler: LRScheduler, cfg: ScheduleConfig, max_steps: int) -> Outcome:
+    """`scheduler` is the one built; `cfg` the schedule asked for, whose length must be the run's."""
     lambdas = getattr(scheduler, "lr_lambdas", None)
     if not lambdas:
         return Outcome(Status.SKIP, f"{type(scheduler).__name__} is not an LR-multiplier schedule")
     factor, last = lambdas[0], max_steps - 1
-    warmup = warmup_steps(cfg, max_steps)
+    warmup = steps_of(cfg.warmup, max_steps)
     probes = {*range(0, max_steps, max(1, max_steps // PEAK_PROBES)), warmup}  # warmup < max_steps: validated
     peak = max(factor(step) for step in probes)
     final = factor(last)
@@ -36,7 +36,7 @@ def judge_schedule(scheduler: LRScheduler, cfg: DictConfig, max_steps: int) -> O
         return Outcome(Status.FAIL, measured,
                        "the decay reaches its floor before the last step: the schedule's length must be "
                        "trainer.max_steps")
-    if final < peak and "min_lr_ratio" in cfg and abs(final - float(cfg.min_lr_ratio)) > RATIO_TOL:
+    if final < peak and cfg.name in ENDS_AT_MIN_LR and abs(final - cfg.min_lr_ratio) > RATIO_TOL:
         return Outcome(Status.FAIL, measured,
                        f"the decay ends at x{final:.3g}, not schedule.min_lr_ratio={cfg.min_lr_ratio}: "
                        "the schedule and trainer.max_steps disagree")
