@@ -20,7 +20,6 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import numpy as np
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
@@ -29,14 +28,10 @@ from harness.core.errors import ConfigError, one_line
 from harness.data.base import SPLITS
 from harness.data.token_file import TokenFile
 from harness.core.validation import is_whole
-
-if TYPE_CHECKING:  # corpus.py reads the keys and imports CHAR from here
-    from harness.data.corpus import CorpusConfig
+from harness.data.corpus import BPE, CHAR, CorpusConfig
 
 log = logging.getLogger("harness")
 
-CHAR = "char"  # the harness's character vocabulary (chars.py), not handled here
-BPE = "bpe"
 BYTE_TOKENS = 256  # a byte-level BPE starts from every byte, so any text encodes
 MIN_VOCAB = BYTE_TOKENS + 1  # at least one merge, or BPE is only a byte vocabulary
 MAX_VOCAB = int(np.iinfo(np.uint16).max) + 1  # ids are stored as uint16

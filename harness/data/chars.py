@@ -14,8 +14,8 @@ from harness.data.base import SPLITS, DataMeta, Splits, Tokens, token_splits
 from harness.data.holdout import cut_tail, test_size
 from harness.data.id_cache import cached_ids
 from harness.data.token_file import TokenFile
-from harness.data.bpe import CHAR, fingerprint, short_hash, tokenize_corpus, validate_tokenizer
-from harness.data.corpus import CorpusConfig
+from harness.data.bpe import fingerprint, short_hash, tokenize_corpus, validate_tokenizer
+from harness.data.corpus import CHAR, CorpusConfig
 from harness.core.errors import ConfigError
 
 BINARY_SNIFF = 8192  # bytes read to tell a binary file from text

@@ -6,7 +6,8 @@ from dataclasses import dataclass
 
 from omegaconf import DictConfig
 
-from harness.data.bpe import CHAR
+CHAR = "char"  # the harness's character vocabulary (chars.py), not a tokenizers one (bpe.py)
+BPE = "bpe"
 
 
 @dataclass(frozen=True)
