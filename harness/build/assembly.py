@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 import torch
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import OmegaConf
 from torch import nn
 from torch.utils.data import Dataset
 
@@ -96,12 +96,13 @@ def check_resume_point(config: RunConfig, saved: dict[str, Any] | None, step: in
         check_schedule_continues(OmegaConf.create(saved), config.schedule, max_steps, step)
 
 
-def same_run(cfg: DictConfig, saved: dict[str, Any] | None) -> bool:
-    """Whether `cfg` is the configuration that wrote a checkpoint (what one invocation alone sets
-    aside): a resume of the same run, not a new one started from its checkpoint."""
+def same_run(recorded: dict[str, Any], saved: dict[str, Any] | None) -> bool:
+    """Whether `recorded` (this run's resolved config) is the configuration that wrote a checkpoint
+    (what one invocation alone sets aside): a resume of the same run, not a new one started from
+    its checkpoint."""
     if saved is None:
         return False
-    return _run_defining(OmegaConf.to_container(cfg, resolve=True)) == _run_defining(saved)
+    return _run_defining(recorded) == _run_defining(saved)
 
 
 def _run_defining(config: dict[str, Any]) -> dict[str, Any]:
@@ -136,14 +137,26 @@ class Assembly:
     test_set: Dataset | None  # built for mode=eval to score; the loop never reads it
     recipe: BatchRecipe
     micro_batch: int  # samples per forward on one rank
-    accum: int
-    pick_output: OutputPicker
-    precision: Precision
-    optimizer: torch.optim.Optimizer
-    live_lr: LiveLR  # the one writer of the optimizer's LRs
     train_step: TrainStep  # one update; its loss_fn is the training loss (label smoothing, z-loss)
-    evaluator: Evaluator  # eval_loss_fn: without label smoothing or z-loss
+    evaluator: Evaluator  # its loss_fn: without label smoothing or z-loss
     model_state: ModelState  # loads a checkpoint's weights, sharded or whole
+
+    @property
+    def optimizer(self) -> torch.optim.Optimizer:
+        return self.train_step.optimizer
+
+    @property
+    def live_lr(self) -> LiveLR:
+        """The one writer of the optimizer's LRs."""
+        return self.train_step.live_lr
+
+    @property
+    def precision(self) -> Precision:
+        return self.train_step.precision
+
+    @property
+    def pick_output(self) -> OutputPicker:
+        return self.train_step.pick_output
 
     def close(self) -> None:
         self.trainer.close()
@@ -249,13 +262,14 @@ def assemble(config: RunConfig, run_dir: Path, device: torch.device,
     if reporter is not None:
         callbacks.append(SweepReport(reporter))
     tracker = None  # rank 0 of a training run logs; lr_find and doctor drive the trainer for their own purposes
+    recorded = OmegaConf.to_container(cfg, resolve=True)  # the config as checkpoints and trackers record it
     if dist.is_main and run.mode == "train":
-        info = RunInfo(run_dir, OmegaConf.to_container(cfg, resolve=True),
+        info = RunInfo(run_dir, recorded,
                        study=reporter.study_name if reporter is not None else None,
                        trial=reporter.number if reporter is not None else None)
         tracker = Tracker(info, config.logger, config.trainer.max_steps, console)
     model_state = ModelState(raw_model, sharded)
-    trainer = Trainer(config=OmegaConf.to_container(cfg, resolve=True), checkpoints_kept=config.trainer.keep_last,
+    trainer = Trainer(config=recorded, checkpoints_kept=config.trainer.keep_last,
                       train_step=train_step, batches=batches, cadence=cadence,
                       callbacks=Callbacks([*callbacks, *user_callbacks.values()],
                                           user={id(cb): name for name, cb in user_callbacks.items()}),
@@ -272,7 +286,7 @@ def assemble(config: RunConfig, run_dir: Path, device: torch.device,
             raise ConfigError("resume", str(resume_from[0]), f"a checkpoint written by this configuration: "
                                                              f"loading it raised {one_line(err)}") from None
         check_resume_point(config, resume_from[1].get("config"), trainer.state.step, resume_from[0])
-        if trainer.state.ended and not same_run(cfg, resume_from[1].get("config")):
+        if trainer.state.ended and not same_run(recorded, resume_from[1].get("config")):
             trainer.state.ended = None  # another config (a remedy, an extension) trains on from the stop
         log.info("resumed from %s at step %d", resume_from[0], trainer.state.step)
     run_dir.mkdir(parents=True, exist_ok=True)  # only now: a configuration that cannot train, or a
@@ -295,8 +309,7 @@ def assemble(config: RunConfig, run_dir: Path, device: torch.device,
         log.info("running as %s", ", ".join(where))
     return Assembly(trainer=trainer, config=config, raw_model=raw_model, meta=meta, device=device, dist=dist,
                     train_set=train_set, val_set=val_set, test_set=splits.test, recipe=recipe, micro_batch=micro_batch,
-                    accum=run.accum, pick_output=pick_output, precision=precision, optimizer=optimizer,
-                    live_lr=live_lr, train_step=train_step, evaluator=evaluator, model_state=model_state)
+                    train_step=train_step, evaluator=evaluator, model_state=model_state)
 
 
 def build_evaluator(config: RunConfig, *, raw_model: nn.Module, model: nn.Module, pick_output: OutputPicker,

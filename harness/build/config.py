@@ -73,9 +73,9 @@ class JobKeys:
 
 @dataclass(frozen=True)
 class RunConfig:
-    """The composed config, checked, with each group that has a typed reader read once. `raw` is
-    the composed config itself: what a run records (config.yaml, checkpoints) and the groups whose
-    keys are the user's (model, data) or not typed yet."""
+    """The composed config, checked, with every group read once into its typed form. `raw` is the
+    composed config itself: what a run records (config.yaml, checkpoints, trackers), and what a
+    remedy attempt, mode=eval or the LR finder copies and changes before validating it again."""
 
     raw: DictConfig
     device: torch.device  # the one `device` names; a torchrun rank takes its local GPU (modes/run.py)
@@ -211,8 +211,8 @@ def validate_config(cfg: DictConfig, world_size: int = 1, choices: Mapping[str, 
                   output_activation=cfg.output_activation)
     job = JobKeys(resume=cfg.resume, overwrite=cfg.overwrite, objective=tuple(objectives),
                   eval_checkpoint=str(checkpoint), eval_batches=batches)
-    return RunConfig(raw=cfg, device=device, run=run, job=job, trainer=trainer, precision=precision, schedule=schedule,
-                     data=data, model=model, init=init, optim=optim, callbacks=callbacks, parallel=parallel, loss=loss, guard=guard,
-                     monitor=monitor, early_stop=early_stop, fault=fault, perf=perf, scale_lr=scale_lr, logger=logger,
-                     diagnose=diagnose)
+    return RunConfig(raw=cfg, device=device, run=run, job=job, trainer=trainer, precision=precision,
+                     schedule=schedule, data=data, model=model, init=init, optim=optim, callbacks=callbacks,
+                     parallel=parallel, loss=loss, guard=guard, monitor=monitor, early_stop=early_stop, fault=fault,
+                     perf=perf, scale_lr=scale_lr, logger=logger, diagnose=diagnose)
 

@@ -93,7 +93,7 @@ def check_overfit(built: Assembly, settings: DoctorConfig) -> Outcome:
     target = OVERFIT_RATIO * initial
     loss, steps = initial, 0
     fixed = FixedBatches(built.train_set, built.recipe, indices, built.dist.rank, built.dist.world_size,
-                         built.accum)
+                         built.config.run.accum)
     with driven(built, fixed) as driver:
         while steps < settings.overfit_steps and loss > target:
             driver.step(driver.reference_lr)

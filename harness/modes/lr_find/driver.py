@@ -19,7 +19,7 @@ class StepDriver:
     """Real optimizer updates at a chosen `optim.lr`; get one from `driven(built)`."""
 
     def __init__(self, built: Assembly, batches: BatchSource | None) -> None:
-        self.built, self.trainer, self.batches = built, built.trainer, batches
+        self.built, self.batches = built, batches
         self.reference_lr = reference_lr(built)
         # each param group keeps its ratio to `optim.lr` (e.g. Muon's AdamW groups at lr/20)
         self.ratios = [base / self.reference_lr for base in built.live_lr.base_lrs]
@@ -28,11 +28,12 @@ class StepDriver:
         """One `train_step` with `optim.lr` = lr; returns that update's training loss, or NaN when
         the guard skipped the update for a non-finite loss or gradient."""
         self.built.live_lr.fix([lr * ratio for ratio in self.ratios])
-        skipped = self.trainer.state.skipped_steps
-        result = self.trainer.update(self.batches)  # it advances the schedule, which resets the LR; the next call fixes it again
-        self.trainer.settle()
+        trainer = self.built.trainer
+        skipped = trainer.state.skipped_steps
+        result = trainer.update(self.batches)  # it advances the schedule, which resets the LR; the next call fixes it again
+        trainer.settle()
         loss = float(result.loss)
-        return math.nan if self.trainer.state.skipped_steps > skipped else loss
+        return math.nan if trainer.state.skipped_steps > skipped else loss
 
 
 def reference_lr(built: Assembly) -> float:
