@@ -66,6 +66,17 @@ def test_a_slow_run_gets_an_lr_raised_by_how_far_its_updates_fall_short_and_10x_
     assert faster_updates(run_with(), ratio)[0].overrides == (lr,)
 
 
+def test_a_slow_sgd_run_gets_adamw_after_the_raise_or_first_when_no_raise_closes_its_shortfall():
+    sgd = {"_target_": "torch.optim.SGD", "lr": 0.01, "momentum": 0.9}
+    raise_first = faster_updates(run_with(optim=sgd), 2e-4)  # 5x closes it
+    assert [r.kind for r in raise_first] == ["lr_up", "optimizer"]
+    for ratio in (1e-6, 0.0):  # 1000x short, or nothing moved: SGD's step is the tiny gradient's
+        switch, raised = faster_updates(run_with(optim=sgd), ratio)
+        assert switch.overrides == ("optim=adamw", "optim.lr=0.001") and switch.restart is Restart.SCRATCH
+        assert raised.overrides == ("optim.lr=0.1",)
+    assert [r.kind for r in faster_updates(run_with(), 1e-6)] == ["lr_up"]  # already adaptive
+
+
 def test_fp16_underflow_turns_loss_scaling_on_and_an_overflow_despite_it_moves_to_bf16_where_it_runs():
     assert wider_range(run_with(), scaling_is_on=False)[0].overrides == ("precision.loss_scaling=true",)
     assert wider_range(run_with(), scaling_is_on=True)[0].overrides == ("precision=bf16",)  # every CPU computes in bf16

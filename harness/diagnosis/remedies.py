@@ -55,14 +55,16 @@ def calmer_updates(run: RunData, before_step: int | None = None, exploded: bool 
 
 
 def adaptive_optimizer(run: RunData) -> Remedy | None:
-    """An SGD run that is unstable: AdamW at its usual LR, from scratch (SGD's momentum buffers mean
-    nothing to AdamW). Adam scales each weight's step by its own gradient history, so one LR
-    suits layers whose gradients differ by orders of magnitude."""
+    """An SGD run that is unstable or stalled: AdamW at its usual LR, from scratch (SGD's momentum
+    buffers mean nothing to AdamW). Adam scales each weight's step by its own gradient history, so
+    one LR suits layers whose gradients differ by orders of magnitude, and a tiny gradient still
+    moves its weight by about the LR."""
     if not str(run.cfg("optim._target_", "")).endswith("SGD"):
         return None
     return Remedy(("optim=adamw", f"optim.lr={_number(ADAMW_LR)}"), Restart.SCRATCH, "AdamW normalises every "
-                  "weight's step by its gradient's running size, so no direction overshoots the way SGD's momentum "
-                  "does at a shared LR; the optimizer changes, so the run starts over", kind="optimizer")
+                  "weight's step by its gradient's running size: no direction overshoots the way SGD's momentum "
+                  "does at a shared LR, and no weight stalls because its gradient is tiny; the optimizer changes, "
+                  "so the run starts over", kind="optimizer")
 
 
 def standardised_inputs(run: RunData) -> Candidates:
@@ -131,16 +133,24 @@ def faster_updates(run: RunData, update_ratio: float | None = None) -> Candidate
     """slow_progress: a higher LR, from scratch: by how far the median update/weight ratio at the
     peak LR (`update_ratio`) falls short of a healthy ~1e-3 (updates scale with the LR), between
     3x and 10x (the seeds' "raise it 3-10x"); 10x when it was 0 (no weight moved at all), 3x when
-    it was not measured."""
+    it was not measured. An SGD run also gets AdamW: first when the shortfall is more than the
+    largest raise closes (the gradient itself is tiny, as on a saturated plateau, and SGD's step
+    scales with it while AdamW's does not), else after the raise."""
     factor = LR_FACTOR
     if update_ratio == 0:  # measured, and nothing moved: the weights' updates fell below their precision
         factor = MAX_SLOW_FACTOR
     elif update_ratio is not None:
         factor = min(max(HEALTHY_UPDATE_RATIO / update_ratio, LR_FACTOR), MAX_SLOW_FACTOR)
     lr = _lr_override(run, factor)
-    return () if lr is None else (Remedy((lr,), Restart.SCRATCH, f"the weights barely move at this LR; "
-                                         f"{factor:.3g}x larger updates are still far from where the loss "
-                                         "diverges" + SLOW_START, kind="lr_up"),)
+    candidates = [] if lr is None else [Remedy((lr,), Restart.SCRATCH, f"the weights barely move at this LR; "
+                                               f"{factor:.3g}x larger updates are still far from where the loss "
+                                               "diverges" + SLOW_START, kind="lr_up")]
+    switch = adaptive_optimizer(run)
+    if switch is not None:
+        beyond_a_raise = update_ratio == 0 or (update_ratio is not None
+                                               and HEALTHY_UPDATE_RATIO / update_ratio > MAX_SLOW_FACTOR)
+        candidates.insert(0 if beyond_a_raise else len(candidates), switch)
+    return tuple(candidates)
 
 
 def lr_step(lr: float, factor: float, kind: str, midpoint: bool, restart: Restart) -> Remedy:

@@ -466,5 +466,8 @@ def slow_progress(run: RunData) -> Finding | None:
     now = f" (now {lr:g})" if isinstance(lr, (int, float)) else ""
     return Finding("slow_progress", Severity.WARNING, "the run is learning, but far too slowly",
                    "; ".join(parts) + ".",
-                   f"raise optim.lr{now} 3-10x (`mode=lr_find` suggests one); check that clip and the schedule's "
-                   "floor are not holding the updates down; or train longer (trainer.max_steps).", faster_updates(run, ratio))
+                   f"raise optim.lr{now} 3-10x (`mode=lr_find` suggests one)"
+                   + ("; or switch SGD to AdamW (optim=adamw), whose steps do not shrink with a tiny gradient"
+                      if str(run.cfg("optim._target_", "")).endswith("SGD") else "")
+                   + "; check that clip and the schedule's floor are not holding the updates down; or train longer "
+                   "(trainer.max_steps).", faster_updates(run, ratio))
