@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 
+import pytest
 import torch
 from torch.utils.data import TensorDataset
 
@@ -42,7 +43,7 @@ def test_clean_data_has_no_outliers_and_token_streams_are_not_scanned():
     assert facts["input_outliers"]["count"] == 0 and facts["split_overlap"]["share"] == 1.0
     assert split_facts(train, train, RECIPE, "lm") == {"split_overlap": None, "input_outliers": None,
                                                        "target_outliers": None, "target_percentiles": None,
-                                                       "target_rows_off_one": None}
+                                                       "target_rows_off_one": None, "split_contrast": None}
     assert facts["target_percentiles"] is None  # classification: no range to reach
 
 
@@ -75,3 +76,22 @@ def test_a_steep_but_clean_regression_target_has_no_outliers():
     x = torch.linspace(-1, 1, 400).unsqueeze(1)
     facts = split_facts(TensorDataset(x, x ** 4), TensorDataset(x, x ** 4), RECIPE, "regression")
     assert facts["target_outliers"]["count"] == 0
+
+
+def test_the_splits_are_contrasted_where_one_split_only_preprocessing_shows():
+    """so_59325381's bug, in small: training pixels and labels divided by 255 (every label cast to
+    0), validation pixels left raw with labels 0-9."""
+    g = torch.Generator().manual_seed(2)
+    pixels, labels = torch.rand(400, 64, generator=g) * 255, torch.randint(0, 10, (400,), generator=g)
+    train = TensorDataset(pixels / 255, (labels / 255).long())
+    val = TensorDataset(torch.rand(200, 64, generator=g) * 255, torch.randint(0, 10, (200,), generator=g))
+    contrast = split_facts(train, val, RECIPE, "classification")["split_contrast"]
+    assert contrast["train_classes"] == 1 and contrast["train_class_values"] == [0] and contrast["val_classes"] == 10
+    assert 0.85 < contrast["val_share_unseen"] < 0.95  # nine classes of ten never seen
+    assert 200 < contrast["val_over_train_input_norm"] < 300
+    same = split_facts(TensorDataset(pixels / 255, labels), TensorDataset(pixels[:200] / 255, labels[:200]), RECIPE,
+                       "classification")["split_contrast"]
+    assert same["train_classes"] == 10 and same["val_share_unseen"] == 0.0
+    assert same["val_over_train_input_norm"] == pytest.approx(1.0, rel=0.05)
+    constant = TensorDataset(torch.randn(50, 3, generator=g), torch.full((50,), 7.0))
+    assert split_facts(constant, constant, RECIPE, "regression")["split_contrast"]["train_target_spread"] == 0.0

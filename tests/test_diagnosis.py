@@ -888,6 +888,26 @@ def test_val_train_overlap(tmp_path, found, share, severity):
     assert (findings["val_train_overlap"].severity if "val_train_overlap" in findings else None) is severity
 
 
+@pytest.mark.parametrize("contrast, evidence", [
+    ({"train_classes": 1, "train_class_values": [0], "val_classes": 10, "val_share_unseen": 0.9}, "class 0"),
+    ({"train_classes": 8, "val_classes": 10, "val_share_unseen": 0.2}, "20% of the sampled validation labels"),
+    ({"train_target_spread": 0.0}, "the same value"),
+    ({"val_over_train_input_norm": 255.0}, "255x"),
+    ({"train_classes": 10, "val_classes": 10, "val_share_unseen": 0.03, "val_over_train_input_norm": 1.4}, None),
+])
+def test_split_mismatch(tmp_path, contrast, evidence):
+    """A mark that only preprocessing applied to one split leaves: critical, with no remedy (the fix
+    is in the user's data code); a rare class missing from training or train-only augmentation is not one."""
+    run = Run()
+    run.summary["split_contrast"] = contrast
+    findings = run.findings(tmp_path)
+    if evidence is None:
+        assert "split_mismatch" not in findings
+    else:
+        found = findings["split_mismatch"]
+        assert found.severity is Severity.CRITICAL and evidence in found.evidence and not found.remedies
+
+
 @pytest.mark.parametrize("scale, first_loss, severity", [(170.0, 450.0, Severity.WARNING), (170.0, 2.31, Severity.INFO),
                                                          (1.2, 450.0, None)])
 def test_unnormalised_inputs(tmp_path, scale, first_loss, severity):

@@ -374,3 +374,15 @@ def test_the_lr_search_repairs_a_user_model_whose_lr_is_1000x_too_high(tmp_path)
     best = summary["attempts"][summary["best_attempt"] - 1]
     assert summary["remedy_verdict"] == "healed" and best["applied"]["kind"] == "lr_down" and not best["critical"]
     assert ranked_loss(summary["best_val_loss"]) < ranked_loss(given["best_val_loss"]) / 2
+
+
+def test_splits_prepared_differently_are_named_and_no_training_change_is_tried(tmp_path):
+    """Labels divided by 255 with the pixels (every training label class 0), the validation split
+    left raw: the fix is in the user's data code, so no init, LR or activation is tried on it."""
+    _, summary = train([*USER, "data=custom", "data._target_=tests.user_code.labels_scaled_with_pixels", "data.num_classes=10",
+                        "trainer.max_steps=100", "trainer.eval_every=25", *AUTO], tmp_path / "run")
+    assert not any(a.get("applied") for a in summary["attempts"])
+    assert "split_mismatch" in summary["attempts"][0]["critical"] and summary["remedy_verdict"] != "healed"
+    contrast = json.loads((tmp_path / "run" / "attempts" / "1" / "summary.json").read_text())["split_contrast"]
+    assert contrast["train_classes"] == 1 and contrast["val_classes"] == 10
+    assert contrast["val_over_train_input_norm"] > 100

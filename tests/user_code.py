@@ -282,3 +282,13 @@ def prices(n_train: int = 512):
     x = torch.randn(n_train + 128, 6, generator=g)
     y = 200_000 + 50_000 * (x @ torch.tensor([0.6, -0.4, 0.3, 0.0, 0.5, -0.2]) + 0.05 * torch.randn(len(x), generator=g))
     return TensorDataset(x[:n_train], y[:n_train]), TensorDataset(x[n_train:], y[n_train:])
+
+
+def labels_scaled_with_pixels(n_train: int = 512):
+    """A user's preprocessing slip: the training pixels *and labels* divided by 255 (the integer
+    labels become class 0), the validation split left raw (pixels 0-255, labels 0-9)."""
+    g = torch.Generator().manual_seed(0)
+    y = torch.randint(0, 10, (n_train + 128,), generator=g)
+    x = (torch.rand(n_train + 128, 16, generator=g) * 64 + y[:, None] * 16).clamp(max=255)
+    return (TensorDataset(x[:n_train] / 255, (y[:n_train] / 255).long()),
+            TensorDataset(x[n_train:], y[n_train:]))

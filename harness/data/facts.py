@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import hashlib
 import math
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -30,44 +31,84 @@ OUTLIERS_LISTED = 8
 TUKEY_FAR = 3.0  # a regression target this many interquartile ranges past its quartiles stands out
 
 
-def _read_inputs(dataset: Dataset, recipe: BatchRecipe, indices: torch.Tensor,
-                 split: str) -> tuple[list[bytes], np.ndarray | None, np.ndarray | None]:
+def _read_inputs(dataset: Dataset, recipe: BatchRecipe, indices: torch.Tensor, split: str) -> SplitRead:
     """An 8-byte digest of each sample's input (equal inputs, equal digests; labels left out: a
     validation image that is also a training image leaks whatever its label says) and, for
-    real-valued inputs and targets, each sample's rows of them."""
-    digests, norms, targets = [], [], []
+    real-valued inputs and targets, each sample's rows of them; class labels, for a classifier's
+    one label per sample."""
+    digests, norms, targets, labels = [], [], [], []
     for chunk in indices.split(CHUNK):
         x, y = fetch(dataset, recipe, chunk, split=split)
         rows = x.reshape(len(chunk), -1).contiguous()
         digests += [hashlib.blake2b(row.tobytes(), digest_size=8).digest() for row in rows.numpy()]
         if rows.is_floating_point():
             norms.append(rows.double().norm(dim=1).numpy())
-        if isinstance(y, torch.Tensor) and y.is_floating_point() and len(y) == len(chunk):
-            targets.append(y.reshape(len(chunk), -1).double().numpy())
-    return (digests, np.concatenate(norms) if norms else None,
-            np.concatenate(targets) if len(targets) == len(indices.split(CHUNK)) else None)
+        if isinstance(y, torch.Tensor) and len(y) == len(chunk):
+            if y.is_floating_point():
+                targets.append(y.reshape(len(chunk), -1).double().numpy())
+            elif y.dim() == 1:
+                labels.append(y.numpy())
+    chunks = len(indices.split(CHUNK))
+    return SplitRead(digests, np.concatenate(norms) if norms else None,
+                     np.concatenate(targets) if len(targets) == chunks else None,
+                     np.concatenate(labels) if len(labels) == chunks else None)
+
+
+@dataclass(frozen=True)
+class SplitRead:
+    """What one read of a split's sampled inputs yields (None where the data has no such part)."""
+    digests: list[bytes]
+    norms: np.ndarray | None
+    targets: np.ndarray | None
+    labels: np.ndarray | None
 
 
 def split_facts(train: Dataset, val: Dataset, recipe: BatchRecipe, task: str,
                 target_scale: TargetScale | None = None) -> dict[str, Any]:
-    """One read of the training split for `split_overlap` and `input_outliers` (both None for
-    language modelling: a window of a token stream is no sample of its own, and short windows
+    """One read of each split for `split_overlap`, `input_outliers` and `split_contrast` (all None
+    for language modelling: a window of a token stream is no sample of its own, and short windows
     repeat in any corpus, so duplicated documents must be found before the text is split). The
     target facts are of what the model must output: standard units under `target_scale`."""
     if task == "lm":
         return {"split_overlap": None, "input_outliers": None, "target_outliers": None, "target_percentiles": None,
-                "target_rows_off_one": None}
+                "target_rows_off_one": None, "split_contrast": None}
     hashed = spread_indices(len(train), TRAIN_HASHED)
-    digests, norms, targets = _read_inputs(train, recipe, hashed, "train")
+    seen = _read_inputs(train, recipe, hashed, "train")
+    checked = spread_indices(len(val), VAL_CHECKED, seed=1)
+    val_read = _read_inputs(val, recipe, checked, "val")
+    targets = seen.targets
     regression = task == "regression"
     if target_scale is not None and targets is not None:
         targets = target_scale(torch.from_numpy(targets).reshape(-1, *target_scale.mean.shape))
         targets = targets.reshape(len(hashed), -1).double().numpy()
-    return {"split_overlap": _overlap(set(digests), len(hashed), len(train), val, recipe),
-            "input_outliers": _outliers(hashed, norms),
+    return {"split_overlap": _overlap(set(seen.digests), len(hashed), len(train), val_read.digests),
+            "input_outliers": _outliers(hashed, seen.norms),
             "target_outliers": _target_outliers(hashed, targets) if regression else None,
             "target_percentiles": _percentiles(targets) if regression else None,
-            "target_rows_off_one": _rows_off_one(targets) if regression else None}
+            "target_rows_off_one": _rows_off_one(targets) if regression else None,
+            "split_contrast": _contrast(seen, val_read)}
+
+
+def _contrast(train: SplitRead, val: SplitRead) -> dict[str, Any]:
+    """How the sampled training and validation splits differ where a split-specific preprocessing
+    mistake shows: the classes each holds (labels scaled, cast or filtered on one split only
+    leave the training split one class, or the validation split classes training never saw), the
+    spread of the regression targets (constant targets teach nothing), and the inputs' typical
+    norm (pixels scaled on one split only differ 255x)."""
+    out: dict[str, Any] = {"train_classes": None, "val_classes": None, "val_share_unseen": None,
+                           "train_target_spread": None, "val_over_train_input_norm": None}
+    if train.labels is not None and val.labels is not None and len(train.labels) and len(val.labels):
+        train_classes = set(np.unique(train.labels).tolist())
+        out.update(train_classes=len(train_classes), val_classes=len(np.unique(val.labels)),
+                   val_share_unseen=float(np.mean(~np.isin(val.labels, list(train_classes)))),
+                   train_class_values=sorted(train_classes)[:OUTLIERS_LISTED])
+    if train.targets is not None and np.isfinite(train.targets).any():
+        out["train_target_spread"] = float(np.nanstd(np.where(np.isfinite(train.targets), train.targets, np.nan)))
+    typical = [np.median(n[np.isfinite(n)]) if n is not None and np.isfinite(n).any() else None
+               for n in (train.norms, val.norms)]
+    if typical[0] and typical[1] is not None:
+        out["val_over_train_input_norm"] = float(typical[1] / typical[0])
+    return out
 
 
 def _rows_off_one(targets: np.ndarray | None) -> float | None:
@@ -110,14 +151,13 @@ def _target_outliers(indices: torch.Tensor, targets: np.ndarray | None) -> dict[
                         for i in worst]}
 
 
-def _overlap(seen: set[bytes], hashed: int, train_samples: int, val: Dataset, recipe: BatchRecipe) -> dict[str, Any]:
+def _overlap(seen: set[bytes], hashed: int, train_samples: int, val_digests: list[bytes]) -> dict[str, Any]:
     """How many checked validation samples have an exact copy (same input) in the training split.
     `share` estimates the overlap of the whole validation split: found / checked, scaled up by the
     part of the training split that was hashed."""
-    checked = spread_indices(len(val), VAL_CHECKED, seed=1)
-    found = sum(d in seen for d in _read_inputs(val, recipe, checked, "val")[0])
-    return {"val_checked": len(checked), "val_in_train": found, "train_hashed": hashed,
-            "train_samples": train_samples, "share": min(1.0, found / len(checked) / (hashed / train_samples))}
+    found = sum(d in seen for d in val_digests)
+    return {"val_checked": len(val_digests), "val_in_train": found, "train_hashed": hashed,
+            "train_samples": train_samples, "share": min(1.0, found / len(val_digests) / (hashed / train_samples))}
 
 
 def _outliers(indices: torch.Tensor, norms: np.ndarray | None) -> dict[str, Any] | None:

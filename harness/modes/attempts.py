@@ -9,6 +9,8 @@ run has not tried yet (a second LR cut is not a new idea), on top of the attempt
 attempt that ran to its end with no critical finding has its warnings' candidates tried):
 - from a copy of that attempt's last checkpoint before the symptom (LR, clip, precision, accumulation);
 - from scratch (init, activation, architecture, optimizer, schedule shape), or when no checkpoint qualifies.
+A critical finding that blames the data code (`split_mismatch`) stops the remedies: no training
+change fixes labels or inputs prepared differently for each split.
 
 An attempt is judged by outcome: it is kept when its best val loss, up to the last step both it and
 the attempt it builds on reached, beats that attempt's by more than 1% and twice the eval-to-eval
@@ -45,6 +47,7 @@ from harness.diagnosis.load import RunData, Series
 from harness.diagnosis.findings import Finding, Remedy, Restart, Severity
 from harness.diagnosis.remedies import LR_KINDS, lr_step
 from harness.diagnosis.report import PLOTS_PENDING
+from harness.diagnosis.rules import DATA_CODE_CAUSES
 from harness.diagnosis.rules.curves import guessing_accuracy_bound
 from harness.diagnosis.signals import noise_level
 from harness.core.metric_names import VAL_LOSS
@@ -170,7 +173,12 @@ def _next_attempt(cfg: DictConfig, story: dict[str, Any], attempt: dict[str, Any
     """What follows the attempt that just ended. An LR move that measurably helped names the LR as
     the cause, so the search goes on along it (see `_lr_further`), unless the findings still name a
     training change of another kind (AdamW for an SGD run still diverging); a further LR step that
-    overshot is halved first. Otherwise the findings' next untried candidate."""
+    overshot is halved first. Otherwise the findings' next untried candidate. None while a critical
+    finding blames the data code: that fix needs a person."""
+    in_the_data = [f.name for f in findings if f.severity is Severity.CRITICAL and f.name in DATA_CODE_CAUSES]
+    if in_the_data:
+        log.warning("remedy: %s: the fix is in the data code, so no training change is tried", in_the_data[0])
+        return None
     midpoint = _lr_midpoint(cfg, story, attempt, current, world_size)
     if midpoint is not None:
         return midpoint

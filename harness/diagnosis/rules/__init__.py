@@ -8,13 +8,14 @@ from dataclasses import replace
 from harness.diagnosis.findings import Finding, Severity
 from harness.diagnosis.load import RunData
 from harness.diagnosis.rules import (attention, capacity, curves, data_order, eval_mode, gradients, guard_events,
-                                     numerics, outliers, output, schedule, setup, weight_decay)
+                                     numerics, outliers, output, schedule, setup, splits, weight_decay)
 
 Rule = Callable[[RunData], "Finding | None"]
 
 RULES: tuple[Rule, ...] = (  # setup mistakes first: among findings of one severity they come first
     setup.frozen_parameters,
     setup.val_train_overlap,
+    splits.split_mismatch,
     output.output_activation,  # before the inputs: the model cannot express the answer whatever its inputs
     setup.unscaled_targets,  # before the inputs: a regression stuck at its prior is most often its targets' scale
     setup.unnormalised_inputs,
@@ -59,7 +60,7 @@ INTERMEDIATE = frozenset({"slow_progress"})
 CAUSES = frozenset({"clip_pinned", "schedule_ended_early", "dead_relu", "vanishing_gradients", "fp16_underflow",
                     "exploding_gradients", "warmup_too_long", "weight_decay_collapse", "frozen_parameters",
                     "unnormalised_inputs", "attention_entropy_collapse", "outlier_samples", "output_activation",
-                    "capacity_limit", "unscaled_targets"})
+                    "capacity_limit", "unscaled_targets", "split_mismatch"})
 
 
 # Findings outside that chain that particular causes explain: inputs 100x too large, targets far
@@ -70,8 +71,12 @@ CAUSES = frozenset({"clip_pinned", "schedule_ended_early", "dead_relu", "vanishi
 EXPLAINED_BY = {"diverging": frozenset({"unnormalised_inputs", "outlier_samples", "output_activation",
                                         "unscaled_targets"}),
                "bn_eval_gap": frozenset({"outlier_samples"}),
+               "overfitting": frozenset({"split_mismatch"}),
                "loss_spikes": frozenset({"outlier_samples"})}
 TIERS = (CAUSES, INTERMEDIATE, SYMPTOMS)
+# Causes in the user's data code: while one is critical, no training change is tried; it would tune
+# the model to a task the user did not mean (a run trained on one class "healed" by a new init).
+DATA_CODE_CAUSES = frozenset({"split_mismatch"})
 
 
 def _tier(finding: Finding) -> int | None:
