@@ -73,6 +73,7 @@ SKEWED = ("data=custom", "data._target_=suite_models.skewed_blobs")
 FUNCTIONAL_NET = ("model=mlp", "data=synthetic", "model._target_=suite_models.FunctionalNet")
 OUTLIERS = ("model=mlp", "data=custom", "data._target_=suite_models.blobs_with_outliers")
 RAW_FEATURES = ("model=mlp", "data=custom", "data._target_=suite_models.raw_feature_blobs")
+APART = ("data=custom", "data._target_=suite_models.digits_prepared_apart", "data.num_classes=10")
 LEAKY = ("model=mlp", "data=custom", "data._target_=suite_models.leaky_blobs", "model.width=128", "optim.weight_decay=0.0",
          "batch_size=32")
 FULL = ("monitor=full", "monitor.every=5")
@@ -355,6 +356,15 @@ def catalogue() -> list[Case]:
                                          *steps(300)),
             "user-net-adamw-20pct-seed3": (*LEAKY, "model._target_=suite_models.Net", "+data.leaked=0.2", "seed=3",
                                            *steps(300)),
+        }),
+        *sick("split_mismatch", ("split_mismatch",), {
+            "resnet-digits-labels-over-255": (*APART, "model=resnet", "model.width=8", *steps(200)),
+            "user-net-digits-train-pixels-scaled": (*APART, "model=mlp", "model._target_=suite_models.Net",
+                                                    "+data.slip=pixels", *steps(200)),
+            "mlp-digits-train-filtered": (*APART, "model=mlp", "+data.slip=filtered", *steps(200)),
+            "mlp-sgd-digits-labels-over-255": (*APART, "model=mlp", "optim=sgd", *steps(200)),
+            "resnet-digits-train-pixels-scaled-seed2": (*APART, "model=resnet", "model.width=8", "+data.slip=pixels",
+                                                        "seed=2", *steps(200)),
         }),
         *sick("frozen_parameters", ("frozen_parameters",), {
             "frozen-body-adamw": (*USER_NET, "model._target_=suite_models.FrozenBodyNet", *steps(200)),

@@ -222,6 +222,30 @@ def digits_with_bright_images(share: float = 0.01, scale: float = 50.0, seed: in
     return TensorDataset(train_x, y[train]), TensorDataset(x[val], y[val])
 
 
+def digits_prepared_apart(slip: str = "labels", seed: int = 4):
+    """scikit-learn's 8x8 digits as 0-255 pixel images, preprocessed differently per split by one
+    of the slips users make: `labels` (the training pixels and labels divided by 255, so every
+    training label is class 0), `pixels` (only the training pixels scaled to [0, 1]) or `filtered`
+    (a filter that kept digits 0-4 in training, while validation holds all ten)."""
+    from sklearn.datasets import load_digits
+    digits = load_digits()
+    x = torch.tensor(digits.images * 255 / 16.0, dtype=torch.float32).unsqueeze(1)
+    y = torch.tensor(digits.target)
+    order = torch.randperm(len(y), generator=torch.Generator().manual_seed(seed))
+    train, val = order[:1400], order[1400:]
+    train_x, train_y = x[train], y[train]
+    if slip == "labels":
+        train_x, train_y = train_x / 255, (train_y / 255).long()
+    elif slip == "pixels":
+        train_x = train_x / 255
+    elif slip == "filtered":
+        kept = train_y < 5
+        train_x, train_y = train_x[kept], train_y[kept]
+    else:
+        raise ValueError(f"slip={slip!r}: one of labels, pixels, filtered")
+    return TensorDataset(train_x, train_y), TensorDataset(x[val], y[val])
+
+
 def regression_with_bad_targets(share: float = 0.01, scale: float = 1000.0, seed: int = 5):
     """A smooth regression on 20 standardised features; `share` of the training targets were stored
     `scale` times too large (a column in the wrong unit for some rows); the inputs look normal."""
