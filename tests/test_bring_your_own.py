@@ -185,6 +185,7 @@ BAD = [
     (["data._target_=user_code.bad_labels", "data.num_classes=5"], "data.num_classes", "[0, 6]"),
     (["data._target_=user_code.float_labels"], "data.task", "integer label"),
     (["data._target_=user_code.no_class_count"], "data.num_classes", "an integer"),
+    (["data._target_=user_code.labels_scaled_with_pixels"], "data.num_classes", "every training label"),
     (["data._target_=user_code.blobs", "data.input_key=x"], "data.input_key", "['features', 'label']"),
     (["+data.root=/x"], "data.root", "which takes"),
     (["data.task=ranking"], "data.task", "ranking"),

@@ -92,7 +92,13 @@ def _declared_or_read(cfg: CustomConfig, key: str, dataset: Dataset, attrs: tupl
         if isinstance(value, (list, tuple, Mapping)) and value:
             return len(value)
     if isinstance(dataset, TensorDataset) and len(dataset.tensors) >= 2:
-        return int(dataset.tensors[1].max()) + 1
+        labels = dataset.tensors[1]
+        if key == "num_classes" and not labels.is_floating_point() and int(labels.max()) == int(labels.min()):
+            raise ConfigError(f"data.{key}", None, f"an integer of at least 2: every training label of {cfg.path} "
+                                                   f"is {int(labels.max())}, so no class count can be read from them "
+                                                   "(labels divided or cast with the inputs?); fix the labels, or "
+                                                   "declare data.num_classes")
+        return int(labels.max()) + 1
     raise ConfigError(f"data.{key}", None, f"an integer: {cfg.path}'s datasets do not state it "
                                            f"(no {' / '.join('.' + a for a in attrs)} attribute)")
 
