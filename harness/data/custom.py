@@ -93,7 +93,8 @@ def _declared_or_read(cfg: CustomConfig, key: str, dataset: Dataset, attrs: tupl
             return len(value)
     if isinstance(dataset, TensorDataset) and len(dataset.tensors) >= 2:
         labels = dataset.tensors[1]
-        if key == "num_classes" and not labels.is_floating_point() and int(labels.max()) == int(labels.min()):
+        # one value, a class (a negative one marks ignored targets, which the label checks judge)
+        if key == "num_classes" and not labels.is_floating_point() and int(labels.max()) == int(labels.min()) >= 0:
             raise ConfigError(f"data.{key}", None, f"an integer of at least 2: every training label of {cfg.path} "
                                                    f"is {int(labels.max())}, so no class count can be read from them "
                                                    "(labels divided or cast with the inputs?); fix the labels, or "
