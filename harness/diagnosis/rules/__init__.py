@@ -67,7 +67,8 @@ CAUSES = frozenset({"clip_pinned", "schedule_ended_early", "dead_relu", "vanishi
 # from standard units, a few huge samples or an output activation that normalises zeros blow the
 # loss up, and the LR fix `diverging` offers is the wrong one for all four; a few huge samples
 # averaged into batch norm's running statistics break eval mode, and their batches are the guard's
-# loss spikes.
+# loss spikes; splits prepared differently make the val loss climb while the train loss falls, which
+# is no memorising.
 EXPLAINED_BY = {"diverging": frozenset({"unnormalised_inputs", "outlier_samples", "output_activation",
                                         "unscaled_targets"}),
                "bn_eval_gap": frozenset({"outlier_samples"}),
