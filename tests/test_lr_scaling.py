@@ -1,3 +1,5 @@
+import json
+
 import pytest
 from omegaconf import OmegaConf
 
@@ -10,8 +12,10 @@ from harness.core.errors import ConfigError
 def test_lr_and_warmup_follow_the_batch(rule, factor):
     cfg = compose_cfg(["batch_size=32", "scale_lr.base_batch=8", f"scale_lr.rule={rule}", "optim.lr=1e-3",
                        "schedule.warmup=100"])
-    scaled = validate_config(cfg).with_lr_scaling().raw
+    config = validate_config(cfg).with_lr_scaling()
+    scaled = config.raw
     assert scaled.optim.lr == pytest.approx(1e-3 * factor)
+    assert config.optim.options["lr"] == pytest.approx(1e-3 * factor)  # what the optimizer is built with
     assert scaled.schedule.warmup == 25  # the same 3200 warmup samples at 4x the batch
     assert cfg.optim.lr == 1e-3  # the user's config is not modified
 
@@ -29,6 +33,9 @@ def test_the_run_trains_with_the_scaled_values(tmp_path):
            "schedule.warmup=2"], run)  # a warmup in steps shrinks by k; a fraction stays as it is
     used = OmegaConf.load(run / "config.yaml")
     assert used.optim.lr == pytest.approx(2e-3) and used.schedule.warmup == 1
+    lrs = [row["train/lr"] for row in map(json.loads, (run / "metrics.jsonl").read_text().splitlines())
+           if "train/lr" in row]
+    assert max(lrs) > 1.5e-3  # the optimizer trained at the scaled LR, not the 1e-3 the user wrote
 
 
 def test_bad_base_batch():

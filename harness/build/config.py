@@ -103,7 +103,10 @@ class RunConfig:
     def with_lr_scaling(self) -> RunConfig:
         """`scale_lr`: optim.lr and schedule.warmup rescaled for the batch size; itself when off."""
         scaled = scaled_lr(self.raw, self.scale_lr)
-        return self if scaled is self.raw else replace(self, raw=scaled, schedule=schedule_config(scaled.schedule))
+        if scaled is self.raw:
+            return self
+        optim = replace(self.optim, options={**self.optim.options, "lr": scaled.optim.lr})  # what the optimizer gets
+        return replace(self, raw=scaled, optim=optim, schedule=schedule_config(scaled.schedule))
 
 
 def _positive_int(key: str, value: object) -> None:
