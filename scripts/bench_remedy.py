@@ -81,6 +81,7 @@ class Sick:
     cause: str
     given: tuple[str, ...]  # the overrides as the user had them
     cured: tuple[str, ...]  # the same with the bad setting undone
+    scored_by: tuple[str, ...] = ()  # the given run's loss and model, where the cure trains another loss
 
 
 def family(case_name: str) -> str:
@@ -130,8 +131,22 @@ def external_runs() -> list[Sick]:
 
     # Scored rounds only: a round's held-out part must not be diagnosed before it is scored.
     return [Sick(f"{EXTERNAL}/{c.id}", EXTERNAL, with_evals_as_checkpoints((*c.overrides("buggy"), "diagnose.live=true")),
-                 c.overrides("fixed")) for c in bench_external.CASES
+                 c.overrides("fixed"), changed_loss(c.overrides("buggy"), c.overrides("fixed")))
+            for c in bench_external.CASES
             if c.round in bench_external.SCORED_ROUNDS and c.expected and not c.fixed_task]
+
+
+def changed_loss(given: tuple[str, ...], cured: tuple[str, ...]) -> tuple[str, ...]:
+    """Where the cure trains another loss.function (a fix that swaps MAE for MSE), the given run's
+    loss and model class, under which the cured run's weights are scored so that the two compare (a
+    model class may shape its output for its loss: logits for bce, probabilities for MSE); else ()."""
+    def last(key: str, overrides: tuple[str, ...], default: str) -> str:
+        return next((o.split("=", 1)[1] for o in reversed(overrides) if o.startswith(f"{key}=")), default)
+
+    if last("loss.function", given, "auto") == last("loss.function", cured, "auto"):
+        return ()
+    return tuple(f"{key}={last(key, given, default)}" for key, default in
+                 (("loss.function", "auto"), ("model._target_", last("model._target_", cured, ""))))
 
 
 def healthy_runs(n: int, draw: int) -> list[Sick]:
@@ -141,9 +156,13 @@ def healthy_runs(n: int, draw: int) -> list[Sick]:
 
 # --- running ---------------------------------------------------------------------------------
 
-def train(overrides: tuple[str, ...], run_dir: Path) -> dict:
-    """`python train.py OVERRIDES` in its own process, one thread; its summary, or the failure."""
-    return {**run_train(overrides, run_dir, RUN_TIMEOUT), **outcome(run_dir)}
+def train(overrides: tuple[str, ...], run_dir: Path, scored_by: tuple[str, ...] = ()) -> dict:
+    """`python train.py OVERRIDES` in its own process, one thread; its summary, or the failure; with
+    `scored_by`, also its best checkpoint's val loss under those overrides (`mode=eval`)."""
+    result = run_train(overrides, run_dir, RUN_TIMEOUT)
+    if scored_by and not result["error"]:
+        result["error"] = run_train(("mode=eval", *scored_by), run_dir, RUN_TIMEOUT)["error"]
+    return {**result, **outcome(run_dir)}
 
 
 def outcome(run_dir: Path) -> dict:
@@ -156,6 +175,7 @@ def outcome(run_dir: Path) -> dict:
         return {}
     summary = json.loads(summary_file.read_text())
     result = {"best_val_loss": summary.get("best_val_loss"), "status": summary.get("status"),
+              "eval_loss": _eval_loss(run_dir),
               "max_steps": summary.get("max_steps"), "task": summary.get("task"),
               "val_prior_loss": summary.get("val_prior_loss"), "best_val_accuracy": summary.get("best_val_accuracy"),
               "first_nonfinite_step": _first_nonfinite(run_dir)}
@@ -175,14 +195,31 @@ def outcome(run_dir: Path) -> dict:
     return result
 
 
-def jobs(sick: list[Sick], healthy: list[Sick]) -> list[tuple[str, str, tuple[str, ...]]]:
-    """(run name, variant, overrides) of every process to train."""
+def _eval_loss(run_dir: Path) -> float | None:
+    """The val loss `mode=eval` last wrote for this run, if it ran."""
+    path = run_dir / "eval.json"
+    return json.loads(path.read_text()).get("val_loss") if path.is_file() else None
+
+
+def jobs(sick: list[Sick], healthy: list[Sick]) -> list[tuple[str, str, tuple[str, ...], tuple[str, ...]]]:
+    """(run name, variant, overrides, the loss the run is scored by if not its own) of every process
+    to train."""
     out = []
     for s in sick:
-        out += [(s.name, "given", s.given), (s.name, "auto", (*s.given, *AUTO)), (s.name, "cured", s.cured)]
+        out += [(s.name, "given", s.given, ()), (s.name, "auto", (*s.given, *AUTO), ()),
+                (s.name, "cured", s.cured, s.scored_by)]
     for h in healthy:
-        out += [(h.name, "given", h.given), (h.name, "auto", (*h.given, *AUTO))]
+        out += [(h.name, "given", h.given, ()), (h.name, "auto", (*h.given, *AUTO), ())]
     return out
+
+
+def as_scored(cured: dict, given: dict, scored_by: tuple[str, ...]) -> dict:
+    """The cured run as the given run is scored: where it trained another loss, its best
+    checkpoint's val loss under the given one, over the given run's prior (the same targets)."""
+    if not scored_by:
+        return cured
+    return {**cured, "best_val_loss": cured.get("eval_loss"), "val_prior_loss": given.get("val_prior_loss"),
+            "trained_loss": cured.get("best_val_loss")}
 
 
 # --- scoring ---------------------------------------------------------------------------------
@@ -207,7 +244,8 @@ def score(sick: list[Sick], healthy: list[Sick], results: dict[str, dict[str, di
     rows = []
     for s in sick:
         r = results.get(s.name, {})
-        given, auto, cured = r.get("given", {}), r.get("auto", {}), r.get("cured", {})
+        given, auto = r.get("given", {}), r.get("auto", {})
+        cured = as_scored(r.get("cured", {}), given, s.scored_by)
         max_steps = auto.get("max_steps") or given.get("max_steps")
         rows.append({"name": s.name, "cause": s.cause, "family": family(s.name),
                      "given_critical": given.get("critical"), "verdict": auto.get("verdict"),
@@ -216,6 +254,7 @@ def score(sick: list[Sick], healthy: list[Sick], results: dict[str, dict[str, di
                      "outcomes": auto.get("outcomes", []),
                      "loss_given": given.get("best_val_loss"), "loss_auto": auto.get("best_val_loss"),
                      "loss_cured": cured.get("best_val_loss"), "cured_critical": cured.get("critical"),
+                     "scored_by": s.scored_by, "loss_cured_trained": cured.get("trained_loss"),
                      "healed": healed(auto, cured), "fine_without": healed(given, cured),
                      "worse": worse(auto, given), "reproduced": s.cause != EXTERNAL or reproduced(given, cured),
                      "compute": (auto["steps_trained"] / max_steps) if auto.get("steps_trained") and max_steps
@@ -262,6 +301,8 @@ def report(scored: dict) -> str:
         remedies = "; ".join(" ".join(o) for o in r["remedies"]) or "none"
         why = "" if r["healed"] else " — " + _miss(r)
         sick_cure = f" (cured run: {', '.join(r['cured_critical'])})" if r["cured_critical"] else ""
+        if r.get("scored_by"):
+            sick_cure += f" (cured run's weights under `{' '.join(r['scored_by'])}`; {_num(r['loss_cured_trained'])} under its own loss)"
         lines.append(f"| {r['name']} | {r['family']} | `{remedies}` | {r['verdict']} | {_num(r['loss_given'])} / "
                      f"{_num(r['loss_auto'])} / {_num(r['loss_cured'])}{sick_cure} | {_num(r['compute'])} | "
                      f"{'yes' if r['healed'] else 'no'}{why} |")
@@ -314,12 +355,12 @@ def main(argv: list[str] | None = None) -> int:
     results: dict[str, dict[str, dict]] = defaultdict(dict)
     todo = jobs(sick, healthy)
     if args.rescore:
-        for name, variant, _ in todo:
+        for name, variant, _, _ in todo:
             results[name][variant] = {"error": None, **outcome(args.out / name / variant)}
     else:
         with ThreadPoolExecutor(args.workers) as pool:
-            futures = {pool.submit(train, overrides, args.out / name / variant): (name, variant)
-                       for name, variant, overrides in todo}
+            futures = {pool.submit(train, overrides, args.out / name / variant, scored_by): (name, variant)
+                       for name, variant, overrides, scored_by in todo}
             for done, future in enumerate(as_completed(futures), 1):
                 name, variant = futures[future]
                 results[name][variant] = r = future.result()

@@ -120,3 +120,18 @@ def test_worse_compares_the_run_with_remedies_to_the_run_as_given_on_the_regress
     assert not bench.worse({"best_val_loss": 1.0}, {"best_val_loss": None})  # as given it had no val loss
     regression = {"task": "regression", "val_prior_loss": 100.0}
     assert not bench.worse({**regression, "best_val_loss": 50.0}, {**regression, "best_val_loss": 60.0})
+
+
+def test_a_fix_that_trains_another_loss_is_scored_under_the_programs_own_loss_and_model():
+    by_name = {s.name: s for s in bench.external_runs()}
+    mae = by_name[f"{bench.EXTERNAL}/so_31556268"]  # MAE -> MSE
+    assert mae.scored_by == ("loss.function=l1", "model._target_=external.so_31556268.Buggy")
+    assert by_name[f"{bench.EXTERNAL}/gh_gol_nn"].scored_by[0] == "loss.function=bce"  # bce -> the task's MSE
+    assert by_name[f"{bench.EXTERNAL}/so_52800582"].scored_by == ()  # same loss: the twin's own val loss
+    validate_config(compose_cfg([*mae.cured, *mae.scored_by]))
+    regression = {"task": "regression", "val_prior_loss": 0.5}
+    cured = bench.as_scored({**regression, "best_val_loss": 4e-4, "val_prior_loss": 0.25, "eval_loss": 0.02},
+                            regression, mae.scored_by)
+    assert cured["best_val_loss"] == 0.02 and cured["val_prior_loss"] == 0.5 and cured["trained_loss"] == 4e-4
+    assert not bench.healed({**regression, "best_val_loss": 0.036}, cured)  # 8x better than 0.299, not the fix's MAE
+    assert bench.healed({**regression, "best_val_loss": 0.021}, cured)

@@ -386,6 +386,33 @@ def test_small_updates_on_a_converged_or_healthy_run_are_not_slow(tmp_path, rati
     assert "slow_progress" not in moving_slowly(ratio, val).findings(tmp_path)
 
 
+def unfinished(val: list[float], constant_lr: bool = True) -> Run:
+    """Healthy-sized updates (1e-3, the Run's own), its val loss still falling at the end."""
+    run = Run().set("val/loss", val, kind="eval")
+    if constant_lr:
+        run.config["schedule"] = {"name": "constant", "warmup": 0}
+        run.set("train/lr", lambda s, v: 1e-3)
+    return run
+
+
+def test_slow_progress_when_the_loss_falls_as_fast_at_the_end_at_a_held_lr(tmp_path):
+    """A budget spent early in the descent: the last quarter fell as fast as the one before."""
+    finding = unfinished([1.9, 1.6, 1.3, 1.0]).findings(tmp_path)["slow_progress"]
+    assert "1.00x as fast over the last quarter" in finding.evidence and "raise optim.lr" in finding.fix
+    breakout = unfinished([1.9, 1.6, 1.3, 1.0])  # stuck until its last quarter, evaluated every 50 steps
+    breakout.evals = [{"step": s, "kind": "eval", "val/loss": v, "val/accuracy": 0.5}
+                      for s, v in zip(range(50, 401, 50), [2.0, 1.95, 1.9, 1.9, 1.91, 1.9, 1.7, 1.4])]
+    late = breakout.findings(tmp_path / "late")["slow_progress"]
+    assert "only started to fall in the last quarter" in late.evidence
+
+
+@pytest.mark.parametrize("val, constant_lr", [([1.9, 1.2, 0.8, 0.55], True),  # slowing: levelling out
+                                              ([1.9, 1.6, 1.3, 1.0], False),  # a decaying LR speeds the end up
+                                              ([1.9, 1.898, 1.896, 1.894], True)])  # a fall too small to judge
+def test_a_descent_that_slows_or_ends_in_a_decaying_lr_is_not_unfinished(tmp_path, val, constant_lr):
+    assert "slow_progress" not in unfinished(val, constant_lr).findings(tmp_path)
+
+
 def test_a_pinned_clip_is_listed_before_the_slow_progress_it_causes(tmp_path):
     run = slow(Run()).set("grad/clip_rate", lambda s, v: 1.0)
     run.config["clip"] = 1e-3

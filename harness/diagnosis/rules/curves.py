@@ -14,7 +14,8 @@ from harness.diagnosis.rules.common import peak_lr_update_ratio
 from harness.diagnosis.rules.data_order import boundary_steps
 from harness.diagnosis.signals import (EDGE_POINTS, end_level, excursions, fmt, level_at, noise_level, rolling_median,
                                        start_level, still_falling)
-from harness.core.metric_names import TRAIN_LOSS, TRAIN_LOSS_FIRST, TRAIN_LOSS_MAX, VAL_LOSS, VAL_LOSS_ON_TRAIN
+from harness.core.metric_names import (TRAIN_LOSS, TRAIN_LOSS_FIRST, TRAIN_LOSS_MAX, TRAIN_LR, VAL_LOSS,
+                                       VAL_LOSS_ON_TRAIN)
 
 # A loss that ends 1.5x above its first logged value went backwards: noise on a learning run
 # never does that (its end is below its start), a diverging one does long before it reaches NaN.
@@ -142,6 +143,16 @@ SLOW_UPDATE_RATIO = 3e-4
 SLOW_MOVING_RATIO = 5e-4
 SLOW_TAIL = 0.25
 SLOW_TAIL_SHARE = 0.10
+# ... or, whatever the size of its updates, the loss fell no slower over the run's last quarter than
+# over the quarter before, at an LR held at its peak since mid-run: a loss approaching its floor
+# like exp(-t / tau) keeps a quarter-to-quarter rate ratio of exp(-T / (4 tau)), which stays above
+# exp(-1/4) only while tau exceeds the whole run T: the run ended before its first time constant,
+# with no sign yet of where it levels out (a decaying LR can speed up the end of a healthy run, so
+# such runs are not judged by this). The fall must be one underfitting counts as still learning.
+# In the pathology suite, healthy runs at a constant LR measure 0.26-0.46, its slow_progress runs
+# at a constant LR 0.66-1.45 (6 of 8 above exp(-1/4)).
+SLOW_UNDIMINISHED_RATE = math.exp(-0.25)
+SLOW_HELD_LR = 0.9
 
 
 def diverging(run: RunData) -> Finding | None:
@@ -189,6 +200,31 @@ def _tail_share(val: Series) -> float:
     cut = val.steps[0] + (1 - SLOW_TAIL) * (val.steps[-1] - val.steps[0])
     before = val.values[val.steps <= cut]
     return float(before[-1] - val.values[-1]) / fall if fall > 0 and len(before) else 0.0
+
+
+def _late_rate_ratio(val: Series) -> float | None:
+    """The val loss's rate of fall over the run's last quarter over its rate over the quarter
+    before (per step, between the evals at or before each cut; inf when only the last one fell);
+    None without an eval in each."""
+    span = val.steps[-1] - val.steps[0]
+    cuts = [val.steps[0] + share * span for share in (0.5, 1 - SLOW_TAIL)]
+    ends = [int(np.nonzero(val.steps <= cut)[0][-1]) for cut in cuts] + [len(val) - 1]
+    if len(set(ends)) < 3:
+        return None
+    (a, b, c), steps = (float(val.values[i]) for i in ends), [int(val.steps[i]) for i in ends]
+    before, last = (a - b) / (steps[1] - steps[0]), (b - c) / (steps[2] - steps[1])
+    if before <= 0:  # a loss that only started to fall in the last quarter has not slowed at all
+        return math.inf if last > 0 else None
+    return last / before
+
+
+def _lr_held(run: RunData) -> bool:
+    """The LR stayed within SLOW_HELD_LR of its peak over the second half of the run."""
+    lr = run.series(TRAIN_LR).finite()
+    if not len(lr):
+        return False
+    late = lr.after_fraction(0.5)
+    return bool(len(late)) and float(late.values.min()) >= SLOW_HELD_LR * float(lr.values.max())
 
 
 def _last_good_step(loss: Series, symptom: int) -> int:
@@ -446,13 +482,22 @@ def slow_progress(run: RunData) -> Finding | None:
     falling = bool(np.all(np.diff(val.values[-SLOW_FALLING_EVALS:]) < 0))
     short_of_prior = bool(prior) and end > (1 + SLOW_ABOVE_PRIOR) * prior and end < start and falling
     tail_share = _tail_share(val)
-    moving_slowly = ratio is not None and ratio <= SLOW_MOVING_RATIO and falling and tail_share >= SLOW_TAIL_SHARE
-    if not (tiny_updates or short_of_prior or moving_slowly):
+    far_from_converged = falling and tail_share >= SLOW_TAIL_SHARE
+    moving_slowly = ratio is not None and ratio <= SLOW_MOVING_RATIO and far_from_converged
+    learning = far_from_converged and still_falling(val, PLATEAU_TAIL, UNDERFIT_TAIL_IMPROVEMENT)
+    rate_kept = _late_rate_ratio(val) if learning and _lr_held(run) else None
+    undiminished = rate_kept is not None and rate_kept >= SLOW_UNDIMINISHED_RATE
+    if not (tiny_updates or short_of_prior or moving_slowly or undiminished):
         return None
     parts = [f"train loss {fmt(start)} -> {fmt(end)}, val {fmt(float(val.values[0]))} -> {fmt(float(val.values[-1]))}"]
-    if moving_slowly and not (tiny_updates or short_of_prior):
+    if (moving_slowly or undiminished) and not (tiny_updates or short_of_prior):
         parts.append(f"the val loss fell at each of the last {SLOW_FALLING_EVALS} evals and its last "
                      f"{SLOW_TAIL:.0%} of the run still held {tail_share:.0%} of its whole fall: far from converged")
+    if undiminished and not moving_slowly:
+        pace = ("only started to fall in the last quarter" if math.isinf(rate_kept) else
+                f"fell {rate_kept:.2f}x as fast over the last quarter as over the one before")
+        parts.append(f"it {pace}, at its peak LR: no sign yet of where it levels out, so its budget ended early "
+                     "in its descent")
     if short_of_prior:
         parts.append(f"still falling at the end and above {fmt(prior)}, the loss of predicting only the targets' "
                      "frequencies (which a model at a working LR passes early)")
