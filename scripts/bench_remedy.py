@@ -81,7 +81,7 @@ class Sick:
     cause: str
     given: tuple[str, ...]  # the overrides as the user had them
     cured: tuple[str, ...]  # the same with the bad setting undone
-    scored_by: tuple[str, ...] = ()  # the given run's loss and model, where the cure trains another loss
+    scored_by: tuple[str, ...] = ()  # `mode=eval` overrides that score the cured run by the given run's loss
 
 
 def family(case_name: str) -> str:
@@ -131,26 +131,18 @@ def external_runs() -> list[Sick]:
 
     # Scored rounds only: a round's held-out part must not be diagnosed before it is scored.
     return [Sick(f"{EXTERNAL}/{c.id}", EXTERNAL, with_evals_as_checkpoints((*c.overrides("buggy"), "diagnose.live=true")),
-                 c.overrides("fixed"), changed_loss(c.overrides("buggy"), c.overrides("fixed")))
+                 c.overrides("fixed"), c.twin_scored_by)
             for c in bench_external.CASES
             if c.round in bench_external.SCORED_ROUNDS and c.expected and not c.fixed_task]
 
 
-def changed_loss(given: tuple[str, ...], cured: tuple[str, ...]) -> tuple[str, ...]:
-    """Where the cure trains another loss.function (a fix that swaps MAE for MSE), the given run's
-    loss and model class, under which the cured run's weights are scored so that the two compare (a
-    model class may shape its output for its loss: logits for bce, probabilities for MSE); else ()."""
-    def last(key: str, overrides: tuple[str, ...], default: str) -> str:
-        return next((o.split("=", 1)[1] for o in reversed(overrides) if o.startswith(f"{key}=")), default)
-
-    if last("loss.function", given, "auto") == last("loss.function", cured, "auto"):
-        return ()
-    return tuple(f"{key}={last(key, given, default)}" for key, default in
-                 (("loss.function", "auto"), ("model._target_", last("model._target_", cured, ""))))
-
-
 def healthy_runs(n: int, draw: int) -> list[Sick]:
-    cases = spread([c for c in catalogue() if c.cause == HEALTHY], n, defaultdict(int))
+    """`n` healthy cases spread over the families, plus every one at a constant LR: only a run whose
+    LR is held to its end is judged by the pace of its last quarter (`slow_progress`), so those are
+    where a false restart from that reading would show."""
+    healthy = [c for c in catalogue() if c.cause == HEALTHY]
+    cases = spread(healthy, n, defaultdict(int))
+    cases += [c for c in healthy if c not in cases and "schedule=constant" in c.overrides]
     return [Sick(c.name, HEALTHY, g := with_evals_as_checkpoints(redrawn(c, draw).overrides), g) for c in cases]
 
 

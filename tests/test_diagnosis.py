@@ -399,11 +399,10 @@ def test_slow_progress_when_the_loss_falls_as_fast_at_the_end_at_a_held_lr(tmp_p
     """A budget spent early in the descent: the last quarter fell as fast as the one before."""
     finding = unfinished([1.9, 1.6, 1.3, 1.0]).findings(tmp_path)["slow_progress"]
     assert "1.00x as fast over the last quarter" in finding.evidence and "raise optim.lr" in finding.fix
-    breakout = unfinished([1.9, 1.6, 1.3, 1.0])  # stuck until its last quarter, evaluated every 50 steps
-    breakout.evals = [{"step": s, "kind": "eval", "val/loss": v, "val/accuracy": 0.5}
-                      for s, v in zip(range(50, 401, 50), [2.0, 1.95, 1.9, 1.9, 1.91, 1.9, 1.7, 1.4])]
-    late = breakout.findings(tmp_path / "late")["slow_progress"]
-    assert "only started to fall in the last quarter" in late.evidence
+    noisy = unfinished([1.9, 1.6, 1.3, 1.0])  # evaluated every 50 steps: a wobble, then a fall at the end
+    noisy.evals = [{"step": s, "kind": "eval", "val/loss": v, "val/accuracy": 0.5}
+                   for s, v in zip(range(50, 401, 50), [2.0, 1.95, 1.9, 1.9, 1.93, 1.95, 1.8, 1.75])]
+    assert "slow_progress" not in noisy.findings(tmp_path / "noisy")  # the quarter before rose: noise, no pace
 
 
 @pytest.mark.parametrize("val, constant_lr", [([1.9, 1.2, 0.8, 0.55], True),  # slowing: levelling out

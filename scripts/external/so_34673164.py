@@ -26,6 +26,14 @@ class Fixed(KerasNet):
         super().__init__((16,), [BatchNorm(), *layers("sigmoid")], "binary_crossentropy", float_targets=True)
 
 
+class FixedScored(KerasNet):
+    """The fix's sigmoid outputs as the program's mean squared error reads them: the fix's weights
+    under the buggy program's own loss, which a remedy run is scored by."""
+
+    def __init__(self) -> None:
+        super().__init__((16,), [BatchNorm(), *layers("sigmoid")], "mean_squared_error")
+
+
 def build() -> Splits:
     """The seeded stand-in of `standins.counties` for dataset.csv as `pandas.read_csv` reads it
     (its first row taken as the header): 9 counties, 4 and 5 per candidate; the labels encoded and

@@ -23,6 +23,14 @@ class Fixed(KerasNet):
         super().__init__((20,), layers("sigmoid"), "binary_crossentropy", float_targets=True)
 
 
+class FixedScored(KerasNet):
+    """The fix's sigmoid outputs as the program's mean squared error reads them: the fix's weights
+    under the buggy program's own loss, which a remedy run is scored by."""
+
+    def __init__(self) -> None:
+        super().__init__((20,), layers("sigmoid"), "mean_squared_error")
+
+
 def build() -> Splits:
     """The program's make_multilabel_classification(60000, 20 features, 3 classes) and its 0.2
     test split, seeded (the program seeds neither)."""
