@@ -1,7 +1,7 @@
 """How often does `diagnose.remedy=auto` heal a sick run, at what compute, and does it ever
 restart a healthy one?
 
-    python scripts/bench_remedy.py                      # the whole benchmark (~45 min on 2 cores)
+    python scripts/bench_remedy.py                      # the whole benchmark (~8 min on 2 cores)
     python scripts/bench_remedy.py --only diverging --workers 2
     python scripts/bench_remedy.py --rescore outputs/bench_remedy   # the tables again, no training
     python scripts/bench_remedy.py --list
