@@ -61,7 +61,7 @@ def harness_step(trainer) -> None:
 def raw_step_fn(built: Assembly):
     """nanoGPT's loop on the harness's own model, optimizer and data: the floor to compare against."""
     model, opt, sched, data = built.raw_model, built.optimizer, built.live_lr.scheduler, built.train_set
-    stream, loss_fn, clip = built.trainer.batches.stream, built.train_step.loss_fn, built.train_step.clip.threshold
+    stream, loss_fn, clip = built.trainer.batches.stream, built.objective.loss_fn, built.train_step.clip.threshold
 
     def step() -> None:
         x, y = data.gather(stream.next_batch())

@@ -76,5 +76,5 @@ def test_an_unknown_loss_function_is_refused_by_the_config_checks():
     from harness.training.loss import loss_config
 
     with pytest.raises(ConfigError, match=r"loss.function='mae' is invalid.*auto \(cross-entropy for classes and "
-                                          r"tokens, mse for real-valued targets\), mse, l1, huber or bce"):
+                                          r"tokens, mse for real-valued targets\), mse, l1, huber, bce or model"):
         loss_config(OmegaConf.create({"function": "mae", "label_smoothing": 0.0, "z_loss": 0.0, "ignore_index": -100}))

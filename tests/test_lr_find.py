@@ -123,7 +123,7 @@ def test_recorded_loss_is_the_batch_mean_across_accumulation(make_run):
     built = make_run([*VECTOR, "accum=4", "batch_size=16"])
     x, y = built.train_set.gather(copy.deepcopy(built.trainer.batches.stream).next_batch())
     with torch.no_grad():
-        expected = built.train_step.loss_fn(built.raw_model(x), y).item()
+        expected = built.objective.score(built.raw_model, x, y).loss.item()
     with driven(built) as driver:
         assert driver.step(1e-12) == pytest.approx(expected, rel=1e-5)
 

@@ -49,8 +49,8 @@ def falling_loss(run_dir) -> tuple[float, float]:
     return losses[0], losses[-1]
 
 
-def test_docs_have_four_examples():
-    assert sorted(EXAMPLES) == ["Example 1", "Example 2", "Example 3", "Example 4"]
+def test_docs_have_eight_examples():
+    assert sorted(EXAMPLES) == [f"Example {i}" for i in range(1, 9)]
 
 
 def test_example_4_a_callback_from_the_current_directory_logs_its_metric(tmp_path):
@@ -83,3 +83,40 @@ def test_example_3_a_local_hf_checkpoint_and_dataset(tmp_path):
     (run_dir,) = run_example("Example 3", tmp_path)
     first, last = falling_loss(run_dir)
     assert last < first
+
+
+def _rows(run_dir, kind: str) -> list[dict]:
+    return [r for r in read_metrics(run_dir) if r["kind"] == kind]
+
+
+def test_example_5_a_vae_logs_reconstruction_and_kl(tmp_path):
+    (run_dir,) = run_example("Example 5", tmp_path)
+    first, last = falling_loss(run_dir)
+    evals = _rows(run_dir, "eval")
+    assert last < 0.8 * first
+    assert {"val/loss/recon", "val/loss/kl"} <= set(evals[-1]) and evals[-1]["val/loss/kl"] > 0
+    assert evals[-1]["val/loss"] == pytest.approx(evals[-1]["val/loss/recon"] + 0.5 * evals[-1]["val/loss/kl"],
+                                                  rel=1e-4)
+
+
+def test_example_6_a_contrastive_model_learns_to_pair_its_views(tmp_path):
+    (run_dir,) = run_example("Example 6", tmp_path)
+    first, last = falling_loss(run_dir)
+    train_rows = _rows(run_dir, "train")
+    assert last < first and train_rows[-1]["train/loss/top1"] > train_rows[0]["train/loss/top1"]
+
+
+def test_example_7_an_hf_classifier_trains_on_its_own_loss(tmp_path):
+    pytest.importorskip("transformers", reason="the hf extra is not installed")
+    (run_dir,) = run_example("Example 7", tmp_path)
+    first, last = falling_loss(run_dir)
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert first > 0.5 and last < 0.3 and summary["user_loss"] == "model"
+
+
+def test_example_8_a_two_head_model_logs_each_head(tmp_path):
+    (run_dir,) = run_example("Example 8", tmp_path)
+    first, last = falling_loss(run_dir)
+    row = _rows(run_dir, "eval")[-1]
+    assert last < first and {"val/loss/digit", "val/loss/ink"} <= set(row)
+    assert row["val/loss"] == pytest.approx(row["val/loss/digit"] + 0.5 * row["val/loss/ink"], rel=1e-4)

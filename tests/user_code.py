@@ -292,3 +292,126 @@ def labels_scaled_with_pixels(n_train: int = 512):
     x = (torch.rand(n_train + 128, 16, generator=g) * 64 + y[:, None] * 16).clamp(max=255)
     return (TensorDataset(x[:n_train] / 255, (y[:n_train] / 255).long()),
             TensorDataset(x[n_train:], y[n_train:]))
+
+
+# ---- your own objective (loss._target_): models, datasets and objectives as a user writes them
+
+
+class TinyVAE(nn.Module):
+    """A VAE whose output is a dict; its sampling draws from torch's RNG (resume must restore it)."""
+
+    def __init__(self, in_features: int, latent: int = 4, hidden: int = 32) -> None:
+        super().__init__()
+        self.enc = nn.Sequential(nn.Flatten(), nn.Linear(in_features, hidden), nn.ReLU())
+        self.mu, self.logvar = nn.Linear(hidden, latent), nn.Linear(hidden, latent)
+        self.dec = nn.Sequential(nn.Linear(latent, hidden), nn.ReLU(), nn.Linear(hidden, in_features))
+
+    def forward(self, x: torch.Tensor) -> dict[str, torch.Tensor]:
+        h = self.enc(x)
+        mu, logvar = self.mu(h), self.logvar(h)
+        z = mu + torch.randn_like(mu) * (0.5 * logvar).exp()
+        return {"recon": self.dec(z), "mu": mu, "logvar": logvar}
+
+
+def vae_loss(output: dict, batch: list, beta: float = 1.0, delay: float = 0.0) -> dict[str, torch.Tensor]:
+    """Reconstruction + beta x KL, both logged; `delay` slows each call (for tests that kill a run)."""
+    if delay:
+        import time
+
+        time.sleep(delay)
+    x = batch[0].flatten(1)
+    recon = (output["recon"] - x).pow(2).sum(1).mean()
+    kl = (-0.5 * (1 + output["logvar"] - output["mu"].pow(2) - output["logvar"].exp()).sum(1)).mean()
+    return {"loss": recon + beta * kl, "recon": recon, "kl": kl}
+
+
+def masked_mse_sum(output: torch.Tensor, batch: dict) -> dict[str, torch.Tensor]:
+    """A token-level loss: summed over the unmasked elements, with their count, so that an
+    accumulated update is the mean over every counted element of the big batch."""
+    mask = batch["mask"]
+    error = (output - batch["y"]).pow(2) * mask
+    return {"loss": error.sum(), "count": mask.sum()}
+
+
+def masked_mse_mean(output: torch.Tensor, batch: dict) -> torch.Tensor:
+    mask = batch["mask"]
+    return ((output - batch["y"]).pow(2) * mask).sum() / mask.sum().clamp(min=1)
+
+
+class MaskedSequences(Dataset):
+    """Dict samples whose number of counted elements varies a lot from sample to sample."""
+
+    def __init__(self, n: int, seed: int) -> None:
+        g = torch.Generator().manual_seed(seed)
+        self.x = torch.randn(n, 8, generator=g)
+        self.y = self.x @ torch.randn(8, 6, generator=torch.Generator().manual_seed(0))
+        lengths = torch.randint(1, 7, (n,), generator=g)
+        self.mask = (torch.arange(6) < lengths[:, None]).float()
+
+    def __len__(self) -> int:
+        return len(self.x)
+
+    def __getitem__(self, i: int) -> dict[str, torch.Tensor]:
+        return {"x": self.x[i], "y": self.y[i], "mask": self.mask[i]}
+
+
+def masked_sequences() -> tuple[Dataset, Dataset, Dataset]:
+    return MaskedSequences(512, 1), MaskedSequences(100, 2), MaskedSequences(60, 3)
+
+
+class MaskedRegressor(nn.Module):
+    """`forward(x)`: given the dict batch's `x` by keyword (its other fields are the objective's)."""
+
+    def __init__(self, width: int = 16) -> None:
+        super().__init__()
+        self.net = nn.Sequential(nn.Linear(8, width), nn.Tanh(), nn.Linear(width, 6))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.net(x)
+
+
+class PairEncoder(nn.Module):
+    """`forward(a, b)`: a two-view sample reaches it whole."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.net = nn.Linear(8, 4)
+
+    def forward(self, a: torch.Tensor, b: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        return self.net(a), self.net(b)
+
+
+class LossReturning(nn.Module):
+    """Computes its own loss, HF-style, with an auxiliary loss beside it."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.net = nn.Linear(8, 6)
+
+    def forward(self, x: torch.Tensor, y: torch.Tensor | None = None, mask: torch.Tensor | None = None) -> dict:
+        out = self.net(x)
+        result = {"logits": out, "aux_loss": out.pow(2).mean().detach()}
+        if y is not None:
+            result["loss"] = (out - y).pow(2).mean()
+        return result
+
+
+# objectives that cannot train: each is refused in one line before training
+def bad_vector(output, batch):
+    return (output["recon"] - batch[0].flatten(1)).pow(2)
+
+
+def bad_number(output, batch):
+    return 3.0
+
+
+def bad_no_loss(output, batch):
+    return {"recon": output["recon"].pow(2).mean()}
+
+
+def bad_detached(output, batch):
+    return output["recon"].detach().pow(2).mean()
+
+
+def bad_one_arg(output):
+    return output["recon"].mean()

@@ -9,7 +9,7 @@ import os
 import random
 import socket
 from functools import partial
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -46,6 +46,9 @@ from harness.training.flops import flops_per_update, peak_flops
 from harness.training.guard import Guard
 from harness.loop.hooks import Cadence, Callbacks
 from harness.training.loss import compute_loss
+from harness.training.objective import Objective, OpenObjective, TargetLoss, note_unused_fields
+from harness.data.batch import to_device
+from harness.models.calling import ModelCall
 from harness.models import build_model
 from harness.models.activation_swap import swap_activations
 from harness.models.activation_trace import trace_activations
@@ -158,6 +161,17 @@ class Assembly:
     def pick_output(self) -> OutputPicker:
         return self.train_step.pick_output
 
+    @property
+    def objective(self) -> Objective:
+        """What training minimises (with label smoothing and z-loss)."""
+        return self.train_step.objective
+
+    @property
+    def clean_objective(self) -> Objective:
+        """The loss evaluation measures: without label smoothing or z-loss."""
+        return self.evaluator.open_objective or TargetLoss(self.evaluator.loss_fn, self.pick_output,
+                                                           self.meta.ignore_index)
+
     def close(self) -> None:
         self.trainer.close()
 
@@ -171,12 +185,16 @@ def assemble(config: RunConfig, run_dir: Path, device: torch.device,
     cfg, run = config.raw, config.run  # raw: what the run records (config.yaml, checkpoints, trackers)
     seed_everything(run.seed)
     data = config.data
-    splits = build_splits(data, config.loss.ignore_index, config.loss.function)
+    user_loss = config.user_loss
+    splits = build_splits(data, config.loss.ignore_index, config.loss.function,
+                          user_loss.path if user_loss is not None else None)
     train_set, val_set, meta = splits.train, splits.val, splits.meta
     check_batch_fits(run.batch_size, len(train_set), data.name)
     recipe, targets = standardised(data.recipe, train_set, inputs=data.loading.standardize,
                                    targets=data.loading.standardize_targets, task=meta.task,
                                    loss_function=meta.loss_function)
+    if user_loss is not None:
+        recipe = replace(recipe, whole=True)
     raw_model = build_model(config.model, meta)
     apply_init(raw_model, config.init)
     raw_model.to(device)
@@ -184,9 +202,16 @@ def assemble(config: RunConfig, run_dir: Path, device: torch.device,
     micro_batch = run.batch_size // (run.accum * dist.world_size)
     check_batch_norm(raw_model, micro_batch, run.batch_size)
     x, y = fetch(train_set, recipe, spread_indices(len(train_set), micro_batch))
-    probe_model(raw_model, pick_output, meta, x.to(device), y.to(device), config.model.path)
-    few = x[:TRACED_SAMPLES].to(device)  # which activations are hidden or make the output: two samples tell
-    swapped = swap_activations(raw_model, run.activation_swap, few)
+    model_call = ModelCall(raw_model, data.recipe.input_key) if user_loss is not None else None
+    if user_loss is None:
+        probe_model(raw_model, pick_output, meta, x.to(device), y.to(device), config.model.path)
+        few = x[:TRACED_SAMPLES].to(device)  # which activations are hidden or make the output: two samples tell
+    else:  # the whole first micro-batch: its structure is the user's
+        few = to_device(x, device)
+        OpenObjective(user_loss, model_call).check(raw_model, few)
+        if dist.is_main:
+            note_unused_fields(few, model_call, user_loss)
+    swapped = swap_activations(raw_model, run.activation_swap, few, model_call)
     output_replaced = []
     if run.output_activation is not None:
         output_replaced = replace_output_activation(raw_model, run.output_activation,
@@ -196,7 +221,7 @@ def assemble(config: RunConfig, run_dir: Path, device: torch.device,
             if changed:
                 log.info("%s=%s replaced %d module(s): %s", key, getattr(run, key), len(changed), ", ".join(changed))
     facts = None
-    if dist.is_main and run.mode == "train":  # what summary.json tells the diagnosis; only rank 0 writes it
+    if dist.is_main and run.mode == "train" and user_loss is None:  # what summary.json tells the diagnosis
         output = describe_output(raw_model, trace_activations(raw_model, few, pick_output.pick))
         facts = {"parameters": parameter_counts(raw_model),
                  **split_facts(train_set, val_set, recipe, meta.task, targets),
@@ -204,6 +229,9 @@ def assemble(config: RunConfig, run_dir: Path, device: torch.device,
                  "input_stats": input_stats(train_set, recipe), "activation_swap": swapped,
                  "output_activation": output, "output_replaced": output_replaced,
                  "test_samples": len(splits.test) if splits.test is not None else None}
+    elif dist.is_main and run.mode == "train":  # the data and the output are the objective's to read
+        facts = {"parameters": parameter_counts(raw_model), "activation_swap": swapped, "output_activation": None,
+                 "output_replaced": [], "test_samples": len(splits.test) if splits.test is not None else None}
     user_callbacks = build_user_callbacks(config.callbacks)
     seed_everything(run.seed + dist.rank)  # identical weights on every rank, own dropout draws per rank
     parallel = config.parallel
@@ -232,17 +260,21 @@ def assemble(config: RunConfig, run_dir: Path, device: torch.device,
     guard, faults = Guard(config.guard, dist, device), FaultInjector(config.fault, dist.rank)
     monitor = Monitor(config.monitor, raw_model, config.trainer.max_steps, dist)
     clip = ClipSettings(run.clip, run.clip_mode, run.accum_reduction == "mean")
-    loss_fn = partial(compute_loss, task=meta.task, label_smoothing=float(config.loss.label_smoothing),
-                      z_loss=float(config.loss.z_loss), ignore_index=meta.ignore_index, function=meta.loss_function,
-                      target_scale=pick_output.target_scale)
+    objective = evaluator.open_objective or TargetLoss(
+        partial(compute_loss, task=meta.task, label_smoothing=float(config.loss.label_smoothing),
+                z_loss=float(config.loss.z_loss), ignore_index=meta.ignore_index, function=meta.loss_function,
+                target_scale=pick_output.target_scale), pick_output, meta.ignore_index)
     train_step = TrainStep(model=model, params=[p for p in raw_model.parameters() if p.requires_grad],
-                           optimizer=optimizer, live_lr=live_lr, precision=precision, guard=guard, loss_fn=loss_fn,
-                           pick_output=pick_output, ignore_index=meta.ignore_index, clip=clip, monitor=monitor,
+                           optimizer=optimizer, live_lr=live_lr, precision=precision, guard=guard, objective=objective,
+                           pick_output=pick_output, clip=clip, monitor=monitor,
                            log_every=config.trainer.log_every, faults=faults, device=device, dist=dist)
     closed_form = flops_per_update(raw_model, run.batch_size)
 
     def attribute_update(micro_batches: list) -> Any:
-        """Score the samples of a skipped update one by one (this rank's share): which stood out."""
+        """Score the samples of a skipped update one by one (this rank's share): which stood out.
+        An open objective scores batches, not samples: nothing to tell apart."""
+        if objective.open:
+            return None
         indices = torch.cat([mb.indices for mb in micro_batches])
         xs, ys = fetch(train_set, recipe, indices)
         return attribute(raw_model, pick_output, xs.to(device), ys.to(device), indices.tolist(), meta.task,
@@ -324,10 +356,14 @@ def build_evaluator(config: RunConfig, *, raw_model: nn.Module, model: nn.Module
     train_batches = None
     if behaves_differently_in_eval(raw_model):
         train_batches, _ = eval_batches(config, train_set, recipe, loader, micro_batch, dist, sharded, "train")
+    open_objective = None
+    if config.user_loss is not None:
+        open_objective = OpenObjective(config.user_loss, ModelCall(raw_model, config.data.recipe.input_key))
     return Evaluator(model=model, pick_output=pick_output, precision=precision,
                      loss_fn=partial(compute_loss, task=meta.task, ignore_index=meta.ignore_index,
                                      function=meta.loss_function), meta=meta,
-                     batches=val_batches, train_batches=train_batches, prior=prior, device=device, dist=dist)
+                     batches=val_batches, train_batches=train_batches, prior=prior, device=device, dist=dist,
+                     open_objective=open_objective)
 
 
 def eval_batches(config: RunConfig, dataset: Dataset, recipe: BatchRecipe, loader: LoaderSettings, micro_batch: int,

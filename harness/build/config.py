@@ -25,6 +25,7 @@ from harness.training.flops import PerfConfig, perf_config
 from harness.training.guard import GuardConfig, guard_config
 from harness.loop.hooks import TrainerConfig, trainer_config
 from harness.training.loss import LossConfig, loss_config
+from harness.training.objective import FINAL_PART, ObjectiveSpec
 from harness.training.lr_scaling import ScaleLRConfig, scale_lr_config, scaled_lr
 from harness.models import ModelSpec, validate_model_config
 from harness.models.activation_swap import validate_activation_swap
@@ -37,6 +38,7 @@ from harness.training.precision import PrecisionConfig, validate_precision_confi
 from harness.training.schedule import ScheduleConfig, schedule_config, validate_schedule_config
 from harness.sinks.tracking import logger_settings
 from harness.core.validation import is_whole
+from harness.data.base import TASKS
 
 MODES = ("train", "lr_find", "doctor", "eval")
 SUMMARY_OBJECTIVES = ("best_val_loss", "final_val_loss", "final_train_loss", "wall_time_s", "best_val_accuracy")
@@ -91,6 +93,7 @@ class RunConfig:
     callbacks: dict[str, CallbackSpec]  # the user's, by name
     parallel: ParallelConfig
     loss: LossConfig
+    user_loss: ObjectiveSpec | None  # loss._target_ or loss.function=model: the run trains on whole batches
     guard: GuardConfig
     monitor: MonitorConfig
     early_stop: EarlyStopConfig
@@ -136,6 +139,19 @@ def data_task(cfg: DictConfig) -> str:
     """The task the data option declares: fixed by the option (text and token corpora are language
     modelling, digits is classification), or its `data.task`."""
     return FIXED_TASKS.get(cfg.data.get("name")) or cfg.data.get("task") or "lm"
+
+
+def check_open_data(cfg: DictConfig, data: DataConfig, user_loss: ObjectiveSpec | None) -> None:
+    """Data without a task (data=custom data.task=null) has no built-in loss; standardisation reads
+    (input, target) pairs, which an open objective's batches need not be."""
+    if cfg.data.get("name") == "custom" and cfg.data.get("task") is None and user_loss is None:
+        raise ConfigError("data.task", None, f"one of {list(TASKS)}, or null with loss._target_=mypkg.objective "
+                                             f"(or loss.function=model): a task-less dataset needs your objective")
+    if user_loss is not None:
+        for key in ("standardize", "standardize_targets"):
+            if getattr(data.loading, key):
+                raise ConfigError(f"data.{key}", True, f"false with {user_loss.key}={user_loss.path}: its batches "
+                                                       f"go whole to the objective; scale them in your dataset")
 
 
 def validate_model_output(value: object) -> None:
@@ -193,7 +209,9 @@ def validate_config(cfg: DictConfig, world_size: int = 1, choices: Mapping[str, 
     validate_activation_swap(cfg.activation_swap)
     validate_output_activation(cfg.output_activation)
     init = validate_init_config(cfg.init)
-    loss, scale_lr, logger = loss_config(cfg.loss), scale_lr_config(cfg.scale_lr), logger_settings(cfg.get("logger"))
+    (loss, user_loss), scale_lr = loss_config(cfg.loss), scale_lr_config(cfg.scale_lr)
+    logger = logger_settings(cfg.get("logger"))
+    check_open_data(cfg, data, user_loss)
     monitor, guard, early_stop = monitor_config(cfg.monitor), guard_config(cfg.guard), early_stop_config(cfg.early_stop)
     fault, perf = fault_config(cfg.fault), perf_config(cfg.perf)
     validate_resume(cfg.resume)
@@ -206,8 +224,9 @@ def validate_config(cfg: DictConfig, world_size: int = 1, choices: Mapping[str, 
         raise ConfigError("eval.batches", batches, "null (every validation sample) or an integer >= 1")
     objectives = cfg.objective if OmegaConf.is_list(cfg.objective) else [cfg.objective]
     for name in objectives:
-        if name not in SUMMARY_OBJECTIVES:
-            raise ConfigError("objective", name, f"one of {list(SUMMARY_OBJECTIVES)}")
+        if name not in SUMMARY_OBJECTIVES and not (user_loss is not None and str(name).startswith(FINAL_PART)):
+            raise ConfigError("objective", name, f"one of {list(SUMMARY_OBJECTIVES)}, or {FINAL_PART}PART for a part "
+                                                 f"your objective (loss._target_) logs")
     run = RunKeys(mode=cfg.mode, batch_size=cfg.batch_size, accum=cfg.accum, accum_reduction=cfg.accum_reduction,
                   seed=cfg.seed, clip=float(cfg.clip) if cfg.clip else 0.0, clip_mode=cfg.clip_mode,
                   compile=cfg.compile, model_output=cfg.model_output, activation_swap=cfg.activation_swap,
@@ -216,6 +235,6 @@ def validate_config(cfg: DictConfig, world_size: int = 1, choices: Mapping[str, 
                   eval_checkpoint=str(checkpoint), eval_batches=batches)
     return RunConfig(raw=cfg, device=device, run=run, job=job, trainer=trainer, precision=precision,
                      schedule=schedule, data=data, model=model, init=init, optim=optim, callbacks=callbacks,
-                     parallel=parallel, loss=loss, guard=guard, monitor=monitor, early_stop=early_stop, fault=fault,
+                     parallel=parallel, loss=loss, user_loss=user_loss, guard=guard, monitor=monitor, early_stop=early_stop, fault=fault,
                      perf=perf, scale_lr=scale_lr, logger=logger, diagnose=diagnose)
 

@@ -5,7 +5,8 @@ schedule, guard, monitor, data options but `custom`, ...) may hold only the keys
 file defines. User-owned nodes take any key: `vars` (free-form, for your own interpolations),
 `model`, `optim` and `callbacks` (their keys are the class's own: a model's Config or
 signature, an optimizer's or callback's constructor, each checked where it is built), `data=custom` (the factory's keyword
-arguments), and any value a file leaves null or `{}` (a `collate_fn: {_target_: ..., arg: 1}`).
+arguments), `loss` with a `_target_` (the objective's own settings), and any value a file leaves null
+or `{}` (a `collate_fn: {_target_: ..., arg: 1}`).
 """
 from __future__ import annotations
 
@@ -117,7 +118,8 @@ def check_known_keys(cfg: DictConfig, choices: Mapping[str, str] | None = None) 
     """Refuse the first key under a harness-owned node that no file of the harness defines."""
     reference = reference_keys(choices)
     values = OmegaConf.to_container(cfg, resolve=False)
-    skipped = [*USER_NODES, *(["data"] if values.get("data", {}).get("name") == FREE_DATA else [])]
+    skipped = [*USER_NODES, *(["data"] if values.get("data", {}).get("name") == FREE_DATA else []),
+               *(["loss"] if values.get("loss", {}).get("_target_") is not None else [])]
     for key, siblings in _unread({k: v for k, v in values.items() if k not in skipped}, reference, ""):
         node = key.rpartition(".")[0]
         hint = _nearest(key, siblings) or f"python train.py --cfg job{f' -p {node}' if node else ''} lists the keys there"

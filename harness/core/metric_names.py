@@ -28,6 +28,10 @@ VAL_ACCURACY = "val/accuracy"
 VAL_LOSS_ON_TRAIN = "val/loss_on_train"  # training samples in eval mode (models with batch norm or dropout)
 TEST_LOSS = "test/loss"  # mode=eval only: the held-out test split
 TEST_ACCURACY = "test/accuracy"
+# an objective's named parts (loss._target_ returning {"loss": ..., "kl": ...}): train/loss/kl, val/loss/kl
+TRAIN_LOSS_PART = "train/loss/"
+VAL_LOSS_PART = "val/loss/"
+TEST_LOSS_PART = "test/loss/"
 
 # families: the prefix, then a parameter tensor's or a module's name (the monitor's statistics)
 GRAD_NORM = "grad_norm/"

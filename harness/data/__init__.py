@@ -92,13 +92,21 @@ def _validate_test_fraction(cfg: DictConfig) -> None:
                                                           f"test split is held out of what validation leaves")
 
 
-def build_splits(data: DataConfig, ignore_index: int | None = None, loss_function: str = AUTO) -> Splits:
+def build_splits(data: DataConfig, ignore_index: int | None = None, loss_function: str = AUTO,
+                 user_loss: str | None = None) -> Splits:
     """Build the configured data option's splits; a sample of train and val is checked against the
     declared sizes before any training starts (the test split's, by `check_test_split`, only when
     it is scored). Targets equal to `ignore_index` (loss.ignore_index) are left out of the checks
-    and the priors, which are those of `loss_function` (loss.function) for real-valued targets."""
+    and the priors, which are those of `loss_function` (loss.function) for real-valued targets.
+    With a `user_loss` (loss._target_'s path, or "model"), batches go whole to it: there is no
+    target to check and no prior to know."""
     _, build = BUILDERS[data.name]
     splits = build(data.option)
+    if user_loss is not None:
+        for split, dataset in (("train", splits.train), ("val", splits.val)):
+            if len(dataset) == 0:
+                raise ConfigError("data", split, "a non-empty split: it has no samples")
+        return replace(splits, meta=replace(splits.meta, optimum_loss=None, user_loss=user_loss))
     task = splits.meta.task
     function = regression_loss(loss_function, task)
     meta = replace(splits.meta, ignore_index=None if task == "regression" else ignore_index, loss_function=function,
@@ -116,4 +124,5 @@ def build_data(data: DataConfig, ignore_index: int | None = None,
 
 def check_test_split(data: DataConfig, test: Dataset, meta: DataMeta) -> None:
     """The test split's labels or ids against the declared sizes, as train's and val's were."""
-    check_samples({"test": test}, meta, data.recipe)
+    if meta.user_loss is None:
+        check_samples({"test": test}, meta, data.recipe)

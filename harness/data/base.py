@@ -12,6 +12,7 @@ from torch.utils.data import Dataset
 from harness.data.token_file import TokenFile
 
 TASKS = ("lm", "classification", "regression")
+NO_TASK = "none"  # data=custom data.task=null: batches of any structure, for the user's own objective
 SPLITS = ("train", "val", "test")  # in the order builders and caches list them
 # What a model's constructor may ask for by name; the data decides these.
 MODEL_FIELDS = ("vocab_size", "block_size", "in_features", "out_features", "num_classes", "input_shape")
@@ -21,7 +22,7 @@ MODEL_FIELDS = ("vocab_size", "block_size", "in_features", "out_features", "num_
 class DataMeta:
     """Facts about the data that the model and the loss need."""
 
-    task: str  # "lm" | "classification" | "regression"
+    task: str  # "lm" | "classification" | "regression" | "none" (NO_TASK)
     vocab_size: int | None = None  # lm
     block_size: int | None = None  # lm
     in_features: int | None = None  # vector and image tasks: elements per input sample
@@ -32,6 +33,7 @@ class DataMeta:
     prior_loss: float | None = None  # loss of predicting only the targets' frequencies (or mean); see prior.py
     ignore_index: int | None = None  # the target value the loss leaves out (loss.ignore_index); never for regression
     loss_function: str | None = None  # regression: the loss its targets get (loss.function: mse, l1, huber, bce)
+    user_loss: str | None = None  # loss._target_'s path, or "model": the loss is not the harness's to know
 
     @property
     def num_classes(self) -> int | None:
@@ -41,7 +43,7 @@ class DataMeta:
     def chance_loss(self) -> float | None:
         """Loss of a uniform prediction: ln(K) for K classes; the doctor and diagnosis use it."""
         k = self.vocab_size if self.task == "lm" else self.out_features
-        return float(np.log(k)) if self.task != "regression" and k else None
+        return float(np.log(k)) if self.task != "regression" and k and self.user_loss is None else None
 
     def model_fields(self) -> dict[str, object]:
         """What a model's constructor may ask for by name."""

@@ -18,7 +18,7 @@ from omegaconf import DictConfig, OmegaConf
 from torch.utils.data import Dataset, IterableDataset, TensorDataset
 
 from harness.core.callables import call, check_accepts, locate
-from harness.data.base import SPLITS, TASKS, DataMeta, Splits
+from harness.data.base import NO_TASK, SPLITS, TASKS, DataMeta, Splits
 from harness.data.loader import SHARED_DATA_KEYS, BatchRecipe, fetch, peek
 from harness.core.errors import ConfigError
 from harness.core.validation import is_whole
@@ -45,15 +45,16 @@ class CustomConfig:
     path: str
     factory: Callable[..., Any]
     kwargs: dict[str, Any]
-    task: str
+    task: str | None  # None: no task; the batches go whole to the user's objective
     num_classes: int | None
     vocab_size: int | None
     recipe: BatchRecipe  # collate_fn, input_key, target_key: the first sample is read as training reads it
 
 
 def validate_custom(cfg: DictConfig) -> CustomConfig:
-    if cfg.get("task") not in TASKS:
-        raise ConfigError("data.task", cfg.get("task"), f"one of {list(TASKS)}")
+    if cfg.get("task") is not None and cfg.get("task") not in TASKS:
+        raise ConfigError("data.task", cfg.get("task"), f"one of {list(TASKS)}, or null (batches go whole to "
+                                                        f"loss._target_)")
     _positive_or_null(cfg, "num_classes", 2)
     _positive_or_null(cfg, "vocab_size", 1)
     path = cfg.get("_target_")
@@ -123,6 +124,8 @@ def build_custom(cfg: CustomConfig) -> Splits:
     train, val, *test = _splits(result, path)
     if len(train) == 0:
         raise ConfigError("data", "train", "a non-empty split: it has no samples")
+    if cfg.task is None:  # what a model's signature may ask of the data is the user's to set
+        return Splits(train, val, DataMeta(NO_TASK), test[0] if test else None)
     _check_fields(cfg, train)
     x, y = fetch(train, cfg.recipe, torch.tensor([0]))
     x, y = x[0], y[0]

@@ -30,6 +30,7 @@ from omegaconf import DictConfig, OmegaConf
 from torch.utils.data import DataLoader, Dataset, default_collate, get_worker_info
 
 from harness.data.base import ArrayDataset
+from harness.data.batch import as_float32
 from harness.data.sampler import BatchStream, MicroBatch, split_for_rank
 from harness.core.callables import locate
 from harness.core.errors import ConfigError, DataError, one_line, user_frames
@@ -196,6 +197,7 @@ class BatchRecipe:
     input_key: str | list[str] | None = None  # dict samples: the input field(s)
     target_key: str | None = None  # dict samples: the target field
     scale: InputScale | None = None  # data.standardize: the training split's statistics
+    whole: bool = False  # the user's objective reads the whole batch: no (input, target) split
 
     @classmethod
     def from_config(cls, cfg: DictConfig) -> BatchRecipe:
@@ -209,8 +211,11 @@ class BatchRecipe:
         input_key = OmegaConf.to_container(input_key) if OmegaConf.is_list(input_key) else input_key
         return cls(function, input_key, cfg.get("target_key"))
 
-    def pair(self, batch: Any) -> tuple[torch.Tensor, torch.Tensor]:
-        """The (input, target) of a collated batch; float64 becomes float32, as numpy arrays are float64."""
+    def pair(self, batch: Any) -> tuple[Any, torch.Tensor | None]:
+        """The (input, target) of a collated batch; float64 becomes float32, as numpy arrays are float64.
+        A `whole` recipe keeps the batch as it is, in the first place: (batch, None)."""
+        if self.whole:
+            return as_float32(batch), None
         if isinstance(batch, Mapping):
             x, y = (self._field(batch, key, name) for key, name in
                     ((self.input_key, "data.input_key"), (self.target_key, "data.target_key")))
@@ -252,8 +257,8 @@ class Ticket(NamedTuple):
 
 class Fetched(NamedTuple):
     indices: list[int]
-    x: torch.Tensor
-    y: torch.Tensor
+    x: Any  # a whole batch, for the user's objective
+    y: torch.Tensor | None
 
 
 class FetchFailure(NamedTuple):
@@ -303,7 +308,7 @@ def read_batch(dataset: Dataset, recipe: BatchRecipe, seed: int, ticket: Ticket)
     """Read and collate one micro-batch; any error becomes a one-line FetchFailure naming the sample."""
     if isinstance(dataset, ArrayDataset) and recipe.collate_fn is None:
         x, y = dataset.gather(torch.tensor(ticket.indices, dtype=torch.long))
-        return Fetched(ticket.indices, recipe.scaled(x), y)
+        return Fetched(ticket.indices, [x, y], None) if recipe.whole else Fetched(ticket.indices, recipe.scaled(x), y)
     snapshot = _RngSnapshot() if get_worker_info() is None else None  # a worker's RNG is its own
     try:
         samples = []

@@ -26,8 +26,8 @@ def prior_loss(split: Dataset, meta: DataMeta, indices: torch.Tensor | None = No
     (MSE of always predicting their mean) for regression, or the loss of the best constant under
     its other losses (`meta.loss_function`). None when the targets are not held as one array (a
     user's Dataset without `targets`/`labels` or TensorDataset tensors), since reading them all
-    could take long."""
-    targets = _targets(split, indices)
+    could take long. None too when the loss is the user's (meta.user_loss): its best constant is unknown."""
+    targets = _targets(split, indices) if meta.user_loss is None else None
     if targets is None:
         return None
     if meta.task == "regression":
@@ -59,7 +59,7 @@ def constant_prediction_loss(values: torch.Tensor, function: str) -> float:
 def majority_share(split: Dataset, meta: DataMeta, indices: torch.Tensor | None = None) -> float | None:
     """Share of the most frequent class: the accuracy of a classifier that learned only the
     frequencies (chance accuracy on unbalanced labels). None outside classification."""
-    targets = _targets(split, indices) if meta.task == "classification" else None
+    targets = _targets(split, indices) if meta.task == "classification" and meta.user_loss is None else None
     if targets is None:
         return None
     counts = _label_counts(targets, meta.ignore_index)

@@ -14,6 +14,9 @@ REPORT_FILE = "report.md"
 PLOTS_DIR = "plots"
 
 
+NOT_JUDGED = ("a plateau at the prior or at chance, and underfitting against the best constant: this objective's best "
+              "constant is unknown (an objective that returns a `prior` part, the loss of its best constant "
+              "prediction, has them judged)")
 PLOTS_PENDING = "The plots are being drawn into `plots/` by a background process; this section lists them when done."
 
 
@@ -68,6 +71,8 @@ def _facts(run: RunData) -> list[tuple[str, str]]:
         ("best val loss", s.get("best_val_loss")),
         ("chance loss (ln K)", s.get("chance_loss")),
         ("known optimum", s.get("optimum_loss")),
+        ("objective", s.get("user_loss")),
+        ("not judged", NOT_JUDGED if s.get("user_loss") and s.get("prior_loss") is None else None),
         ("skipped / fp16 overflow / empty updates",
          f"{s.get('skipped_steps', 0)} / {s.get('overflow_steps', 0)} / {s.get('empty_steps', 0)}"),
     ]

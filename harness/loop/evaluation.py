@@ -11,38 +11,45 @@ import torch
 from torch import nn
 
 from harness.data import DataMeta
+from harness.data.batch import batch_size, to_device
 from harness.data.loader import EvalBatches
 from harness.core.distributed import DistInfo, all_reduce_mean
 from harness.training.loss import counted_targets
-from harness.core.metric_names import TEST_ACCURACY, TEST_LOSS, VAL_ACCURACY, VAL_LOSS, VAL_LOSS_ON_TRAIN
+from harness.core.metric_names import (TEST_ACCURACY, TEST_LOSS, TEST_LOSS_PART, VAL_ACCURACY, VAL_LOSS,
+                                       VAL_LOSS_ON_TRAIN, VAL_LOSS_PART)
 from harness.models.output import OutputPicker
 from harness.models.probe import OUTPUT_ROWS, output_directions
 from harness.training.precision import Precision
-from harness.loop.step import LossFn
+from harness.training.objective import FINAL_PART, PRIOR_PART, LossFn, OpenObjective
 
 
 class Evaluator:
     def __init__(self, *, model: nn.Module, pick_output: OutputPicker, precision: Precision, loss_fn: LossFn,
                  meta: DataMeta, batches: EvalBatches, train_batches: EvalBatches | None, prior: dict[str, Any],
-                 device: torch.device, dist: DistInfo) -> None:
+                 device: torch.device, dist: DistInfo, open_objective: OpenObjective | None = None) -> None:
         self.model, self.pick_output, self.precision, self.loss_fn = model, pick_output, precision, loss_fn
+        self.open_objective = open_objective  # the user's objective or the model's loss: it scores whole batches
         self.meta, self.batches, self.train_batches, self.device, self.dist = meta, batches, train_batches, device, dist
         # The prior of the very samples every eval scores: a model blind to its inputs cannot beat
         # its loss, nor (by more than sampling noise) the accuracy of always naming the largest class.
         self.prior = prior
         self.output_directions: dict[str, Any] | None = None  # of the logits, at the last eval (classification)
+        self.prior_part: float | None = None  # an open objective's `prior` part (its best constant's loss), last eval
+        self.last_parts: dict[str, float] = {}  # an open objective's parts at the last eval
 
     @torch.no_grad()
     def evaluate(self) -> dict[str, float]:
         self.model.eval()
         # only rank 0 writes the summary the measure goes into
-        keep_logits = self.meta.task == "classification" and self.dist.is_main
-        loss, accuracy = self._pass(self.batches, keep_logits=keep_logits)
-        result = {VAL_LOSS: loss}
-        if self.meta.task == "classification":
+        keep_logits = self.classifies and self.dist.is_main
+        loss, accuracy, parts = self._pass(self.batches, keep_logits=keep_logits)
+        result = {VAL_LOSS: loss, **{VAL_LOSS_PART + name: value for name, value in parts.items()}}
+        self.prior_part = parts.get(PRIOR_PART, self.prior_part)
+        self.last_parts = parts
+        if self.classifies:
             result[VAL_ACCURACY] = accuracy
         if self.train_batches is not None:
-            result[VAL_LOSS_ON_TRAIN], _ = self._pass(self.train_batches)
+            result[VAL_LOSS_ON_TRAIN], _, _ = self._pass(self.train_batches)
         self.model.train()
         return result
 
@@ -50,14 +57,22 @@ class Evaluator:
     def test(self, batches: EvalBatches) -> dict[str, float]:
         """The same measure over a test split's batches (mode=eval), named as test metrics."""
         self.model.eval()
-        loss, accuracy = self._pass(batches)
+        loss, accuracy, parts = self._pass(batches)
         self.model.train()
-        return {TEST_LOSS: loss, **({TEST_ACCURACY: accuracy} if self.meta.task == "classification" else {})}
+        return {TEST_LOSS: loss, **{TEST_LOSS_PART + name: value for name, value in parts.items()},
+                **({TEST_ACCURACY: accuracy} if self.classifies else {})}
 
-    def _pass(self, batches: EvalBatches, keep_logits: bool = False) -> tuple[float, float]:
+    @property
+    def classifies(self) -> bool:
+        """Accuracy is measured: class logits under the built-in loss."""
+        return self.meta.task == "classification" and self.open_objective is None
+
+    def _pass(self, batches: EvalBatches, keep_logits: bool = False) -> tuple[float, float, dict[str, float]]:
         """(mean loss, accuracy) of the model as it is, over one fixed set of micro-batches; with
         `keep_logits`, how many directions the first OUTPUT_ROWS samples' logits span is kept for
-        the summary (a capacity limit shows there)."""
+        the summary (a capacity limit shows there). The third item: the open objective's parts."""
+        if self.open_objective is not None:
+            return self._open_pass(batches, self.open_objective)
         totals = torch.zeros(3, device=self.device)  # loss * n, correct, n
         kept: list[torch.Tensor] = []
         for x, y in batches:
@@ -73,10 +88,37 @@ class Evaluator:
         loss_n, correct, n = all_reduce_mean(totals, self.dist).tolist()
         if kept:
             self.output_directions = output_directions(torch.cat(kept)[:OUTPUT_ROWS])
-        return (loss_n / n, correct / n) if n else (math.nan, math.nan)  # every target ignored: no measure
+        return (loss_n / n, correct / n, {}) if n else (math.nan, math.nan, {})  # every target ignored: no measure
+
+    def _open_pass(self, batches: EvalBatches, objective: OpenObjective) -> tuple[float, float, dict[str, float]]:
+        """The mean loss and parts over every item: a counting objective's sums over its counts, or
+        each batch's means weighted by its samples (a last partial batch weighs less)."""
+        totals, names = None, []
+        for batch, _ in batches:
+            batch = to_device(batch, self.device)
+            with self.precision.autocast():
+                scored = objective.score(self.model, batch)
+            if scored.count is not None:
+                n, weight = scored.count.to(self.device, torch.float32), 1.0
+            else:
+                n = torch.tensor(float(batch_size(batch)), device=self.device)
+                weight = n
+            names = list(scored.parts)
+            row = torch.stack([scored.loss.detach().float() * weight,
+                               *(value.to(self.device).float() * weight for value in scored.parts.values()), n])
+            totals = row if totals is None else totals + row
+        if totals is None:
+            return math.nan, math.nan, {}
+        *sums, n = all_reduce_mean(totals, self.dist).tolist()
+        if not n:
+            return math.nan, math.nan, {}
+        return sums[0] / n, math.nan, {name: value / n for name, value in zip(names, sums[1:])}
 
     def summary(self) -> dict[str, Any]:
-        return {"output_directions": self.output_directions, **self.prior}
+        """With an objective's `prior` part, the rules that judge a loss against the prior can run."""
+        prior = {} if self.prior_part is None else {"prior_loss": self.prior_part, "val_prior_loss": self.prior_part}
+        finals = {FINAL_PART + name: value for name, value in self.last_parts.items()}
+        return {"output_directions": self.output_directions, **self.prior, **prior, **finals}
 
     def close(self) -> None:
         self.batches.close()

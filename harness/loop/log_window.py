@@ -11,6 +11,7 @@ from typing import Any
 
 import torch
 
+from harness.core.metric_names import TRAIN_LOSS_PART
 from harness.training.guard import Verdict
 from harness.loop.step import StepResult
 
@@ -31,6 +32,7 @@ class LogWindow:
         self.started = time.perf_counter()
         self.timed_seconds, self.timed_updates = 0.0, 0  # over this invocation's closed windows
         self.first_loss: torch.Tensor | None = None  # the run's first update: the untrained model's loss
+        self.part_sums: dict[str, torch.Tensor] = {}  # an objective's parts, summed over applied updates
 
     def add(self, result: StepResult) -> None:
         """Accumulate one update on the device (no host read); its `judged_loss` is the one the
@@ -42,6 +44,10 @@ class LogWindow:
         if result.scale_dropped is not None:  # an fp16 overflow the guard did not see
             self.sums[OVERFLOWS] += result.scale_dropped
         self.sums[LOSS_SUM] += torch.where(ok, loss, 0.0)
+        for name, value in result.parts.items():
+            total = self.part_sums.get(name)
+            applied = torch.where(ok, value, 0.0)
+            self.part_sums[name] = applied if total is None else total + applied
         if result.clipped is not None:
             self.sums[CLIPPED] += result.clipped & ok
         torch.maximum(self.peaks, torch.stack([loss, grad_norm]), out=self.peaks)  # a spike inside a window shows
@@ -63,9 +69,11 @@ class LogWindow:
         return bad, [loss for loss, code in zip(losses, codes) if code == Verdict.OK]
 
     def close(self) -> tuple[dict[str, torch.Tensor], int, float]:
-        """(WINDOW_FIELDS by name, updates applied, seconds per update) of the window; starts the
-        next. Call after `read_verdicts`, so that `applied` is complete."""
+        """(WINDOW_FIELDS by name, then the parts' sums by metric name; updates applied, seconds per
+        update) of the window; starts the next. Call after `read_verdicts`, so that `applied` is complete."""
         values = dict(zip(WINDOW_FIELDS, torch.cat([self.sums, self.peaks])))
+        values.update((TRAIN_LOSS_PART + name, total) for name, total in self.part_sums.items())
+        self.part_sums = {}
         applied, steps = self.applied, self.steps
         now = time.perf_counter()
         seconds = (now - self.started) / max(steps, 1)
@@ -86,11 +94,12 @@ class LogWindow:
     def state_dict(self) -> dict[str, Any]:
         """Unread verdicts are not part of it: read them first."""
         return {"sums": self.sums.cpu(), "peaks": self.peaks.cpu(), "applied": self.applied,
-                "steps_since_log": self.steps}
+                "steps_since_log": self.steps, "part_sums": {k: v.cpu() for k, v in self.part_sums.items()}}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self.sums.copy_(state["sums"])
         self.peaks.copy_(state["peaks"])
         self.applied = state["applied"]
         self.steps = state["steps_since_log"]
+        self.part_sums = {k: v.to(self.sums.device) for k, v in state.get("part_sums", {}).items()}
         self.verdicts = []

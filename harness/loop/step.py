@@ -6,25 +6,24 @@ step counter is not here: the loop owns it (trainer.py).
 """
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Any, Protocol
 
 import torch
 from torch import nn
 
 from harness.training.clipping import clip_gradients, global_grad_norm
+from harness.data.batch import to_device
 from harness.data.loader import MicroBatch
-from harness.data.targets import target_shares
 from harness.core.distributed import DistInfo, all_reduce_mean, gradient_sync
 from harness.training.faults import FaultInjector
 from harness.training.guard import Guard, Verdict, skips_on_device
 from harness.models.output import OutputPicker
 from harness.training.monitor import Monitor
+from harness.training.objective import Objective
 from harness.training.precision import Precision
 from harness.training.schedule import LiveLR
 
-LossFn = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
 
 
 class BatchSource(Protocol):
@@ -32,7 +31,7 @@ class BatchSource(Protocol):
 
     def next_update(self) -> list[MicroBatch]: ...
 
-    def fetch(self, mb: MicroBatch) -> tuple[torch.Tensor, torch.Tensor]: ...
+    def fetch(self, mb: MicroBatch) -> tuple[Any, torch.Tensor | None]: ...
 
 
 @dataclass(frozen=True)
@@ -41,6 +40,7 @@ class StepResult:
 
     step: int
     loss: torch.Tensor  # the update's mean loss over its counted targets
+    parts: dict[str, torch.Tensor]  # the objective's named parts, weighted as the loss is
     grad_norm: torch.Tensor  # global norm before clipping
     verdict: torch.Tensor  # a Verdict code
     judged_loss: torch.Tensor  # the loss the guard judged (averaged over ranks)
@@ -65,12 +65,12 @@ class TrainStep:
 
     def __init__(self, *, model: nn.Module, params: list[nn.Parameter], optimizer: torch.optim.Optimizer,
                  live_lr: LiveLR, precision: Precision, guard: Guard,
-                 loss_fn: LossFn, pick_output: OutputPicker, ignore_index: int | None, clip: ClipSettings,
+                 objective: Objective, pick_output: OutputPicker, clip: ClipSettings,
                  monitor: Monitor, log_every: int, faults: FaultInjector, device: torch.device,
                  dist: DistInfo) -> None:
         self.model, self.params, self.optimizer, self.live_lr = model, params, optimizer, live_lr
         self.precision, self.scaler, self.guard = precision, precision.scaler, guard
-        self.loss_fn, self.pick_output, self.ignore_index = loss_fn, pick_output, ignore_index
+        self.objective, self.pick_output = objective, pick_output
         self.clip, self.monitor, self.log_every = clip, monitor, log_every
         self.faults, self.device, self.dist = faults, device, dist
         self.skip_on_device = skips_on_device(optimizer)
@@ -83,10 +83,10 @@ class TrainStep:
         self.faults.arm(step)
         micro_batches = batches.next_update()
         fetched = [batches.fetch(mb) for mb in micro_batches]
-        shares = target_shares([y for _, y in fetched], self.ignore_index)
+        shares = self.objective.shares([y for _, y in fetched])
         if shares is None and self.dist.world_size == 1:
             return self._skip_empty(step)
-        loss = self._forward_backward(fetched, shares or [0.0] * len(fetched), monitoring)
+        loss, parts = self._forward_backward(fetched, shares or [0.0] * len(fetched), monitoring)
         self.faults.on_grads(self.params)
         without_grad = sum(p.grad is None for p in self.params) if log_step else None  # a host-side count
 
@@ -114,33 +114,54 @@ class TrainStep:
         self.optimizer.zero_grad(set_to_none=True)
         if monitoring:
             self.monitor.after_step()
-        return StepResult(step, loss, grad_norm, verdict, judged_loss, clipped, lr, scale_dropped, post_clip_norm,
+        return StepResult(step, loss, parts, grad_norm, verdict, judged_loss, clipped, lr, scale_dropped, post_clip_norm,
                           without_grad, micro_batches if self.guard.enabled else None)
 
-    def _forward_backward(self, fetched: list[tuple[torch.Tensor, torch.Tensor]], shares: list[float],
-                          monitoring: bool) -> torch.Tensor:
-        """Accumulate the gradients of one batch's mean loss; returns that loss (on the device)."""
-        loss = None
+    def _forward_backward(self, fetched: list[tuple[Any, Any]], shares: list[float],
+                          monitoring: bool) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+        """Accumulate the gradients of one batch's mean loss; returns that loss and its parts (on the device)."""
+        loss, parts, count = None, {}, None
         for k, ((x, y), share) in enumerate(zip(fetched, shares)):
             last = k == len(fetched) - 1
-            x, y = x.to(self.device, non_blocking=True), y.to(self.device, non_blocking=True)
+            x, y = to_device(x, self.device, non_blocking=True), to_device(y, self.device, non_blocking=True)
             # Under DDP, gradients are all-reduced only after the last micro-batch's backward.
             with gradient_sync(self.model, sync=last), self.monitor.capture_forward(monitoring and last):
                 with self.precision.autocast():
-                    micro_loss = self.faults.on_loss(self.loss_fn(self.pick_output(self.model(x)), y))
+                    scored = self.objective.score(self.model, x, y)
+                    micro_loss = self.faults.on_loss(scored.loss)
+                if scored.count is not None:  # a sum: the whole update's count divides it below
+                    share = 1.0
+                    count = scored.count if count is None else count + scored.count
                 # Weighted by its share of the counted targets, the micro-batches' gradients sum to
                 # the gradient of the whole batch's mean loss (accum_reduction=sum skips this: a bug demo).
                 self.scaler.scale(micro_loss * (share if self.clip.mean_reduction else 1.0)).backward()
             part = micro_loss.detach() * share
             loss = part if loss is None else loss + part
-        return loss
+            for name, value in scored.parts.items():
+                parts[name] = parts.get(name, 0.0) + value.float() * share
+        if count is not None:
+            loss, parts = self._per_counted_item(loss, parts, count)
+        return loss, parts
+
+    def _per_counted_item(self, loss: torch.Tensor, parts: dict[str, torch.Tensor],
+                          count: torch.Tensor) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+        """An objective that counts returned sums: the gradients become those of the mean over every
+        rank's counted items (DDP averaged them over ranks, so they are divided by the ranks' mean
+        count), and the loss this rank's mean."""
+        count = count.to(self.device, torch.float32)
+        mean_count = all_reduce_mean(count, self.dist) if self.dist.world_size > 1 else count
+        grads = [p.grad for p in self.params if p.grad is not None]
+        if grads:
+            torch._foreach_div_(grads, mean_count.clamp(min=1.0))
+        count = count.clamp(min=1.0)
+        return loss / count, {name: value / count for name, value in parts.items()}
 
     def _skip_empty(self, step: int) -> StepResult:
         """An update whose every target is the ignore index has nothing to learn from: no forward,
         no step; the schedule still advances, as for any skipped update, and the log counts it."""
         self.live_lr.advance()
         zero = torch.zeros((), device=self.device)
-        return StepResult(step, zero, zero, torch.tensor(Verdict.EMPTY, device=self.device), zero)
+        return StepResult(step, zero, {}, zero, torch.tensor(Verdict.EMPTY, device=self.device), zero)
 
     def _step_unless_bad(self, ok: torch.Tensor) -> None:
         """Apply the update only when the guard found it good."""

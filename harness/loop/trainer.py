@@ -202,6 +202,7 @@ class Trainer:
             "chance_loss": self.meta.chance_loss,
             "prior_loss": self.meta.prior_loss,
             "optimum_loss": self.meta.optimum_loss,
+            "user_loss": self.meta.user_loss,
             "modules": sorted({class_name(m) for m in self.raw_model.modules()}),  # what the rules may ask of
             **self.facts,
             **self.callbacks.collect("summary", self),

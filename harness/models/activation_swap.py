@@ -9,6 +9,7 @@ probability) and stays too: swapping it would change what the model predicts.
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 import torch
 from torch import nn
@@ -29,14 +30,15 @@ def validate_activation_swap(value: object) -> None:
         raise ConfigError("activation_swap", value, f"null or one of {list(SWAPS)}")
 
 
-def swap_activations(model: nn.Module, target: str | None, example: torch.Tensor) -> list[str]:
+def swap_activations(model: nn.Module, target: str | None, example: Any,
+                     call: Callable[[nn.Module, Any], Any] | None = None) -> list[str]:
     """Replace every hidden activation module by SWAPS[target]; returns what was replaced
     ("hidden.1.act: ReLU -> GELU"). `example` is a batch of inputs: one traced forward tells hidden
     activations from output ones."""
     if target is None:
         return []
     replaced = []
-    for name in trace_activations(model, example).hidden:
+    for name in trace_activations(model, example, call=call).hidden:
         if isinstance(model.get_submodule(name), SWAPPABLE):
             replaced += replace_module(model, name, SWAPS[target]())
     return replaced

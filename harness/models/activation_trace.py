@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 import torch
 from torch import nn
@@ -26,10 +27,12 @@ class ActivationTrace:
     final: torch.Tensor | None = None
 
 
-def trace_activations(model: nn.Module, example: torch.Tensor,
-                      pick_output: Callable[[object], torch.Tensor] | None = None) -> ActivationTrace:
-    """One forward of `example` in eval mode without gradients. Only the activations called since the
-    last layer with weights keep their outputs, so the trace holds a few tensors, not the whole forward."""
+def trace_activations(model: nn.Module, example: Any,
+                      pick_output: Callable[[object], torch.Tensor] | None = None,
+                      call: Callable[[nn.Module, Any], Any] | None = None) -> ActivationTrace:
+    """One forward of `example` in eval mode without gradients (`call(model, example)`: a whole
+    batch, for the user's objective). Only the activations called since the last layer with weights
+    keep their outputs, so the trace holds a few tensors, not the whole forward."""
     trace, pending = ActivationTrace(), []
 
     def on_call(module: nn.Module, _inputs: object, output: object, name: str) -> None:
@@ -45,7 +48,7 @@ def trace_activations(model: nn.Module, example: torch.Tensor,
     try:
         model.eval()
         with torch.no_grad():
-            out = model(example)
+            out = call(model, example) if call is not None else model(example)
     finally:
         model.train(training)
         for hook in hooks:

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import logging
+import math
 import os
 import time
 from pathlib import Path
@@ -16,6 +17,7 @@ from harness.state.checkpoint import atomic_json_dump, is_sharded_checkpoint, la
 from harness.build.config import RunConfig, validate_config
 from harness.core.distributed import DistInfo, barrier, destroy_process_group, dist_info_from_env, init_process_group
 from harness.core.errors import ConfigError, WriteError
+from harness.training.objective import FINAL_PART
 from harness.training.parallel import is_sharded
 from harness.state.run_lock import run_dir_held
 from harness.state.rundir import claim_run_dir, results_in, stored_objective, sweep_value
@@ -77,7 +79,12 @@ def _walk_back(run_dir: Path, dist: DistInfo, fresh_start_allowed: bool) -> tupl
 
 def summarize(trainer: Trainer, status: str, wall_time: float, objective: tuple[str, ...]) -> dict[str, Any]:
     summary = {**trainer.summary(status), "wall_time_s": round(wall_time, 3)}
-    values = [summary[name] for name in objective]
+    for name in objective:
+        if name not in summary:  # a part the objective never logged: the sweep records a failed trial
+            parts = sorted(k for k in summary if k.startswith(FINAL_PART))
+            log.warning("objective=%s: the objective logged no such part (its parts: %s); reported as NaN",
+                        name, ", ".join(parts) or "none")
+    values = [summary.get(name, math.nan) for name in objective]
     summary["objective"] = values if len(values) > 1 else values[0]
     return summary
 

@@ -7,8 +7,8 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
 
-from harness.core.metric_names import (GRAD_NORM_PRECLIP, PERF_SAMPLES, PERF_STEP_MS, PERF_TOKENS, TRAIN_LOSS, TRAIN_LR,
-                                  TRAIN_SKIPPED, VAL_ACCURACY, VAL_LOSS)
+from harness.core.metric_names import (GRAD_NORM_PRECLIP, PERF_SAMPLES, PERF_STEP_MS, PERF_TOKENS, TRAIN_LOSS,
+                                       TRAIN_LOSS_PART, TRAIN_LR, TRAIN_SKIPPED, VAL_ACCURACY, VAL_LOSS, VAL_LOSS_PART)
 from harness.sinks.base import Sink
 
 if TYPE_CHECKING:
@@ -43,10 +43,17 @@ def rate_text(value: float) -> str:
     return f"{value:.3g}"
 
 
+def _parts(scalars: dict[str, float], prefix: str) -> str:
+    """An objective's parts after its loss: ` (recon 34.2961, kl 5.2512)`."""
+    named = [f"{name[len(prefix):]} {loss_text(value)}" for name, value in scalars.items() if name.startswith(prefix)]
+    return f" ({', '.join(named)})" if named else ""
+
+
 def _fields(scalars: dict[str, float]) -> list[str]:
     """The train figures, the ones that matter most first: loss, LR, throughput, then gnorm, ms/step."""
     rate_key = PERF_TOKENS if PERF_TOKENS in scalars else PERF_SAMPLES
-    parts = [] if TRAIN_LOSS not in scalars else [f"loss {loss_text(scalars[TRAIN_LOSS])}"]
+    loss = [] if TRAIN_LOSS not in scalars else [f"loss {loss_text(scalars[TRAIN_LOSS])}"]
+    parts = [text + _parts(scalars, TRAIN_LOSS_PART) for text in loss]
     parts += [f"lr {text}" for text in [_fmt(scalars, TRAIN_LR, ".2e")] if text]
     if rate_key in scalars:
         parts.append(f"{rate_text(scalars[rate_key])} {rate_key.split('/')[1].replace('_per_s', '/s')}")
@@ -59,7 +66,7 @@ def _fields(scalars: dict[str, float]) -> list[str]:
 
 def console_line(step: int, max_steps: int, scalars: dict[str, float], kind: str) -> str:
     if kind == "eval":
-        parts = [f"val loss {loss_text(scalars[VAL_LOSS])}"]
+        parts = [f"val loss {loss_text(scalars[VAL_LOSS])}{_parts(scalars, VAL_LOSS_PART)}"]
         if VAL_ACCURACY in scalars:
             parts.append(f"acc {scalars[VAL_ACCURACY]:.3f}")
     else:

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 
 import torch
 import torch.nn.functional as F
@@ -16,6 +16,7 @@ from omegaconf import DictConfig
 from harness.core.typed_config import one_of, read_typed, setting, within
 from harness.data.standardize import TargetScale
 from harness.data.targets import AUTO
+from harness.training.objective import MODEL_LOSS, TARGET_KEY, ObjectiveSpec, objective_spec
 
 TORCH_IGNORE_INDEX = -100  # what F.cross_entropy ignores unless told otherwise
 
@@ -29,21 +30,25 @@ REGRESSION_LOSSES: dict[str, Callable[..., torch.Tensor]] = {
     "huber": F.huber_loss,  # delta 1: squared below 1, linear above
     "bce": F.binary_cross_entropy_with_logits,
 }
-LOSS_FUNCTIONS = (AUTO, *REGRESSION_LOSSES)
+LOSS_FUNCTIONS = (AUTO, *REGRESSION_LOSSES, MODEL_LOSS)
 
 
 @dataclass(frozen=True)
 class LossConfig:
     function: str = setting(AUTO, "auto (cross-entropy for classes and tokens, mse for real-valued targets), mse, "
-                                  "l1, huber or bce", one_of(LOSS_FUNCTIONS))
+                                  "l1, huber, bce or model (the loss the model returns)", one_of(LOSS_FUNCTIONS))
     label_smoothing: float = setting(0.0, "a number in [0, 1)", within(0.0, 1.0, high_open=True))
     z_loss: float = setting(0.0, "a number >= 0", within(0.0, math.inf, high_open=True))
     ignore_index: int | None = setting(TORCH_IGNORE_INDEX, "an integer target value to leave out (-100: PyTorch's) "
                                                            "or null (every target counts)")
 
 
-def loss_config(cfg: DictConfig) -> LossConfig:
-    return read_typed(cfg, LossConfig, "loss")
+def loss_config(cfg: DictConfig) -> tuple[LossConfig, ObjectiveSpec | None]:
+    """The built-in loss's settings, and the open objective the node names (None: the built-in loss).
+    With `loss._target_`, the keys the harness does not read are the objective's own settings."""
+    harness_keys = tuple(f.name for f in fields(LossConfig))
+    known = cfg if cfg.get(TARGET_KEY) is None else {k: v for k, v in cfg.items() if k in harness_keys}
+    return read_typed(known, LossConfig, "loss"), objective_spec(cfg, harness_keys)
 
 
 def compute_loss(output: torch.Tensor, target: torch.Tensor, task: str, label_smoothing: float = 0.0,

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import replace
 
-from harness.diagnosis.findings import Finding, Severity
+from harness.diagnosis.findings import Finding, Remedy, Severity
 from harness.diagnosis.load import RunData
 from harness.diagnosis.rules import (attention, capacity, curves, data_order, eval_mode, gradients, guard_events,
                                      numerics, outliers, output, schedule, setup, splits, weight_decay)
@@ -96,11 +96,24 @@ def _explains(cause: Finding, other: Finding) -> bool:
     return tier is not None and (_tier(other) or 0) > tier
 
 
+# What a remedy may not change under the user's own objective (loss._target_, loss.function=model):
+# the loss reads the model's output and the batch in ways the harness does not know, so the output's
+# activation and the inputs' or targets' scaling are the objective's to decide.
+OBJECTIVE_OWNED = ("output_activation=", "data.standardize=", "data.standardize_targets=", "loss.")
+
+
+def _fits_objective(remedy: Remedy) -> bool:
+    return not any(o.startswith(OBJECTIVE_OWNED) for o in remedy.overrides)
+
+
 def diagnose(run: RunData) -> list[Finding]:
     """All findings, the most severe first; causes before what they explain, then rule order. Rules
-    named in the run's `diagnose.ignore` (a setup the user chose on purpose) are not run."""
+    named in the run's `diagnose.ignore` (a setup the user chose on purpose) are not run. Under the
+    user's own objective, remedies that change the loss, its targets or the output are not offered."""
     ignored = set(run.cfg("diagnose.ignore") or ())
     findings = [f for rule in RULES if rule.__name__ not in ignored and (f := rule(run)) is not None]
+    if run.summary.get("user_loss"):
+        findings = [replace(f, remedies=tuple(filter(_fits_objective, f.remedies))) for f in findings]
     raised = []
     for f in findings:
         explained = [g.severity.rank for g in findings if _explains(f, g)]

@@ -73,9 +73,10 @@ class GuardWatch(Callback):
             kind, what = ("nonfinite", "non-finite loss or gradients") if verdict == Verdict.NONFINITE else (
                 "spike", "loss spike")
             details: dict[str, Any] = {}
-            if step in self.unread and attributed < ATTRIBUTED_PER_READ:
+            found = self.attribute(self.unread[step]) if step in self.unread and attributed < ATTRIBUTED_PER_READ \
+                else None  # None too for an open objective, which scores batches, not samples
+            if found is not None:
                 attributed += 1
-                found = self.attribute(self.unread[step])
                 details = {"samples": found.samples,
                            "data_cause": any_rank(found.data_cause, trainer.dist, trainer.device)}
                 what += f"; {found.describe()}"

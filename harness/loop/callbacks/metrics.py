@@ -14,7 +14,8 @@ from harness.training.flops import mfu
 from harness.loop.hooks import Stop, Tick
 from harness.core.metric_names import (GRAD_CLIP_RATE, GRAD_NORM_MAX, GRAD_NORM_POSTCLIP, GRAD_NORM_PRECLIP,
                                   GRAD_TENSORS_WITHOUT, PERF_MFU, PERF_SAMPLES, PERF_STEP_MS, PERF_TOKENS, TRAIN_EMPTY,
-                                  TRAIN_EPOCH, TRAIN_LOSS, TRAIN_LOSS_FIRST, TRAIN_LOSS_MAX, TRAIN_LOSS_SCALE, TRAIN_LR,
+                                  TRAIN_EPOCH, TRAIN_LOSS, TRAIN_LOSS_FIRST, TRAIN_LOSS_MAX, TRAIN_LOSS_PART,
+                                  TRAIN_LOSS_SCALE, TRAIN_LR,
                                   TRAIN_OVERFLOWS, TRAIN_SKIPPED)
 from harness.training.monitor import Monitor
 from harness.training.precision import Precision
@@ -96,7 +97,8 @@ class MetricsLog(Callback):
             GRAD_TENSORS_WITHOUT: float(self.without_grad),
         }
         if train_loss is not None:
-            scalars = {TRAIN_LOSS: train_loss, TRAIN_LOSS_MAX: read["loss_max"], **scalars}
+            parts = {name: read[name] / applied for name in sums if name.startswith(TRAIN_LOSS_PART)}
+            scalars = {TRAIN_LOSS: train_loss, **parts, TRAIN_LOSS_MAX: read["loss_max"], **scalars}
         scalars.update(self._throughput(seconds))
         if state.empty_steps:
             scalars[TRAIN_EMPTY] = float(state.empty_steps)

@@ -1,9 +1,12 @@
 """Checks on the data alone: labels that can teach something, inputs the model can read."""
 from __future__ import annotations
 
+from typing import Any
+
 import torch
 
 from harness.data import DataMeta
+from harness.data.batch import tensors
 from harness.modes.doctor.result import Outcome, Status
 from harness.modes.doctor.sampling import read, sample_indices
 from harness.build.assembly import Assembly
@@ -25,6 +28,8 @@ def _samples(built: Assembly) -> Samples:
 
 
 def check_labels(built: Assembly) -> Outcome:
+    if built.meta.user_loss is not None:
+        return Outcome(Status.SKIP, f"loss {built.meta.user_loss} reads whole batches: no labels of the harness's")
     return judge_labels(_samples(built), built.meta)
 
 
@@ -71,7 +76,19 @@ def _regression_targets(samples: Samples) -> Outcome:
 
 
 def check_inputs(built: Assembly) -> Outcome:
+    if built.meta.user_loss is not None:
+        return judge_batches(_samples(built))
     return judge_inputs(_samples(built), built.meta.vocab_size)
+
+
+def judge_batches(samples: dict[str, tuple[Any, None]]) -> Outcome:
+    """Whole batches (the user's objective): every floating-point field is finite."""
+    for split, (batch, _) in samples.items():
+        bad = sum(int((~torch.isfinite(t)).sum()) for t in tensors(batch) if t.is_floating_point())
+        if bad:
+            return Outcome(Status.FAIL, f"{bad} NaN/Inf values in sampled {split} batches",
+                           "clean or impute the data: one non-finite value poisons the whole batch")
+    return Outcome(Status.PASS, f"every floating-point field of the sampled {' and '.join(samples)} batches is finite")
 
 
 def judge_inputs(samples: Samples, vocab: int | None) -> Outcome:

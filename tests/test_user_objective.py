@@ -1,0 +1,202 @@
+"""Your own objective (`loss._target_`, `loss.function=model`) on batches of any structure: its parts
+logged, accumulation, the guard, clipping, precision, resume, DDP, eval, doctor and LR finder on it,
+and every bad objective refused in one line before a run dir exists."""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+
+import pytest
+import torch
+
+from conftest import ROOT, compose_cfg, one_line_error, run_cli, run_dirs, torchrun, train, wait_until
+from harness.build.assembly import assemble
+from harness.build.config import validate_config
+from harness.core.errors import ConfigError
+from harness.models.calling import ModelCall
+from harness.modes.run import run
+from harness.sinks.tracking import read_metrics
+from harness.state.checkpoint import load_checkpoint, step_checkpoints
+
+TESTS = ROOT / "tests"
+VAE_MODEL = ["data=digits", "model._target_=user_code.TinyVAE", "loss._target_=user_code.vae_loss"]
+VAE = [*VAE_MODEL, "+loss.beta=0.5", "trainer.max_steps=40", "trainer.log_every=10", "trainer.eval_every=20", "trainer.ckpt_every=20",
+       "schedule.warmup=2", "logger=none"]
+MASKED = ["data=custom", "data._target_=user_code.masked_sequences", "data.task=null",
+          "model._target_=user_code.MaskedRegressor", "loss._target_=user_code.masked_mse_sum", "batch_size=64",
+          "trainer.max_steps=20", "trainer.log_every=5", "trainer.eval_every=10", "trainer.ckpt_every=10",
+          "schedule.warmup=2", "logger=none", "optim=adamw", "optim.lr=1e-2"]
+
+
+def _assembled(overrides: list[str], run_dir):
+    return assemble(validate_config(compose_cfg(overrides)), run_dir, torch.device("cpu"), resume_from=None)
+
+
+def test_a_vae_logs_its_parts_on_train_and_eval_rows_and_in_eval_json(tmp_path):
+    _, summary = train(VAE, tmp_path / "run")
+    rows = read_metrics(tmp_path / "run")
+    train_rows = [r for r in rows if r["kind"] == "train"]
+    evals = [r for r in rows if r["kind"] == "eval"]
+    assert train_rows[-1]["train/loss"] < train_rows[0]["train/loss"]
+    for row in train_rows:  # the loss is recon + 0.5 kl, window by window
+        assert row["train/loss"] == pytest.approx(row["train/loss/recon"] + 0.5 * row["train/loss/kl"], rel=1e-4)
+    assert evals[-1]["val/loss"] == pytest.approx(evals[-1]["val/loss/recon"] + 0.5 * evals[-1]["val/loss/kl"],
+                                                  rel=1e-4)
+    assert summary["status"] == "completed" and summary["prior_loss"] is None and summary["chance_loss"] is None
+    result = run(compose_cfg([*VAE, "mode=eval", "diagnose=false"]), run_dir=tmp_path / "run")
+    scores = json.loads((tmp_path / "run" / "eval.json").read_text())
+    assert scores["val_loss"] == result and {"val_loss_recon", "val_loss_kl"} <= set(scores)
+    assert "val_accuracy" not in scores  # the loss is not the classes' cross-entropy
+
+
+def test_eval_scores_every_part_on_val_and_test(tmp_path):
+    train(MASKED, tmp_path / "run")
+    run(compose_cfg([*MASKED, "mode=eval", "diagnose=false", "loss._target_=user_code.masked_mse_sum"]),
+        run_dir=tmp_path / "run")
+    scores = json.loads((tmp_path / "run" / "eval.json").read_text())
+    assert scores["test_samples"] == 60 and scores["val_samples"] == 100
+    assert 0 < scores["test_loss"] < 10 and 0 < scores["val_loss"] < 10
+
+
+def test_accumulation_with_a_counting_objective_equals_the_big_batch(tmp_path):
+    """accum=4 x 16 == accum=1 x 64 when micro-batches count very different numbers of elements."""
+    params = {}
+    for accum in (1, 4):
+        built = _assembled([*MASKED, f"accum={accum}"], tmp_path / str(accum))
+        torch.set_num_threads(1)
+        for _ in range(10):
+            built.trainer.update()
+        params[accum] = [p.detach().clone() for p in built.raw_model.parameters()]
+        built.close()
+    assert max((a - b).abs().max().item() for a, b in zip(params[1], params[4])) <= 1e-5
+
+
+def test_without_a_count_an_update_is_the_mean_of_its_micro_batch_means(tmp_path):
+    """The documented default: each micro-batch weighs the same; on uneven counts that is not the big batch."""
+    params, losses = {}, {}
+    for accum in (1, 4):
+        built = _assembled([*MASKED, f"accum={accum}", "loss._target_=user_code.masked_mse_mean"], tmp_path / str(accum))
+        torch.set_num_threads(1)
+        result = built.trainer.update()
+        losses[accum] = result.loss.item()
+        params[accum] = [p.detach().clone() for p in built.raw_model.parameters()]
+        built.close()
+    assert losses[4] != pytest.approx(losses[1], rel=1e-4)  # uneven masks: mean of means, as documented
+    assert max((a - b).abs().max().item() for a, b in zip(params[1], params[4])) > 1e-6
+
+
+def test_the_guard_skips_a_non_finite_objective_and_every_clip_mode_runs(tmp_path):
+    _, summary = train([*VAE, "fault=inf_loss", "fault.at=[7]", "trainer.max_steps=12"], tmp_path / "inf")
+    assert summary["skipped_steps"] == 1 and summary["status"] == "completed"
+    for mode in ("norm", "value", "layer", "adaptive"):
+        built = _assembled([*VAE, f"clip_mode={mode}", "clip=0.05"], tmp_path / mode)
+        before = [p.detach().clone() for p in built.raw_model.parameters()]
+        result = built.trainer.update()
+        moved = max((a - p.detach()).abs().max().item() for a, p in zip(before, built.raw_model.parameters()))
+        assert torch.isfinite(result.loss) and moved > 0, mode
+        built.close()
+
+
+@pytest.mark.parametrize("precision", ["fp16", "bf16"])
+def test_reduced_precision_trains_a_user_objective(tmp_path, precision):
+    _, summary = train([*VAE, f"precision={precision}", "trainer.max_steps=20"], tmp_path / precision)
+    rows = [r for r in read_metrics(tmp_path / precision) if r["kind"] == "train"]
+    assert summary["status"] == "completed" and rows[-1]["train/loss"] < rows[0]["train/loss"]
+    assert ("train/loss_scale" in rows[-1]) == (precision == "fp16")
+    assert all("train/loss/kl" in r for r in rows)
+
+
+def test_doctor_and_lr_finder_use_the_objective(tmp_path):
+    failures = run(compose_cfg([*MASKED, "mode=doctor", "doctor.overfit_steps=100"]), run_dir=tmp_path / "doc")
+    table = (tmp_path / "doc" / "doctor.json").read_text()
+    assert failures == 0 and "masked_mse_sum" in table
+    run(compose_cfg([*MASKED, "mode=lr_find", "lr_find.num_steps=40"]), run_dir=tmp_path / "lrf")
+    found = json.loads((tmp_path / "lrf" / "lr_find.json").read_text())
+    assert found["suggestion"] is not None and len(found["lrs"]) >= 20
+
+
+def test_the_model_call_follows_the_batch_structure():
+    from user_code import LossReturning, MaskedRegressor, PairEncoder
+
+    batch = {"x": torch.zeros(2, 8), "y": torch.zeros(2, 6), "mask": torch.ones(2, 6)}
+    assert ModelCall(MaskedRegressor()).arguments(batch) == ((), {"x": batch["x"]})
+    assert ModelCall(MaskedRegressor()).unused(batch) == ["y", "mask"]
+    assert list(ModelCall(LossReturning()).arguments(batch)[1]) == ["x", "y", "mask"]
+    assert ModelCall(MaskedRegressor(), input_key="x").arguments(batch) == ((batch["x"],), {})
+    a, b, y = torch.zeros(2, 8), torch.ones(2, 8), torch.zeros(2)
+    assert ModelCall(PairEncoder()).arguments([a, b])[0] == (a, b)  # a two-view pair reaches forward(a, b)
+    assert ModelCall(PairEncoder()).arguments([a, b, y])[0] == (a, b)
+    assert ModelCall(MaskedRegressor()).arguments([a, y])[0] == (a,)  # (input, target): model(input), as always
+
+
+def test_a_model_that_computes_its_own_loss_trains_on_it_and_logs_its_aux_loss(tmp_path):
+    overrides = [*MASKED, "model._target_=user_code.LossReturning", "loss._target_=null", "loss.function=model"]
+    _, summary = train(overrides, tmp_path / "run")
+    rows = [r for r in read_metrics(tmp_path / "run") if r["kind"] == "train"]
+    assert rows[-1]["train/loss"] < rows[0]["train/loss"] and "train/loss/aux_loss" in rows[-1]
+
+
+BAD = {
+    "user_code.bad_vector": "vector returned a tensor of shape",
+    "user_code.bad_number": "bad_number returned a float",
+    "user_code.bad_no_loss": "a mapping without `loss`",
+    "user_code.bad_detached": "a loss with a gradient path to the model's parameters",
+    "user_code.bad_one_arg": "a function that takes (output, batch)",
+    "user_code.no_such_objective": "a name defined in user_code",
+    "no_such_module.objective": "no module 'no_such_module'",
+}
+
+
+@pytest.mark.parametrize("target", sorted(BAD))
+def test_a_bad_objective_is_refused_before_a_run_dir_exists(tmp_path, target):
+    with pytest.raises(ConfigError) as refused:
+        train([*VAE_MODEL, f"loss._target_={target}"], tmp_path / "run")
+    assert str(refused.value).startswith("loss._target_=") and BAD[target] in str(refused.value)
+    assert not (tmp_path / "run").exists()
+
+
+def test_model_loss_on_a_model_without_one_is_one_line_with_exit_2_and_no_run_dir(tmp_path):
+    result = run_cli(["data=digits", "model=mlp", "loss.function=model", f"hydra.run.dir={tmp_path / 'run'}"],
+                     cwd=tmp_path)
+    assert "holds a `loss`" in one_line_error(result, "loss.function")
+    assert not (tmp_path / "run").exists()
+
+
+def test_a_killed_run_resumes_bitwise_on_a_user_objective(tmp_path):
+    """kill -9 mid-run, resume=auto: the same weights and logged losses as a run never killed."""
+    whole = [*VAE, "trainer.max_steps=60", "trainer.ckpt_every=20", "diagnose=false"]
+    slow = [*whole, "+loss.delay=0.02"]
+    run_dir = tmp_path / "killed"
+    shutil.copy(TESTS / "user_code.py", tmp_path)
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    proc = subprocess.Popen([sys.executable, str(ROOT / "train.py"), *slow, f"hydra.run.dir={run_dir}"],
+                            cwd=tmp_path, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        wait_until(lambda: any(r["step"] > 25 for r in read_metrics(run_dir)), "the run to pass step 25")
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=30)
+    finally:
+        proc.kill()
+    assert not (run_dir / "summary.json").exists()
+    result = run_cli([*slow, "resume=auto", f"hydra.run.dir={run_dir}"], cwd=tmp_path, env={"OMP_NUM_THREADS": "1"})
+    assert result.returncode == 0, result.stderr[-2000:]
+    train(whole, tmp_path / "whole")
+    a, b = (load_checkpoint(step_checkpoints(d)[0])["model"] for d in (run_dir, tmp_path / "whole"))
+    assert all(torch.equal(a[k], b[k]) for k in a)
+    losses = [{r["step"]: r["train/loss/kl"] for r in read_metrics(d) if r["kind"] == "train"}
+              for d in (run_dir, tmp_path / "whole")]
+    assert losses[0] == losses[1]
+
+
+def test_two_ranks_equal_one_process_on_a_counting_objective(tmp_path):
+    ddp = [*MASKED, "diagnose=false", "accum=2"]
+    shutil.copy(TESTS / "user_code.py", tmp_path)  # modules are found in the directory train.py starts from
+    torchrun(ddp, cwd=tmp_path)
+    (ddp_dir,) = run_dirs(tmp_path)
+    train(ddp, tmp_path / "single")
+    a, b = (load_checkpoint(step_checkpoints(d)[0])["model"] for d in (ddp_dir, tmp_path / "single"))
+    assert max((a[k] - b[k]).abs().max().item() for k in a) <= 1e-6
