@@ -76,8 +76,11 @@ RAW_FEATURES = ("model=mlp", "data=custom", "data._target_=suite_models.raw_feat
 APART = ("data=custom", "data._target_=suite_models.digits_prepared_apart", "data.num_classes=10")
 LEAKY = ("model=mlp", "data=custom", "data._target_=suite_models.leaky_blobs", "model.width=128", "optim.weight_decay=0.0",
          "batch_size=32")
+VIEWS = ("data=custom", "data._target_=suite_models.cluster_views", "data.task=null",
+         "model._target_=suite_models.Siamese")
 FULL = ("monitor=full", "monitor.every=5")
 NO_CLIP = "clip=null"
+VAE = ("data=digits", "model._target_=suite_models.GaussianVAE", "loss._target_=suite_models.elbo", NO_CLIP)
 
 
 def steps(n: int, evals: int = 6) -> tuple[str, ...]:
@@ -421,7 +424,36 @@ def catalogue() -> list[Case]:
             "functional-net-adamw-lr1e-5": (*FUNCTIONAL_NET, "optim.lr=1e-5", "schedule=constant", *steps(300)),
         }, suffix="catalogue"),
         *missed_forms(),
+        *objective_forms(),
         *healthy_cases(),
+    ]
+
+
+def objective_forms() -> list[Case]:
+    """Pathologies only a user's own objective shows: a VAE whose KL weight drowns the latent, a
+    contrastive objective without negatives."""
+    return [
+        *sick("posterior_collapse", ("posterior_collapse",), {
+            "vae-beta20": (*VAE, "+loss.beta=20", *steps(300)),
+            "vae-beta100-latent2": (*VAE, "+loss.beta=100", "+model.latent=2", *steps(300)),
+            "vae-beta10-deep-decoder": (*VAE, "+loss.beta=10", "+model.decoder_depth=3", *steps(300)),
+            "vae-beta30-sgd": (*VAE, "+loss.beta=30", "optim=sgd", "optim.lr=1e-2", *steps(300)),
+            "vae-beta50-wide-seed3": (*VAE, "+loss.beta=50", "+model.hidden=128", "seed=3", *steps(300)),
+            "vae-beta15-lion": (*VAE, "+loss.beta=15", "optim=lion", "optim.lr=3e-4", *steps(300)),
+        }, suffix="objective"),
+        *sick("representation_collapse", ("representation_collapse",), {
+            "views-alignment-adamw": (*VIEWS, "loss._target_=suite_models.alignment_only", *steps(300)),
+            "views-alignment-sgd": (*VIEWS, "loss._target_=suite_models.alignment_only", "optim=sgd",
+                                    "optim.lr=0.3", *steps(300)),
+            "views-alignment-k4-dim32": (*VIEWS, "loss._target_=suite_models.alignment_only", "+data.clusters=4",
+                                         "+model.dim=32", *steps(300)),
+            "views-alignment-lion-seed5": (*VIEWS, "loss._target_=suite_models.alignment_only", "optim=lion",
+                                           "optim.lr=3e-4", "seed=5", *steps(300)),
+            "views-alignment-noise1": (*VIEWS, "loss._target_=suite_models.alignment_only", "+data.noise=1.0",
+                                       *steps(300)),
+            "views-alignment-lr3e-3": (*VIEWS, "loss._target_=suite_models.alignment_only", "optim.lr=3e-3",
+                                       *steps(300)),
+        }, suffix="objective"),
     ]
 
 
@@ -518,6 +550,20 @@ def healthy_cases() -> list[Case]:
         "user-lm-no-clip-no-guard-seed4": (*USER_LM, "optim.lr=3e-3", c, "guard=off", "seed=4", *steps(250)),
         "resnet-digits-full-monitor": (*RESNET, *FULL, *steps(150)),
     }
+    objective = {  # twins of the objective forms: the same models on objectives that work
+        "vae-beta0.5": (*VAE, "+loss.beta=0.5", *steps(300)),
+        "vae-beta1-deep-decoder": (*VAE, "+loss.beta=1", "+model.decoder_depth=3", *steps(300)),
+        "vae-beta1-sgd": (*VAE, "optim=sgd", "optim.lr=1e-2", *steps(300)),
+        "vae-beta2-latent2-lion": (*VAE, "+loss.beta=2", "+model.latent=2", "optim=lion", "optim.lr=3e-4",
+                                   *steps(300)),
+        "views-nt-xent": (*VIEWS, "loss._target_=suite_models.nt_xent", *steps(300)),
+        "views-nt-xent-t0.5-sgd": (*VIEWS, "loss._target_=suite_models.nt_xent", "+loss.temperature=0.5",
+                                   "optim=sgd", "optim.lr=0.3", *steps(300)),
+        "views-nt-xent-k4-dim32": (*VIEWS, "loss._target_=suite_models.nt_xent", "+data.clusters=4",
+                                   "+model.dim=32", *steps(300)),
+        "views-nt-xent-noise1-seed5": (*VIEWS, "loss._target_=suite_models.nt_xent", "+data.noise=1.0", "seed=5",
+                                       *steps(300)),
+    }
     working_lr = {  # beside the missed forms: batch norm CNNs at their working LR, constant
         "resnet-w16-sgd-lr0.05-constant": (*RESNET, *FULL, "model.width=16", "optim=sgd", "optim.lr=0.05",
                                            "schedule=constant", *steps(300)),
@@ -525,7 +571,8 @@ def healthy_cases() -> list[Case]:
     }
     return [*(Case(f"{HEALTHY}/{v}", HEALTHY, (*COMMON, *o)) for v, o in variants.items()),
             *(Case(f"{HEALTHY}/{v}", HEALTHY, (*COMMON, *o), batch="catalogue") for v, o in later.items()),
-            *(Case(f"{HEALTHY}/{v}", HEALTHY, (*COMMON, *o), batch="missed-forms") for v, o in working_lr.items())]
+            *(Case(f"{HEALTHY}/{v}", HEALTHY, (*COMMON, *o), batch="missed-forms") for v, o in working_lr.items()),
+            *(Case(f"{HEALTHY}/{v}", HEALTHY, (*COMMON, *o), batch="objective") for v, o in objective.items())]
 
 
 def part_of(case: Case, cases: list[Case]) -> str:

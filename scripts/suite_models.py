@@ -3,6 +3,7 @@ no harness imports, reached through `model._target_=suite_models.X` / `data._tar
 from __future__ import annotations
 
 import torch
+import torch.nn.functional as F
 from torch import nn
 from torch.utils.data import TensorDataset
 
@@ -257,3 +258,85 @@ def regression_with_bad_targets(share: float = 0.01, scale: float = 1000.0, seed
     bad = torch.randperm(5000, generator=g)[: max(1, round(share * 5000))]
     train_y[bad] *= scale
     return TensorDataset(x[:5000], train_y.unsqueeze(1)), TensorDataset(x[5000:], y[5000:].unsqueeze(1))
+
+
+# ---- the user's own objective (loss._target_): a VAE and a two-view contrastive model
+
+
+class GaussianVAE(nn.Module):
+    """A VAE on flat inputs: `decoder_depth` hidden layers decode the latent (a strong decoder
+    needs the latent less)."""
+
+    def __init__(self, in_features: int, latent: int = 8, hidden: int = 64, decoder_depth: int = 1) -> None:
+        super().__init__()
+        self.encoder = nn.Sequential(nn.Flatten(), nn.Linear(in_features, hidden), nn.ReLU(),
+                                     nn.Linear(hidden, 2 * latent))
+        layers: list[nn.Module] = []
+        width = latent
+        for _ in range(decoder_depth):
+            layers += [nn.Linear(width, hidden), nn.ReLU()]
+            width = hidden
+        self.decoder = nn.Sequential(*layers, nn.Linear(width, in_features))
+
+    def forward(self, x: torch.Tensor) -> dict[str, torch.Tensor]:
+        mu, logvar = self.encoder(x).chunk(2, dim=1)
+        sample = mu + torch.exp(0.5 * logvar) * torch.randn_like(mu)
+        return {"x_hat": self.decoder(sample), "mu": mu, "logvar": logvar}
+
+
+def elbo(output: dict, batch: list, beta: float = 1.0) -> dict[str, torch.Tensor]:
+    """Squared error summed over pixels + beta x KL(q(z|x) || N(0, I)), per sample."""
+    target = batch[0].flatten(1)
+    mu, logvar = output["mu"], output["logvar"]
+    reconstruction = F.mse_loss(output["x_hat"], target, reduction="none").sum(dim=1).mean()
+    kl = 0.5 * (mu.pow(2) + logvar.exp() - 1.0 - logvar).sum(dim=1).mean()
+    return {"loss": reconstruction + beta * kl, "reconstruction": reconstruction, "kl": kl}
+
+
+class ClusterViews(torch.utils.data.Dataset):
+    """Two noisy views of points drawn around `clusters` centres in `features` dimensions."""
+
+    def __init__(self, n: int, clusters: int, features: int, noise: float, seed: int) -> None:
+        g = torch.Generator().manual_seed(seed)
+        centres = torch.randn(clusters, features, generator=torch.Generator().manual_seed(0))
+        self.points = centres[torch.randint(0, clusters, (n,), generator=g)] + 0.3 * torch.randn(n, features,
+                                                                                               generator=g)
+        self.noise = noise
+
+    def __len__(self) -> int:
+        return len(self.points)
+
+    def __getitem__(self, i: int) -> tuple[torch.Tensor, torch.Tensor]:
+        point = self.points[i]
+        return point + self.noise * torch.randn_like(point), point + self.noise * torch.randn_like(point)
+
+
+def cluster_views(clusters: int = 8, features: int = 32, noise: float = 0.3, seed: int = 0):
+    return (ClusterViews(2048, clusters, features, noise, seed + 1),
+            ClusterViews(512, clusters, features, noise, seed + 2))
+
+
+class Siamese(nn.Module):
+    """One encoder and projector applied to both views: `forward(first, second)`."""
+
+    def __init__(self, features: int = 32, hidden: int = 64, dim: int = 16) -> None:
+        super().__init__()
+        self.body = nn.Sequential(nn.Linear(features, hidden), nn.ReLU(), nn.Linear(hidden, hidden), nn.ReLU(),
+                                  nn.Linear(hidden, dim))
+
+    def forward(self, first: torch.Tensor, second: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        return self.body(first), self.body(second)
+
+
+def nt_xent(output: tuple, batch: tuple, temperature: float = 0.2) -> torch.Tensor:
+    """Each view picks its partner among the batch's other views (negatives push embeddings apart)."""
+    first, second = (F.normalize(z, dim=1) for z in output)
+    scores = first @ second.T / temperature
+    partner = torch.arange(len(first), device=first.device)
+    return 0.5 * (F.cross_entropy(scores, partner) + F.cross_entropy(scores.T, partner))
+
+
+def alignment_only(output: tuple, batch: tuple) -> torch.Tensor:
+    """The two views' squared distance alone: no term keeps different inputs apart."""
+    first, second = (F.normalize(z, dim=1) for z in output)
+    return (first - second).pow(2).sum(dim=1).mean()

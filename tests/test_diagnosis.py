@@ -1223,3 +1223,41 @@ def test_outlier_samples_from_out_of_line_inputs_and_the_training_loss_they_lift
     if flagged:
         assert "#162 (input norm 8.19e+03)" in found["outlier_samples"].evidence
         assert "lower LR does not fix the data" in found["outlier_samples"].fix
+
+
+# ---------------------------------------------------------------------------- the user's own objective
+
+def _objective_run(kl: list[float], recon: list[float], ranks: list[float] | None = None,
+                   initial_rank: float | None = None) -> Run:
+    """A user objective's run: its parts (and the embeddings' effective rank) on the eval rows."""
+    run = Run()
+    run.summary.update(user_loss="mypkg.elbo", chance_loss=None, optimum_loss=None,
+                       initial_effective_rank=initial_rank)
+    for i, row in enumerate(run.evals):
+        row.pop("val/accuracy")
+        row.update({"val/loss/kl": kl[i], "val/loss/reconstruction": recon[i], "val/loss": kl[i] + recon[i]})
+        if ranks is not None:
+            row["val/effective_rank"] = ranks[i]
+    return run
+
+
+def test_posterior_collapse_reads_the_kl_part_and_the_reconstructions_plateau(tmp_path):
+    n = len(EVAL_STEPS)
+    collapsed = _objective_run([0.02] * n, [41.0] + [40.0] * (n - 1))
+    names = {f.name for f in diagnose(load_run(collapsed.write(tmp_path / "collapsed")))}
+    assert "posterior_collapse" in names
+    in_use = _objective_run([0.02] + [3.0] * (n - 1), [41.0] + [30.0] * (n - 1))  # the latent carries nats
+    assert "posterior_collapse" not in {f.name for f in diagnose(load_run(in_use.write(tmp_path / "in_use")))}
+    learning = _objective_run([0.02] * n, [60.0 - 5 * i for i in range(n)])  # still improving without it
+    assert "posterior_collapse" not in {f.name for f in diagnose(load_run(learning.write(tmp_path / "learning")))}
+
+
+def test_representation_collapse_counts_the_untrained_models_rank(tmp_path):
+    n = len(EVAL_STEPS)
+    parts = ([1.0] * n, [1.0] * n)
+    falling = _objective_run(*parts, ranks=[6.0, 4.0, 2.0, 1.5][:n] + [1.4] * (n - 4))
+    assert "representation_collapse" in {f.name for f in diagnose(load_run(falling.write(tmp_path / "falling")))}
+    early = _objective_run(*parts, ranks=[1.8] * n, initial_rank=7.0)  # collapsed before the first eval
+    assert "representation_collapse" in {f.name for f in diagnose(load_run(early.write(tmp_path / "early")))}
+    narrow = _objective_run(*parts, ranks=[1.8] * n, initial_rank=2.0)  # never wider than that
+    assert "representation_collapse" not in {f.name for f in diagnose(load_run(narrow.write(tmp_path / "narrow")))}

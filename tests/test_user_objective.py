@@ -200,3 +200,47 @@ def test_two_ranks_equal_one_process_on_a_counting_objective(tmp_path):
     train(ddp, tmp_path / "single")
     a, b = (load_checkpoint(step_checkpoints(d)[0])["model"] for d in (ddp_dir, tmp_path / "single"))
     assert max((a[k] - b[k]).abs().max().item() for k in a) <= 1e-6
+
+
+def _findings(run_dir) -> dict[str, str]:
+    from harness.diagnosis import diagnose, load_run
+
+    return {f.name: f.severity.value for f in diagnose(load_run(run_dir))}
+
+
+LONG = ["trainer.max_steps=300", "trainer.eval_every=50", "trainer.log_every=25", "clip=null"]
+
+
+def test_posterior_collapse_is_named_and_its_healthy_twin_stays_clean(tmp_path):
+    vae = [*VAE_MODEL, *LONG, "logger=none"]
+    train([*vae, "+loss.beta=50"], tmp_path / "collapsed")
+    train([*vae, "+loss.beta=0.5"], tmp_path / "healthy")
+    assert "posterior_collapse" in _findings(tmp_path / "collapsed")
+    assert all(severity == "info" for severity in _findings(tmp_path / "healthy").values())
+
+
+def test_representation_collapse_is_named_and_a_contrastive_twin_stays_clean(tmp_path):
+    views = ["data=custom", "data._target_=user_code.view_pairs", "data.task=null", *LONG, "logger=none",
+             "model._target_=user_code.PairProjector"]
+    _, summary = train([*views, "loss._target_=user_code.views_agree"], tmp_path / "collapsed")
+    train([*views, "loss._target_=user_code.views_contrast"], tmp_path / "healthy")
+    assert summary["initial_effective_rank"] > 2.5  # the untrained projector spreads its embeddings
+    assert "representation_collapse" in _findings(tmp_path / "collapsed")
+    assert all(severity == "info" for severity in _findings(tmp_path / "healthy").values())
+    rank = [r["val/effective_rank"] for r in read_metrics(tmp_path / "healthy") if r["kind"] == "eval"]
+    assert min(rank) > 2.5
+
+
+def test_an_objective_below_zero_is_not_judged_by_loss_ratios(tmp_path, monkeypatch):
+    import harness.diagnosis.rules as rules
+    from harness.diagnosis import load_run
+    from harness.diagnosis.report import write_report
+
+    views = ["data=custom", "data._target_=user_code.view_pairs", "data.task=null", *LONG, "logger=none",
+             "model._target_=user_code.PairProjector", "loss._target_=user_code.negative_agreement"]
+    train(views, tmp_path / "run")
+    names = {f.name for f in write_report(tmp_path / "run", plots=False)}
+    assert not names & {"diverging", "oscillating", "underfitting", "slow_progress"}
+    assert "loss reaches 0 or below" in (tmp_path / "run" / "report.md").read_text()
+    monkeypatch.setattr(rules, "signed_loss", lambda run: False)  # read by ratios, the same run looks sick
+    assert {f.name for f in rules.diagnose(load_run(tmp_path / "run"))} & rules.LEVEL_RULES

@@ -415,3 +415,50 @@ def bad_detached(output, batch):
 
 def bad_one_arg(output):
     return output["recon"].mean()
+
+
+class ViewPairs(Dataset):
+    """Two noisy views of points around 6 centres in 8 dimensions."""
+
+    def __init__(self, n: int, seed: int) -> None:
+        g = torch.Generator().manual_seed(seed)
+        centres = torch.randn(6, 8, generator=torch.Generator().manual_seed(0)) * 2
+        self.points = centres[torch.randint(0, 6, (n,), generator=g)] + 0.3 * torch.randn(n, 8, generator=g)
+
+    def __len__(self) -> int:
+        return len(self.points)
+
+    def __getitem__(self, i: int) -> tuple[torch.Tensor, torch.Tensor]:
+        p = self.points[i]
+        return p + 0.2 * torch.randn_like(p), p + 0.2 * torch.randn_like(p)
+
+
+def view_pairs() -> tuple[Dataset, Dataset]:
+    return ViewPairs(1024, 1), ViewPairs(256, 2)
+
+
+class PairProjector(nn.Module):
+    def __init__(self, dim: int = 8) -> None:
+        super().__init__()
+        self.net = nn.Sequential(nn.Linear(8, 32), nn.ReLU(), nn.Linear(32, dim))
+
+    def forward(self, a: torch.Tensor, b: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        return self.net(a), self.net(b)
+
+
+def views_agree(output: tuple, batch: tuple) -> torch.Tensor:
+    """Only pulls each pair together: nothing keeps different inputs apart."""
+    a, b = (nn.functional.normalize(z, dim=1) for z in output)
+    return (a - b).pow(2).sum(1).mean()
+
+
+def views_contrast(output: tuple, batch: tuple) -> torch.Tensor:
+    a, b = (nn.functional.normalize(z, dim=1) for z in output)
+    logits = a @ b.T / 0.2
+    return nn.functional.cross_entropy(logits, torch.arange(len(a)))
+
+
+def negative_agreement(output: tuple, batch: tuple) -> torch.Tensor:
+    """A loss that is negative throughout: minus the views' cosine similarity."""
+    a, b = (nn.functional.normalize(z, dim=1) for z in output)
+    return -(a * b).sum(1).mean()

@@ -55,8 +55,8 @@ from harness.models.activation_trace import trace_activations
 from harness.models.output_activation import describe_output, replace_output_activation
 from harness.models.init import apply_init
 from harness.models.output import OutputPicker
-from harness.models.probe import (behaves_differently_in_eval, check_batch_norm, has_batch_norm, parameter_counts,
-                                  probe_model)
+from harness.models.probe import (behaves_differently_in_eval, check_batch_norm, effective_rank, embedding_rows,
+                                  has_batch_norm, parameter_counts, probe_model)
 from harness.training.monitor import Monitor
 from harness.training.optim import build_optimizer
 from harness.training.parallel import class_name, is_sharded, optimizer_config, parallelize
@@ -208,7 +208,7 @@ def assemble(config: RunConfig, run_dir: Path, device: torch.device,
         few = x[:TRACED_SAMPLES].to(device)  # which activations are hidden or make the output: two samples tell
     else:  # the whole first micro-batch: its structure is the user's
         few = to_device(x, device)
-        OpenObjective(user_loss, model_call).check(raw_model, few)
+        untrained = OpenObjective(user_loss, model_call).check(raw_model, few)
         if dist.is_main:
             note_unused_fields(few, model_call, user_loss)
     swapped = swap_activations(raw_model, run.activation_swap, few, model_call)
@@ -230,8 +230,10 @@ def assemble(config: RunConfig, run_dir: Path, device: torch.device,
                  "output_activation": output, "output_replaced": output_replaced,
                  "test_samples": len(splits.test) if splits.test is not None else None}
     elif dist.is_main and run.mode == "train":  # the data and the output are the objective's to read
+        rows = embedding_rows(untrained)
         facts = {"parameters": parameter_counts(raw_model), "activation_swap": swapped, "output_activation": None,
-                 "output_replaced": [], "test_samples": len(splits.test) if splits.test is not None else None}
+                 "output_replaced": [], "test_samples": len(splits.test) if splits.test is not None else None,
+                 "initial_effective_rank": effective_rank(rows) if rows is not None else None}
     user_callbacks = build_user_callbacks(config.callbacks)
     seed_everything(run.seed + dist.rank)  # identical weights on every rank, own dropout draws per rank
     parallel = config.parallel

@@ -32,6 +32,7 @@ TEST_ACCURACY = "test/accuracy"
 TRAIN_LOSS_PART = "train/loss/"
 VAL_LOSS_PART = "val/loss/"
 TEST_LOSS_PART = "test/loss/"
+VAL_EFFECTIVE_RANK = "val/effective_rank"  # an open objective's output embeddings: exp(singular-value entropy)
 
 # families: the prefix, then a parameter tensor's or a module's name (the monitor's statistics)
 GRAD_NORM = "grad_norm/"

@@ -15,10 +15,10 @@ from harness.data.batch import batch_size, to_device
 from harness.data.loader import EvalBatches
 from harness.core.distributed import DistInfo, all_reduce_mean
 from harness.training.loss import counted_targets
-from harness.core.metric_names import (TEST_ACCURACY, TEST_LOSS, TEST_LOSS_PART, VAL_ACCURACY, VAL_LOSS,
-                                       VAL_LOSS_ON_TRAIN, VAL_LOSS_PART)
+from harness.core.metric_names import (TEST_ACCURACY, TEST_LOSS, TEST_LOSS_PART, VAL_ACCURACY, VAL_EFFECTIVE_RANK,
+                                       VAL_LOSS, VAL_LOSS_ON_TRAIN, VAL_LOSS_PART)
 from harness.models.output import OutputPicker
-from harness.models.probe import OUTPUT_ROWS, output_directions
+from harness.models.probe import OUTPUT_ROWS, effective_rank, embedding_rows, output_directions
 from harness.training.precision import Precision
 from harness.training.objective import FINAL_PART, PRIOR_PART, LossFn, OpenObjective
 
@@ -36,6 +36,7 @@ class Evaluator:
         self.output_directions: dict[str, Any] | None = None  # of the logits, at the last eval (classification)
         self.prior_part: float | None = None  # an open objective's `prior` part (its best constant's loss), last eval
         self.last_parts: dict[str, float] = {}  # an open objective's parts at the last eval
+        self.embedding_rank: float | None = None  # an open objective's output embeddings, at the last eval
 
     @torch.no_grad()
     def evaluate(self) -> dict[str, float]:
@@ -48,6 +49,8 @@ class Evaluator:
         self.last_parts = parts
         if self.classifies:
             result[VAL_ACCURACY] = accuracy
+        if self.embedding_rank is not None:  # this rank's eval rows: a measure of the output's shape, not a mean
+            result[VAL_EFFECTIVE_RANK] = self.embedding_rank
         if self.train_batches is not None:
             result[VAL_LOSS_ON_TRAIN], _, _ = self._pass(self.train_batches)
         self.model.train()
@@ -93,11 +96,14 @@ class Evaluator:
     def _open_pass(self, batches: EvalBatches, objective: OpenObjective) -> tuple[float, float, dict[str, float]]:
         """The mean loss and parts over every item: a counting objective's sums over its counts, or
         each batch's means weighted by its samples (a last partial batch weighs less)."""
-        totals, names = None, []
+        totals, names, kept = None, [], []
         for batch, _ in batches:
             batch = to_device(batch, self.device)
             with self.precision.autocast():
-                scored = objective.score(self.model, batch)
+                output, scored = objective.scored_output(self.model, batch)
+            rows = embedding_rows(output) if sum(map(len, kept)) < OUTPUT_ROWS else None
+            if rows is not None:
+                kept.append(rows.float())
             if scored.count is not None:
                 n, weight = scored.count.to(self.device, torch.float32), 1.0
             else:
@@ -112,6 +118,7 @@ class Evaluator:
         *sums, n = all_reduce_mean(totals, self.dist).tolist()
         if not n:
             return math.nan, math.nan, {}
+        self.embedding_rank = effective_rank(torch.cat(kept)[:OUTPUT_ROWS]) if kept else None
         return sums[0] / n, math.nan, {name: value / n for name, value in zip(names, sums[1:])}
 
     def summary(self) -> dict[str, Any]:

@@ -6,6 +6,7 @@ import torch
 from torch import nn
 
 from harness.data import DataMeta
+from harness.data.batch import tensors
 from harness.core.errors import ConfigError, one_line
 from harness.models.output import AUTO, OutputPicker
 
@@ -114,3 +115,29 @@ def output_directions(logits: torch.Tensor) -> dict[str, object] | None:
     relative = (values / values[0]).tolist()
     return {"directions": sum(v >= DIRECTION_SHARE for v in relative), "classes": int(logits.shape[-1]),
             "samples": int(logits.shape[0]), "spectrum": [round(v, 3) for v in relative[:8]]}
+
+
+MIN_EMBEDDING_DIM = 4  # narrower outputs (a binary classifier's logits) have no rank to lose
+
+
+def embedding_rows(output: object) -> torch.Tensor | None:
+    """The first [batch, dim] floating-point tensor of a model's output (its embeddings, or its
+    prediction), when dim is wide enough to measure a rank."""
+    for t in tensors(output):
+        if t.is_floating_point() and t.dim() == 2 and t.shape[1] >= MIN_EMBEDDING_DIM:
+            return t
+    return None
+
+
+def effective_rank(rows: torch.Tensor) -> float | None:
+    """exp of the entropy of the normalised singular values of [N, D] rows (RankMe, Garrido et al.
+    2023): D for rows that fill every direction evenly, 1 when they all lie on one line (a collapsed
+    representation). None for rows that are all zero or not finite."""
+    raw = rows.detach().double().cpu()
+    if not torch.isfinite(raw).all():
+        return None
+    values = torch.linalg.svdvals(raw)
+    if not len(values) or values.sum() <= 0:
+        return None
+    p = values / values.sum()
+    return float(torch.exp(-(p * torch.log(p + 1e-12)).sum()))

@@ -143,7 +143,12 @@ class OpenObjective:
         return [1.0 / len(targets)] * len(targets)
 
     def score(self, model: nn.Module, x: Any, y: Any = None) -> Scored:
-        return self.read(self.returned(self.call(model, x), x))
+        return self.scored_output(model, x)[1]
+
+    def scored_output(self, model: nn.Module, batch: Any) -> tuple[Any, Scored]:
+        """The model's output and its score (evaluation measures the output too)."""
+        output = self.call(model, batch)
+        return output, self.read(self.returned(output, batch))
 
     def returned(self, output: Any, batch: Any) -> Any:
         """What the objective returned for this output and batch (the model's loss: its output)."""
@@ -161,9 +166,19 @@ class OpenObjective:
         count = result.get(COUNT)
         return Scored(result[LOSS], parts, _scalar(count) if count is not None else None)
 
-    def check(self, model: nn.Module, batch: Any) -> Scored:
-        """One forward and objective on the first batch, before training: every way the objective
-        cannot train fails in one line naming it, what it returned and what is allowed."""
+    def check(self, model: nn.Module, batch: Any) -> Any:
+        """One forward and objective on the first batch, before training, in eval mode and with the
+        RNG streams left as they were: every way the objective cannot train fails in one line
+        naming it, what it returned and what is allowed. Returns the model's output."""
+        was_training = model.training
+        model.eval()  # no batch-norm statistics updated, no dropout draws
+        try:
+            with torch.random.fork_rng(devices=[]):
+                return self._check(model, batch)
+        finally:
+            model.train(was_training)
+
+    def _check(self, model: nn.Module, batch: Any) -> Any:
         spec, name = self.spec, self.spec.name
         try:
             output = self.call(model, batch)
@@ -187,9 +202,8 @@ class OpenObjective:
                                   f"{_describe_output(output)} and the batch {describe_batch(batch)}: {name} raised "
                                   f"{one_line(err)}").in_user_code(err) from None
             _check_returned(result, spec)
-        scored = self.read(result)
-        _check_gradient_path(scored.loss, model, spec)
-        return scored
+        _check_gradient_path(self.read(result).loss, model, spec)
+        return output
 
 
 def _field(output: Any, name: str) -> Any:

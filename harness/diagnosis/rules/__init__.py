@@ -5,10 +5,13 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import replace
 
+import numpy as np
+
+from harness.core.metric_names import TRAIN_LOSS, VAL_LOSS
 from harness.diagnosis.findings import Finding, Remedy, Severity
 from harness.diagnosis.load import RunData
 from harness.diagnosis.rules import (attention, capacity, curves, data_order, eval_mode, gradients, guard_events,
-                                     numerics, outliers, output, schedule, setup, splits, weight_decay)
+                                     numerics, objective, outliers, output, schedule, setup, splits, weight_decay)
 
 Rule = Callable[[RunData], "Finding | None"]
 
@@ -19,6 +22,8 @@ RULES: tuple[Rule, ...] = (  # setup mistakes first: among findings of one sever
     output.output_activation,  # before the inputs: the model cannot express the answer whatever its inputs
     setup.unscaled_targets,  # before the inputs: a regression stuck at its prior is most often its targets' scale
     setup.unnormalised_inputs,
+    objective.posterior_collapse,  # the objective's own failures, before what the optimiser shows beside them
+    objective.representation_collapse,
     numerics.fp16_underflow,  # the precision config's own cause, before the vanishing gradients it makes
     curves.diverging,
     curves.plateau_at_chance,
@@ -60,7 +65,8 @@ INTERMEDIATE = frozenset({"slow_progress"})
 CAUSES = frozenset({"clip_pinned", "schedule_ended_early", "dead_relu", "vanishing_gradients", "fp16_underflow",
                     "exploding_gradients", "warmup_too_long", "weight_decay_collapse", "frozen_parameters",
                     "unnormalised_inputs", "attention_entropy_collapse", "outlier_samples", "output_activation",
-                    "capacity_limit", "unscaled_targets", "split_mismatch"})
+                    "capacity_limit", "unscaled_targets", "split_mismatch", "posterior_collapse",
+                    "representation_collapse"})
 
 
 # Findings outside that chain that particular causes explain: inputs 100x too large, targets far
@@ -68,12 +74,13 @@ CAUSES = frozenset({"clip_pinned", "schedule_ended_early", "dead_relu", "vanishi
 # loss up, and the LR fix `diverging` offers is the wrong one for all four; a few huge samples
 # averaged into batch norm's running statistics break eval mode, and their batches are the guard's
 # loss spikes; splits prepared differently make the val loss climb while the train loss falls, which
-# is no memorising.
+# is no memorising; a collapsed posterior makes a VAE decode every input to the same output.
 EXPLAINED_BY = {"diverging": frozenset({"unnormalised_inputs", "outlier_samples", "output_activation",
                                         "unscaled_targets"}),
                "bn_eval_gap": frozenset({"outlier_samples"}),
                "overfitting": frozenset({"split_mismatch"}),
-               "loss_spikes": frozenset({"outlier_samples"})}
+               "loss_spikes": frozenset({"outlier_samples"}),
+               "representation_collapse": frozenset({"posterior_collapse"})}
 TIERS = (CAUSES, INTERMEDIATE, SYMPTOMS)
 # Causes in the user's data code: while one is critical, no training change is tried; it would tune
 # the model to a task the user did not mean (a run trained on one class "healed" by a new init).
@@ -102,8 +109,31 @@ def _explains(cause: Finding, other: Finding) -> bool:
 OBJECTIVE_OWNED = ("output_activation=", "data.standardize=", "data.standardize_targets=", "loss.")
 
 
+# Rules that compare loss levels by ratio (a rise to 1.5x the start, an end within 5% of the prior):
+# meaningless for an objective whose loss reaches 0 or below (a negative similarity, a bound), so
+# such a run is not judged by them; a loss that went non-finite, or a run the guard stopped, still is.
+LEVEL_RULES = frozenset({"diverging", "oscillating", "overfitting", "underfitting", "slow_progress",
+                         "plateau_at_chance", "plateau_at_prior", "capacity_limit"})
+
+
 def _fits_objective(remedy: Remedy) -> bool:
     return not any(o.startswith(OBJECTIVE_OWNED) for o in remedy.overrides)
+
+
+def signed_loss(run: RunData) -> bool:
+    """The user's objective logged a loss at or below 0: its levels have no ratios."""
+    if not run.summary.get("user_loss"):
+        return False
+    logged = [run.series(TRAIN_LOSS).values, run.series(VAL_LOSS, kind="eval").values]
+    return any((values[np.isfinite(values)] <= 0).any() for values in logged)
+
+
+def _judged(run: RunData, finding: Finding) -> bool:
+    if finding.name not in LEVEL_RULES:
+        return True
+    nonfinite = not all(np.isfinite(run.series(key, kind).values).all()
+                        for key, kind in ((TRAIN_LOSS, "train"), (VAL_LOSS, "eval")))
+    return finding.name == "diverging" and (nonfinite or run.summary.get("status") == "diverged")
 
 
 def diagnose(run: RunData) -> list[Finding]:
@@ -114,6 +144,8 @@ def diagnose(run: RunData) -> list[Finding]:
     findings = [f for rule in RULES if rule.__name__ not in ignored and (f := rule(run)) is not None]
     if run.summary.get("user_loss"):
         findings = [replace(f, remedies=tuple(filter(_fits_objective, f.remedies))) for f in findings]
+    if signed_loss(run):
+        findings = [f for f in findings if _judged(run, f)]
     raised = []
     for f in findings:
         explained = [g.severity.rank for g in findings if _explains(f, g)]

@@ -1,0 +1,84 @@
+"""Rules about what only the user's own objective shows (loss._target_): a VAE whose posterior
+collapsed onto its prior, a contrastive or self-supervised model whose embeddings collapsed onto
+a line. They read the objective's logged parts and the eval rows' effective rank; without them
+(built-in losses) they stay silent."""
+from __future__ import annotations
+
+import re
+
+import numpy as np
+
+from harness.core.metric_names import VAL_EFFECTIVE_RANK, VAL_LOSS_PART
+from harness.diagnosis.findings import Finding, Severity
+from harness.diagnosis.load import RunData
+from harness.diagnosis.signals import fmt
+
+# Posterior collapse (Bowman et al. 2016; Lucas et al. 2019): the KL part ends near 0 nats per
+# sample and stayed there through the second half of the run, while the other part (the
+# reconstruction) stopped improving. A latent unit in use costs about a nat or more; a collapsed
+# posterior, which copies the prior, costs ~0.
+KL_PART = re.compile(r"(^|[^a-z])kl")
+KL_FLOOR = 0.05  # nats per sample
+RECON_STILL_FALLING = 0.05  # relative fall over the second half that counts as still improving
+MIN_EVALS = 4
+
+# Representation collapse: the output embeddings' effective rank (RankMe) ended below COLLAPSED_RANK
+# and below half of its peak, the untrained model's included (a collapse can be over before the
+# first eval): every sample maps near one line, whatever the input.
+COLLAPSED_RANK = 2.5
+RANK_FALL = 0.5
+
+
+def _named_parts(run: RunData) -> list[str]:
+    names = {k[len(VAL_LOSS_PART):] for row in run.evals for k in row if k.startswith(VAL_LOSS_PART)}
+    return sorted(names)
+
+
+def posterior_collapse(run: RunData) -> Finding | None:
+    parts = _named_parts(run)
+    kl_names = [p for p in parts if KL_PART.search(p.lower())]
+    others = [p for p in parts if p not in kl_names and p != "prior"]
+    if not kl_names or not others:
+        return None
+    kl = run.series(VAL_LOSS_PART + kl_names[0], "eval").finite()
+    if len(kl) < MIN_EVALS:
+        return None
+    second_half = kl.after_fraction(0.5)
+    if not (second_half.values <= KL_FLOOR).all():
+        return None
+    recon_name = max(others, key=lambda p: abs(run.evals[-1].get(VAL_LOSS_PART + p, 0.0)))
+    recon = run.series(VAL_LOSS_PART + recon_name, "eval").finite().after_fraction(0.5)
+    if len(recon) < 2:
+        return None
+    fall = (recon.values[0] - recon.values[-1]) / max(abs(recon.values[0]), 1e-12)
+    if fall > RECON_STILL_FALLING:
+        return None
+    below = int(kl.steps[np.argmax(kl.values <= KL_FLOOR)])
+    return Finding(
+        "posterior_collapse", Severity.WARNING, "the posterior collapsed onto the prior: the latent carries nothing",
+        f"the KL part `{kl_names[0]}` fell to {fmt(float(kl.values[-1]))} nats (at most {KL_FLOOR} from step {below} "
+        f"on, where a latent unit in use costs about a nat), while `{recon_name}` stopped improving (it fell "
+        f"{fall:.1%} over the second half, to {fmt(float(recon.values[-1]))}): the decoder reconstructs without the "
+        f"latent, and the encoder matches the prior exactly.",
+        "warm the KL term up (its weight from 0 to its value over the first 10-30% of the run), or give it free bits "
+        "(a floor of about 0.1-0.5 nats per latent unit below which it costs nothing); lower its weight (beta); or "
+        "weaken the decoder (fewer layers, a narrower input) so that it needs the latent.")
+
+
+def representation_collapse(run: RunData) -> Finding | None:
+    rank = run.series(VAL_EFFECTIVE_RANK, "eval").finite()
+    if len(rank) < MIN_EVALS:
+        return None
+    initial = run.summary.get("initial_effective_rank")
+    peak, end = max(float(rank.values.max()), initial or 0.0), float(rank.values[-1])
+    if end >= COLLAPSED_RANK or end >= RANK_FALL * peak:
+        return None
+    return Finding(
+        "representation_collapse", Severity.WARNING, "the embeddings collapsed: every input maps near one direction",
+        f"the effective rank of the model's output embeddings over the eval samples (exp of their singular values' "
+        f"entropy) fell from {fmt(peak)} at its peak (the untrained model's: {fmt(initial) if initial else 'unknown'}) "
+        f"to {fmt(end)} at step {int(rank.steps[-1])}; 1 means every "
+        f"embedding lies on one line, whatever the input.",
+        "an objective with nothing that pushes embeddings apart collapses: give it negatives (InfoNCE) or a variance "
+        "term (VICReg), or a stop-gradient with a predictor (BYOL, SimSiam); lower the temperature (0.1-0.2); "
+        "add a projector head and measure the representation before it; train on larger batches (more negatives).")
