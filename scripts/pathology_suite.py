@@ -76,6 +76,7 @@ RAW_FEATURES = ("model=mlp", "data=custom", "data._target_=suite_models.raw_feat
 APART = ("data=custom", "data._target_=suite_models.digits_prepared_apart", "data.num_classes=10")
 LEAKY = ("model=mlp", "data=custom", "data._target_=suite_models.leaky_blobs", "model.width=128", "optim.weight_decay=0.0",
          "batch_size=32")
+TASKS = ("data=digits", "model._target_=suite_models.SharedTrunk", "loss._target_=suite_models.two_tasks")
 VIEWS = ("data=custom", "data._target_=suite_models.cluster_views", "data.task=null",
          "model._target_=suite_models.Siamese")
 FULL = ("monitor=full", "monitor.every=5")
@@ -454,6 +455,18 @@ def objective_forms() -> list[Case]:
             "views-alignment-lr3e-3": (*VIEWS, "loss._target_=suite_models.alignment_only", "optim.lr=3e-3",
                                        *steps(300)),
         }, suffix="objective"),
+        *sick("drowned_part", ("drowned_part",), {
+            "tasks-sgd-w1e-4": (*TASKS, "optim=sgd", "optim.lr=0.05", "+loss.rows_weight=1e-4", *steps(400)),
+            "tasks-sgd-w1e-3-lr0.1": (*TASKS, "optim=sgd", "optim.lr=0.1", "+loss.rows_weight=1e-3", *steps(400)),
+            "tasks-sgd-w1e-5-constant": (*TASKS, "optim=sgd", "optim.lr=0.05", "+loss.rows_weight=1e-5",
+                                         "schedule=constant", *steps(400)),
+            "tasks-sgd-w3e-4-h128-seed4": (*TASKS, "optim=sgd", "optim.lr=0.05", "+loss.rows_weight=3e-4",
+                                           "+model.hidden=128", "seed=4", *steps(400)),
+            "tasks-sgd-w1e-4-b64": (*TASKS, "optim=sgd", "optim.lr=0.05", "+loss.rows_weight=1e-4", "batch_size=64",
+                                    *steps(300)),
+            "tasks-sgd-w1e-3-momentum0.5": (*TASKS, "optim=sgd", "optim.lr=0.05", "optim.momentum=0.5",
+                                            "+loss.rows_weight=1e-3", *steps(400)),
+        }, suffix="objective"),
     ]
 
 
@@ -563,6 +576,11 @@ def healthy_cases() -> list[Case]:
                                    "+model.dim=32", *steps(300)),
         "views-nt-xent-noise1-seed5": (*VIEWS, "loss._target_=suite_models.nt_xent", "+data.noise=1.0", "seed=5",
                                        *steps(300)),
+        "tasks-sgd-w1": (*TASKS, "optim=sgd", "optim.lr=0.05", *steps(400)),
+        "tasks-adamw-w1": (*TASKS, *steps(400)),
+        "tasks-adamw-w1e-3": (*TASKS, "+loss.rows_weight=1e-3", *steps(400)),
+        "tasks-sgd-w3-h128": (*TASKS, "optim=sgd", "optim.lr=0.05", "+loss.rows_weight=3", "+model.hidden=128",
+                              *steps(400)),
     }
     working_lr = {  # beside the missed forms: batch norm CNNs at their working LR, constant
         "resnet-w16-sgd-lr0.05-constant": (*RESNET, *FULL, "model.width=16", "optim=sgd", "optim.lr=0.05",

@@ -340,3 +340,26 @@ def alignment_only(output: tuple, batch: tuple) -> torch.Tensor:
     """The two views' squared distance alone: no term keeps different inputs apart."""
     first, second = (F.normalize(z, dim=1) for z in output)
     return (first - second).pow(2).sum(dim=1).mean()
+
+
+class SharedTrunk(nn.Module):
+    """Digits: one trunk, a class head and a head that predicts each image row's mean intensity."""
+
+    def __init__(self, in_features: int, num_classes: int, hidden: int = 64) -> None:
+        super().__init__()
+        self.trunk = nn.Sequential(nn.Flatten(), nn.Linear(in_features, hidden), nn.Tanh(),
+                                   nn.Linear(hidden, hidden), nn.Tanh())
+        self.classes = nn.Linear(hidden, num_classes)
+        self.rows = nn.Linear(hidden, 8)
+
+    def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        shared = self.trunk(x)
+        return self.classes(shared), self.rows(shared)
+
+
+def two_tasks(output: tuple, batch: list, rows_weight: float = 1.0) -> dict[str, torch.Tensor]:
+    """Cross-entropy of the class head + rows_weight x the row-profile head's squared error."""
+    images, labels = batch
+    classes = F.cross_entropy(output[0], labels)
+    rows = F.mse_loss(output[1], images.reshape(len(images), 8, 8).mean(dim=2))
+    return {"loss": classes + rows_weight * rows, "classes": classes, "rows": rows}

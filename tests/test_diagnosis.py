@@ -1261,3 +1261,20 @@ def test_representation_collapse_counts_the_untrained_models_rank(tmp_path):
     assert "representation_collapse" in {f.name for f in diagnose(load_run(early.write(tmp_path / "early")))}
     narrow = _objective_run(*parts, ranks=[1.8] * n, initial_rank=2.0)  # never wider than that
     assert "representation_collapse" not in {f.name for f in diagnose(load_run(narrow.write(tmp_path / "narrow")))}
+
+
+def test_drowned_part_needs_a_dominant_share_and_a_part_that_did_not_improve(tmp_path):
+    def run_with(dominant_share: float, ink: list[float]) -> set[str]:
+        run = _objective_run([0.0] * len(EVAL_STEPS), [1.0] * len(EVAL_STEPS))
+        for i, row in enumerate(run.train):
+            row["train/loss/digit"] = 2.3 - 0.04 * i
+            row["train/loss/ink"] = ink[i]
+            if i % 5 == 0:
+                row["grad_share/digit"], row["grad_share/ink"] = dominant_share, 1 - dominant_share
+        return {f.name for f in diagnose(load_run(run.write(tmp_path / f"{dominant_share}-{ink[-1]}")))}
+
+    n = len(STEPS)
+    assert "drowned_part" in run_with(0.99, [0.09] * n)  # stood still beside a part that took the gradient
+    assert "drowned_part" not in run_with(0.99, [0.09 * 0.9 ** i for i in range(n)])  # learned anyway
+    assert "drowned_part" in run_with(0.99, [0.09 * 1.05 ** i for i in range(n)])  # pushed up by the other
+    assert "drowned_part" not in run_with(0.80, [0.09] * n)  # the gradient was shared

@@ -244,3 +244,14 @@ def test_an_objective_below_zero_is_not_judged_by_loss_ratios(tmp_path, monkeypa
     assert "loss reaches 0 or below" in (tmp_path / "run" / "report.md").read_text()
     monkeypatch.setattr(rules, "signed_loss", lambda run: False)  # read by ratios, the same run looks sick
     assert {f.name for f in rules.diagnose(load_run(tmp_path / "run"))} & rules.LEVEL_RULES
+
+
+def test_a_drowned_part_is_named_and_a_balanced_twin_stays_clean(tmp_path):
+    tasks = ["data=digits", "model._target_=user_code.TwoHeads", "loss._target_=user_code.digit_and_ink", *LONG,
+             "logger=none", "optim=sgd", "optim.lr=0.05", "trainer.max_steps=400"]
+    train([*tasks, "+loss.ink_weight=1e-4"], tmp_path / "drowned")
+    train([*tasks, "+loss.ink_weight=1"], tmp_path / "balanced")
+    shares = [r["grad_share/digit"] for r in read_metrics(tmp_path / "drowned") if "grad_share/digit" in r]
+    assert len(shares) >= 10 and min(shares) > 0.95
+    assert "drowned_part" in _findings(tmp_path / "drowned")
+    assert all(severity == "info" for severity in _findings(tmp_path / "balanced").values())

@@ -462,3 +462,23 @@ def negative_agreement(output: tuple, batch: tuple) -> torch.Tensor:
     """A loss that is negative throughout: minus the views' cosine similarity."""
     a, b = (nn.functional.normalize(z, dim=1) for z in output)
     return -(a * b).sum(1).mean()
+
+
+class TwoHeads(nn.Module):
+    """Digits: a class head and a head for the image's mean intensity, on one shared trunk."""
+
+    def __init__(self, in_features: int, num_classes: int) -> None:
+        super().__init__()
+        self.trunk = nn.Sequential(nn.Flatten(), nn.Linear(in_features, 64), nn.Tanh())
+        self.digit, self.ink = nn.Linear(64, num_classes), nn.Linear(64, 1)
+
+    def forward(self, x: torch.Tensor) -> dict[str, torch.Tensor]:
+        h = self.trunk(x)
+        return {"digit": self.digit(h), "ink": self.ink(h).squeeze(1)}
+
+
+def digit_and_ink(output: dict, batch: list, ink_weight: float = 1.0) -> dict[str, torch.Tensor]:
+    x, y = batch
+    digit = nn.functional.cross_entropy(output["digit"], y)
+    ink = (output["ink"] - x.flatten(1).mean(1)).pow(2).mean()
+    return {"loss": digit + ink_weight * ink, "digit": digit, "ink": ink}

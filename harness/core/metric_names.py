@@ -43,6 +43,7 @@ ACT_DEAD = "act_dead/"
 ACT_MEAN = "act_mean/"
 ACT_STD = "act_std/"
 ATTN_ENTROPY = "attn_entropy/"
+GRAD_SHARE = "grad_share/"  # a multi-part objective: each part's share of the loss's gradient (monitor steps)
 
 
 def flat(name: str) -> str:

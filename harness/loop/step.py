@@ -21,6 +21,7 @@ from harness.training.guard import Guard, Verdict, skips_on_device
 from harness.models.output import OutputPicker
 from harness.training.monitor import Monitor
 from harness.training.objective import Objective
+from harness.training.part_shares import gradient_shares
 from harness.training.precision import Precision
 from harness.training.schedule import LiveLR
 
@@ -50,6 +51,7 @@ class StepResult:
     post_clip_norm: torch.Tensor | None = None  # measured on logging steps for clip modes other than norm
     without_grad: int | None = None  # logging steps: trainable tensors the loss never reached
     micro_batches: list[MicroBatch] | None = None  # with the guard on: which samples a skipped update held
+    part_shares: dict[str, torch.Tensor] | None = None  # monitor steps, multi-part objectives: gradient shares
 
 
 @dataclass(frozen=True)
@@ -86,7 +88,7 @@ class TrainStep:
         shares = self.objective.shares([y for _, y in fetched])
         if shares is None and self.dist.world_size == 1:
             return self._skip_empty(step)
-        loss, parts = self._forward_backward(fetched, shares or [0.0] * len(fetched), monitoring)
+        loss, parts, part_shares = self._forward_backward(fetched, shares or [0.0] * len(fetched), monitoring)
         self.faults.on_grads(self.params)
         without_grad = sum(p.grad is None for p in self.params) if log_step else None  # a host-side count
 
@@ -115,12 +117,13 @@ class TrainStep:
         if monitoring:
             self.monitor.after_step()
         return StepResult(step, loss, parts, grad_norm, verdict, judged_loss, clipped, lr, scale_dropped, post_clip_norm,
-                          without_grad, micro_batches if self.guard.enabled else None)
+                          without_grad, micro_batches if self.guard.enabled else None, part_shares)
 
-    def _forward_backward(self, fetched: list[tuple[Any, Any]], shares: list[float],
-                          monitoring: bool) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
-        """Accumulate the gradients of one batch's mean loss; returns that loss and its parts (on the device)."""
-        loss, parts, count = None, {}, None
+    def _forward_backward(self, fetched: list[tuple[Any, Any]], shares: list[float], monitoring: bool
+                          ) -> tuple[torch.Tensor, dict[str, torch.Tensor], dict[str, torch.Tensor] | None]:
+        """Accumulate the gradients of one batch's mean loss; returns that loss, its parts and, on a
+        monitor step of a multi-part objective, the parts' gradient shares (all on the device)."""
+        loss, parts, count, shares_of_parts = None, {}, None, None
         for k, ((x, y), share) in enumerate(zip(fetched, shares)):
             last = k == len(fetched) - 1
             x, y = to_device(x, self.device, non_blocking=True), to_device(y, self.device, non_blocking=True)
@@ -129,6 +132,8 @@ class TrainStep:
                 with self.precision.autocast():
                     scored = self.objective.score(self.model, x, y)
                     micro_loss = self.faults.on_loss(scored.loss)
+                if monitoring and last and len(scored.parts) > 1 and self.dist.world_size == 1:
+                    shares_of_parts = gradient_shares(scored.parts, micro_loss, self.params)
                 if scored.count is not None:  # a sum: the whole update's count divides it below
                     share = 1.0
                     count = scored.count if count is None else count + scored.count
@@ -138,10 +143,10 @@ class TrainStep:
             part = micro_loss.detach() * share
             loss = part if loss is None else loss + part
             for name, value in scored.parts.items():
-                parts[name] = parts.get(name, 0.0) + value.float() * share
+                parts[name] = parts.get(name, 0.0) + value.detach().float() * share
         if count is not None:
             loss, parts = self._per_counted_item(loss, parts, count)
-        return loss, parts
+        return loss, parts, shares_of_parts
 
     def _per_counted_item(self, loss: torch.Tensor, parts: dict[str, torch.Tensor],
                           count: torch.Tensor) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:

@@ -47,7 +47,7 @@ class Scored:
     named parts, on the device."""
 
     loss: torch.Tensor
-    parts: dict[str, torch.Tensor] = field(default_factory=dict)
+    parts: dict[str, torch.Tensor] = field(default_factory=dict)  # as the objective returned them (attached)
     count: torch.Tensor | None = None
 
 
@@ -215,13 +215,14 @@ def _field(output: Any, name: str) -> Any:
 def _model_loss(output: Any) -> Scored:
     loss = _field(output, LOSS)
     items = output.items() if isinstance(output, Mapping) else vars(output).items()
-    parts = {str(k): v.detach() for k, v in items
+    parts = {str(k): v for k, v in items
              if k != LOSS and str(k).endswith(LOSS) and isinstance(v, torch.Tensor) and v.dim() == 0}
     return Scored(loss, parts)
 
 
 def _scalar(value: Any) -> torch.Tensor:
-    return value.detach() if isinstance(value, torch.Tensor) else torch.tensor(float(value))
+    """A part as a tensor; still attached to the graph (the gradient shares read it), detached when summed."""
+    return value if isinstance(value, torch.Tensor) else torch.tensor(float(value))
 
 
 def _describe_output(output: Any) -> str:

@@ -24,6 +24,7 @@ RULES: tuple[Rule, ...] = (  # setup mistakes first: among findings of one sever
     setup.unnormalised_inputs,
     objective.posterior_collapse,  # the objective's own failures, before what the optimiser shows beside them
     objective.representation_collapse,
+    objective.drowned_part,
     numerics.fp16_underflow,  # the precision config's own cause, before the vanishing gradients it makes
     curves.diverging,
     curves.plateau_at_chance,
@@ -66,7 +67,7 @@ CAUSES = frozenset({"clip_pinned", "schedule_ended_early", "dead_relu", "vanishi
                     "exploding_gradients", "warmup_too_long", "weight_decay_collapse", "frozen_parameters",
                     "unnormalised_inputs", "attention_entropy_collapse", "outlier_samples", "output_activation",
                     "capacity_limit", "unscaled_targets", "split_mismatch", "posterior_collapse",
-                    "representation_collapse"})
+                    "representation_collapse", "drowned_part"})
 
 
 # Findings outside that chain that particular causes explain: inputs 100x too large, targets far

@@ -1,17 +1,18 @@
 """Rules about what only the user's own objective shows (loss._target_): a VAE whose posterior
 collapsed onto its prior, a contrastive or self-supervised model whose embeddings collapsed onto
-a line. They read the objective's logged parts and the eval rows' effective rank; without them
-(built-in losses) they stay silent."""
+a line, a multi-part objective whose update follows one part while another stands still. They
+read the objective's logged parts, the eval rows' effective rank and the parts' gradient shares;
+without them (built-in losses) they stay silent."""
 from __future__ import annotations
 
 import re
 
 import numpy as np
 
-from harness.core.metric_names import VAL_EFFECTIVE_RANK, VAL_LOSS_PART
+from harness.core.metric_names import GRAD_SHARE, TRAIN_LOSS_PART, VAL_EFFECTIVE_RANK, VAL_LOSS_PART
 from harness.diagnosis.findings import Finding, Severity
 from harness.diagnosis.load import RunData
-from harness.diagnosis.signals import fmt
+from harness.diagnosis.signals import EDGE_POINTS, end_level, fmt, start_level
 
 # Posterior collapse (Bowman et al. 2016; Lucas et al. 2019): the KL part ends near 0 nats per
 # sample and stayed there through the second half of the run, while the other part (the
@@ -27,6 +28,14 @@ MIN_EVALS = 4
 # first eval): every sample maps near one line, whatever the input.
 COLLAPSED_RANK = 2.5
 RANK_FALL = 0.5
+
+# A drowned part: over the second half, one part's share of the loss's gradient (grad_share/*,
+# measured on the monitor's steps) has a median of at least 95%, while another part that has a
+# gradient of its own did not improve: it fell less than 10% from where it started, or rose. The
+# shared weights follow the first; the second stays where the untrained model had it, or is pushed
+# up by what the first makes of the shared weights.
+DROWNING_SHARE = 0.95
+DROWNED_FALL = 0.10
 
 
 def _named_parts(run: RunData) -> list[str]:
@@ -82,3 +91,36 @@ def representation_collapse(run: RunData) -> Finding | None:
         "an objective with nothing that pushes embeddings apart collapses: give it negatives (InfoNCE) or a variance "
         "term (VICReg), or a stop-gradient with a predictor (BYOL, SimSiam); lower the temperature (0.1-0.2); "
         "add a projector head and measure the representation before it; train on larger batches (more negatives).")
+
+
+def drowned_part(run: RunData) -> Finding | None:
+    keys = run.keys(GRAD_SHARE)
+    if len(keys) < 2:
+        return None
+    medians = {}
+    for key in keys:
+        late = run.series(key).finite().after_fraction(0.5)
+        if len(late):
+            medians[key[len(GRAD_SHARE):]] = float(np.median(late.values))
+    if not medians:
+        return None
+    dominant = max(medians, key=lambda name: medians[name])
+    if medians[dominant] < DROWNING_SHARE:
+        return None
+    for name in sorted((n for n in medians if n != dominant), key=lambda n: medians[n]):
+        part = run.series(TRAIN_LOSS_PART + name).finite()
+        if len(part) < 2 * EDGE_POINTS:
+            continue
+        start, end = start_level(part), end_level(part)
+        if start > 0 and (start - end) / start < DROWNED_FALL:
+            return Finding(
+                "drowned_part", Severity.WARNING, f"the part `{name}` is drowned by `{dominant}`",
+                f"over the second half `{dominant}` made {medians[dominant]:.1%} of the loss's gradient (median of "
+                f"the monitor's steps) and `{name}` {medians[name]:.2%}; `{name}` went from {fmt(start)} to "
+                f"{fmt(end)} ({(start - end) / start:+.1%} of its start): the shared weights follow `{dominant}` "
+                "alone.",
+                f"raise `{name}`'s weight in your objective (by about the ratio of the shares, then tune it), or "
+                f"scale each part by its own size (divide by a running mean of it, or learn the weights: uncertainty "
+                f"weighting, GradNorm); an adaptive optimizer (AdamW) lets `{name}`'s own head learn, but not the "
+                "weights the parts share.")
+    return None

@@ -13,10 +13,10 @@ from harness.core.distributed import DistInfo, all_reduce_mean
 from harness.training.flops import mfu
 from harness.loop.hooks import Stop, Tick
 from harness.core.metric_names import (GRAD_CLIP_RATE, GRAD_NORM_MAX, GRAD_NORM_POSTCLIP, GRAD_NORM_PRECLIP,
-                                  GRAD_TENSORS_WITHOUT, PERF_MFU, PERF_SAMPLES, PERF_STEP_MS, PERF_TOKENS, TRAIN_EMPTY,
-                                  TRAIN_EPOCH, TRAIN_LOSS, TRAIN_LOSS_FIRST, TRAIN_LOSS_MAX, TRAIN_LOSS_PART,
-                                  TRAIN_LOSS_SCALE, TRAIN_LR,
-                                  TRAIN_OVERFLOWS, TRAIN_SKIPPED)
+                                       GRAD_SHARE, GRAD_TENSORS_WITHOUT, PERF_MFU, PERF_SAMPLES, PERF_STEP_MS,
+                                       PERF_TOKENS, TRAIN_EMPTY, TRAIN_EPOCH, TRAIN_LOSS, TRAIN_LOSS_FIRST,
+                                       TRAIN_LOSS_MAX, TRAIN_LOSS_PART, TRAIN_LOSS_SCALE, TRAIN_LR, TRAIN_OVERFLOWS,
+                                       TRAIN_SKIPPED)
 from harness.training.monitor import Monitor
 from harness.training.precision import Precision
 from harness.loop.step import ClipSettings, StepResult
@@ -40,6 +40,7 @@ class MetricsLog(Callback):
         # the last update's values that only some updates carry (an empty update runs no optimizer)
         self.lr, self.without_grad = 0.0, 0
         self.post_clip_norm = torch.zeros((), device=device)
+        self.part_shares: dict[str, torch.Tensor] = {}  # a multi-part objective's, from the last monitor step
 
     def on_fit_start(self, trainer: Trainer) -> None:
         trainer.window.restart_clock()
@@ -59,6 +60,8 @@ class MetricsLog(Callback):
             self.without_grad = result.without_grad
         if result.post_clip_norm is not None:
             self.post_clip_norm = result.post_clip_norm
+        if result.part_shares is not None:
+            self.part_shares = result.part_shares
 
     def on_step_end(self, trainer: Trainer, tick: Tick, result: StepResult) -> Stop | None:
         if tick.log and not self.write(trainer):
@@ -73,6 +76,8 @@ class MetricsLog(Callback):
         monitored, histograms = self.monitor.pop()
         if window.first_loss is not None:  # read with the first window: where the blow-up test starts
             monitored[TRAIN_LOSS_FIRST], window.first_loss = window.first_loss, None
+        monitored.update((GRAD_SHARE + name, share) for name, share in self.part_shares.items())
+        self.part_shares = {}
         sums, applied, seconds = window.close()
         names = [*sums, "pre_norm", "post_norm", *monitored]
         values = torch.stack([*sums.values(), pre, self._post_clip_norm(pre), *monitored.values()])
