@@ -15,6 +15,7 @@ from harness.entry.cli import (
     exit_without_teardown,
     fail,
     is_multirun,
+    leave_run_dir_as_found,
     parse_command_line,
     with_saved_overrides,
     write_errors_in_one_line,
@@ -48,6 +49,7 @@ def main(cfg: DictConfig) -> float | list[float]:
     if cfg.mode == "doctor" and result:
         sys.exit(1)  # the doctor found failing checks; its table says which and how to fix them
     if not is_multirun():  # everything is written and closed; skip the second of module teardown
+        leave_run_dir_as_found()
         exit_without_teardown(EXIT_INTERRUPTED if interrupted_by_user() else 0)
     return result
 

@@ -60,3 +60,31 @@ def test_a_quoted_run_dir_is_the_folder_hydra_reads_and_nothing_else_is_made(tmp
     assert "runs/a b" in one_line_error(refused, "hydra.run.dir")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["runs"]
 
+
+
+# Every way a command into a finished run dir can be refused after Hydra has written its files:
+# the run's saved overrides, its config, its log and its lock must all stay byte for byte.
+REFUSALS = {
+    "a resume that would jump the LR": (["resume=auto", "trainer.max_steps=60"], "trainer.max_steps"),
+    "an eval of a checkpoint that is not there": (["mode=eval", "eval.checkpoint=nowhere.pt"], "eval.checkpoint"),
+    "a resume of a run already complete (exit 0, nothing trained)": (["resume=auto"], None),
+    "a resume with a value the config refuses": (["resume=auto", "trainer.max_steps=60", "optim.lr=-1"], "optim.lr"),
+    "a resume with a bad objective": (["resume=auto", "trainer.max_steps=60", "schedule=constant",
+                                       "loss._target_=no_such_module.objective"], "loss._target_"),
+}
+
+
+@pytest.mark.parametrize("refusal", sorted(REFUSALS))
+def test_a_refused_command_leaves_a_finished_run_dir_as_it_was(tmp_path, refusal):
+    run_dir = tmp_path / "run"
+    first = run_cli(["model=mlp", "data=synthetic", "model.width=16", "trainer.max_steps=40", "logger=none",
+                     "diagnose=false", f"hydra.run.dir={run_dir}"])
+    assert first.returncode == 0, first.stderr[-2000:]
+    before = snapshot(run_dir)
+    overrides, key = REFUSALS[refusal]
+    result = run_cli([f"hydra.run.dir={run_dir}", *overrides])
+    if key is None:
+        assert result.returncode == 0 and "nothing was changed" in result.stdout, result.stderr[-2000:]
+    else:
+        one_line_error(result, key)
+    assert snapshot(run_dir) == before

@@ -192,14 +192,18 @@ def test_a_killed_run_resumes_bitwise_on_a_user_objective(tmp_path):
     assert losses[0] == losses[1]
 
 
-def test_two_ranks_equal_one_process_on_a_counting_objective(tmp_path):
-    ddp = [*MASKED, "diagnose=false", "accum=2"]
+@pytest.mark.parametrize("parallel", ["ddp", "fsdp"])
+def test_two_ranks_equal_one_process_on_a_counting_objective(tmp_path, parallel):
+    ddp = [*MASKED, "diagnose=false", "accum=2", f"parallel={parallel}"]
     shutil.copy(TESTS / "user_code.py", tmp_path)  # modules are found in the directory train.py starts from
     torchrun(ddp, cwd=tmp_path)
     (ddp_dir,) = run_dirs(tmp_path)
-    train(ddp, tmp_path / "single")
-    a, b = (load_checkpoint(step_checkpoints(d)[0])["model"] for d in (ddp_dir, tmp_path / "single"))
-    assert max((a[k] - b[k]).abs().max().item() for k in a) <= 1e-6
+    train([*ddp[:-1], "parallel=ddp"], tmp_path / "single")
+    summaries = [json.loads((d / "summary.json").read_text()) for d in (ddp_dir, tmp_path / "single")]
+    assert summaries[0]["best_val_loss"] == pytest.approx(summaries[1]["best_val_loss"], rel=1e-6)
+    if parallel == "ddp":  # a sharded checkpoint is a directory of shards: the val loss above compares it
+        a, b = (load_checkpoint(step_checkpoints(d)[0])["model"] for d in (ddp_dir, tmp_path / "single"))
+        assert max((a[k] - b[k]).abs().max().item() for k in a) <= 1e-6
 
 
 def _findings(run_dir) -> dict[str, str]:

@@ -16,6 +16,7 @@ from typing import NoReturn
 
 from harness.core.config_keys import CONF_DIR, PER_INVOCATION, missing_key_hint
 from harness.core.errors import DISK_ERRNOS, ConfigError, HarnessError, RunDirBusy, WriteError, write_error
+from harness.state.run_dir_snapshot import RunDirSnapshot
 from harness.state.run_lock import LOCK_FILE, hold_run_dir, release_all
 from harness.state.rundir import claim_run_dir
 
@@ -24,6 +25,7 @@ HYDRA_FILES = {".hydra", LOCK_FILE}
 JOB_LOG = re.compile(r"(train|eval)(_rank\d+)?\.log")  # Hydra's job log: train.log, eval.log (mode=eval), per rank
 SHELL_COMPLETION = ("install", "uninstall", "query")  # -sc takes one of these as an override
 _created_run_dir: Path | None = None  # the explicit run dir this command made: removed again if it is refused
+_snapshot: RunDirSnapshot | None = None  # an existing run dir this command holds, as it was before Hydra wrote
 
 
 @dataclass(frozen=True)
@@ -173,7 +175,17 @@ def fail(err: HarnessError, cleanup_hydra_dir: bool = False) -> NoReturn:
         if _created_run_dir is not None:
             _remove_empty_run_dir(_created_run_dir)
     release_all()
+    leave_run_dir_as_found()
     sys.exit(err.exit_status)
+
+
+def leave_run_dir_as_found() -> None:
+    """A command that wrote nothing of its own into an existing run dir (refused, or a resume of a
+    run already complete) puts back what Hydra and the lock wrote there: the run's saved overrides
+    stay those of the commands that trained it."""
+    if _snapshot is not None and not _snapshot.harness_wrote():
+        release_all()
+        _snapshot.restore()
 
 
 def _said_by_rank_zero(err: HarnessError) -> bool:
@@ -215,10 +227,15 @@ def _hydra_output_dir() -> str:
     return HydraConfig.get().runtime.output_dir
 
 
+def _written_first(name: str) -> bool:
+    """A top-level name of a run dir that Hydra or the run lock writes before the harness reads the config."""
+    return name in HYDRA_FILES or JOB_LOG.fullmatch(name) is not None
+
+
 def _remove_empty_run_dir(run_dir: Path) -> None:
     """A refused run leaves nothing: a run dir holding only Hydra's files (.hydra/, the job's log and,
     under torchrun, the other ranks' logs) goes."""
-    if run_dir.is_dir() and all(p.name in HYDRA_FILES or JOB_LOG.fullmatch(p.name) for p in run_dir.iterdir()):
+    if run_dir.is_dir() and all(_written_first(p.name) for p in run_dir.iterdir()):
         release_all()  # its lock file goes with it
         shutil.rmtree(run_dir, ignore_errors=True)
 
@@ -237,14 +254,16 @@ def check_run_dir(command: CommandLine) -> None:
             claim_run_dir(run_dir, given.get("resume"), overwrite=False)  # reads only: a refusal touches nothing
         except ConfigError as err:
             fail(err)
-    global _created_run_dir
+    global _created_run_dir, _snapshot
     existed = run_dir.exists()
+    snapshot = RunDirSnapshot.take(run_dir, _written_first) if existed and run_dir.is_dir() else None
     try:
         hold_run_dir(run_dir)  # before Hydra writes .hydra/ and train.log: a second run must not touch them
     except RunDirBusy as err:
         fail(err)
     except OSError as err:  # Hydra would fail here with a traceback
         fail(ConfigError("hydra.run.dir", str(run_dir), f"a directory that can be created: {err.strerror}"))
+    _snapshot = snapshot  # this command holds the run dir now: a refusal puts back what it touched
     if not existed:
         _created_run_dir = run_dir  # a command refused from here on leaves nothing behind
 

@@ -1,0 +1,64 @@
+"""A refused command leaves an existing run dir as it found it. Hydra writes `.hydra/` and the job's
+log into the run dir, and the run lock its holder, before the harness has read the config, so a
+command the harness then refuses (a resume that would jump the LR, an eval of a missing
+checkpoint, a bad key) would otherwise have rewritten a finished run's saved overrides, which
+every later `resume=auto` and `mode=eval` there reads. The snapshot holds those files' bytes and
+times, taken before Hydra runs; a refusal puts them back, unless the harness wrote a file of its
+own meanwhile (then the run was accepted, and what it wrote is its record)."""
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+HYDRA_SUBDIR = ".hydra"
+
+
+@dataclass(frozen=True)
+class Saved:
+    data: bytes
+    atime_ns: int
+    mtime_ns: int
+
+
+@dataclass(frozen=True)
+class RunDirSnapshot:
+    run_dir: Path
+    written_first: Callable[[str], bool]  # the top-level names Hydra and the lock write before the harness runs
+    before_hydra: dict[Path, Saved]  # those files as they were
+    others: dict[Path, int]  # every other file of the run dir's top level, with its mtime
+
+    @classmethod
+    def take(cls, run_dir: Path, written_first: Callable[[str], bool]) -> RunDirSnapshot:
+        saved, others = {}, {}
+        for path in run_dir.iterdir():
+            if written_first(path.name):
+                files = sorted(path.rglob("*")) if path.is_dir() else [path]
+                saved.update({f: _read(f) for f in files if f.is_file()})
+            elif path.is_file():
+                others[path] = path.stat().st_mtime_ns
+        return cls(run_dir, written_first, saved, others)
+
+    def harness_wrote(self) -> bool:
+        """Whether a file outside Hydra's and the lock's changed or appeared: the run went ahead."""
+        now = {p: p.stat().st_mtime_ns for p in self.run_dir.iterdir() if p.is_file() and not self.written_first(p.name)}
+        return any(self.others.get(p) != mtime for p, mtime in now.items())
+
+    def restore(self) -> None:
+        """Put the saved files back as they were (bytes and times); remove the ones the refused
+        command created among Hydra's and the lock's."""
+        for path in list(self.run_dir.iterdir()):
+            if self.written_first(path.name):
+                files = path.rglob("*") if path.is_dir() else [path]
+                for f in [f for f in files if f.is_file() and f not in self.before_hydra]:
+                    f.unlink()
+        for path, saved in self.before_hydra.items():
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_bytes(saved.data)
+            os.utime(path, ns=(saved.atime_ns, saved.mtime_ns))
+
+
+def _read(path: Path) -> Saved:
+    stat = path.stat()
+    return Saved(path.read_bytes(), stat.st_atime_ns, stat.st_mtime_ns)
