@@ -259,3 +259,21 @@ def test_a_drowned_part_is_named_and_a_balanced_twin_stays_clean(tmp_path):
     assert len(shares) >= 10 and min(shares) > 0.95
     assert "drowned_part" in _findings(tmp_path / "drowned")
     assert all(severity == "info" for severity in _findings(tmp_path / "balanced").values())
+
+
+def test_what_the_loss_does_not_read_is_said_once_and_a_nested_target_is_built(tmp_path, caplog):
+    """Nothing is dropped in silence: a dict output's other fields and a dict sample's unread
+    fields each get an INFO line naming them; a model key with its own _target_ arrives built."""
+    caplog.set_level("INFO", logger="harness")
+    short = ["trainer.max_steps=4", "trainer.eval_every=4", "logger=none"]
+    train(["data=custom", "data._target_=user_code.masked_sequences", "data.task=regression",
+           "data.input_key=x", "data.target_key=y", "model=mlp", *short], tmp_path / "dict_samples")
+    train(["data=digits", "model._target_=user_code.Classifier", "+model.returns=dict", *short],
+          tmp_path / "dict_output")
+    said = caplog.text
+    assert "the samples' mask is not read" in said and "loss._target_" in said
+    assert "Classifier's output also holds hidden" in said
+    _, summary = train(["data=digits", "model._target_=user_code.ConfiguredNet",
+                        "+model.config._target_=types.SimpleNamespace", "+model.config.width=16", *short],
+                       tmp_path / "configured")
+    assert summary["status"] == "completed"

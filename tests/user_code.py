@@ -482,3 +482,16 @@ def digit_and_ink(output: dict, batch: list, ink_weight: float = 1.0) -> dict[st
     digit = nn.functional.cross_entropy(output["digit"], y)
     ink = (output["ink"] - x.flatten(1).mean(1)).pow(2).mean()
     return {"loss": digit + ink_weight * ink, "digit": digit, "ink": ink}
+
+
+class ConfiguredNet(nn.Module):
+    """Built from a config object, as Hugging Face models are: `config` arrives built, not a dict."""
+
+    def __init__(self, in_features: int, num_classes: int, config: object) -> None:
+        super().__init__()
+        assert not isinstance(config, dict), "config arrived as a plain dict"
+        self.net = nn.Sequential(nn.Flatten(), nn.Linear(in_features, config.width), nn.ReLU(),
+                                 nn.Linear(config.width, num_classes))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.net(x)

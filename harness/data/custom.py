@@ -9,6 +9,7 @@ TensorDataset's labels, one sample's shape) and required otherwise.
 """
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -23,6 +24,7 @@ from harness.data.loader import SHARED_DATA_KEYS, BatchRecipe, fetch, peek
 from harness.core.errors import ConfigError
 from harness.core.validation import is_whole
 
+log = logging.getLogger("harness")
 # Keys the harness reads itself; every other key of the group is passed to the factory.
 HARNESS_KEYS = {"name", "_target_", "task", "num_classes", "vocab_size", "input_key", "target_key", *SHARED_DATA_KEYS}
 
@@ -111,11 +113,18 @@ def _check_fields(cfg: CustomConfig, train: Dataset) -> None:
     if not isinstance(sample, Mapping):
         return
     fields = sorted(map(str, sample))
+    read = set()
     for key in ("input_key", "target_key"):
         wanted = getattr(cfg.recipe, key)
         names = list(wanted) if isinstance(wanted, list) else [wanted]
         if wanted is None or any(n not in sample for n in names):
             raise ConfigError(f"data.{key}", wanted, f"a field of {cfg.path}'s dict samples: one of {fields}")
+        read.update(names)
+    unread = [f for f in fields if f not in read]
+    if unread:
+        log.info("data: the samples' %s %s not read (data.input_key=%s, data.target_key=%s); to give the model or the "
+                 "loss every field, name your objective: loss._target_=mypkg.objective (docs/bring-your-own.md)",
+                 ", ".join(unread), "is" if len(unread) == 1 else "are", cfg.recipe.input_key, cfg.recipe.target_key)
 
 
 def build_custom(cfg: CustomConfig) -> Splits:

@@ -8,6 +8,7 @@ of the option it replaced, see keys.py), plus those data fields its signature na
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Mapping
 from functools import partial
 from typing import Any
 
@@ -17,7 +18,7 @@ from torch import nn
 from harness.core.callables import accepted_fields, call, check_accepts, locate
 from harness.data import DataMeta
 from harness.data.base import MODEL_FIELDS
-from harness.core.errors import ConfigError
+from harness.core.errors import ConfigError, one_line
 from harness.models.keys import user_keys
 from harness.core.typed_config import read_typed
 
@@ -67,9 +68,28 @@ def build_model(spec: ModelSpec, meta: DataMeta) -> nn.Module:
         config = dataclasses.replace(spec.config, **{k: v for k, v in data.items() if k in names})
         model = call(partial(spec.target, config), {}, "model._target_", spec.path, "a model that builds")
     else:
-        kwargs = {**spec.kwargs, **accepted_fields(spec.target, data)}
+        kwargs = {**built_arguments(spec.kwargs), **accepted_fields(spec.target, data)}
         model = call(spec.target, kwargs, "model._target_", spec.path, "a model that builds")
     if not isinstance(model, nn.Module):
         raise ConfigError("model._target_", spec.path, f"a callable that returns a torch.nn.Module, "
                                                        f"not a {type(model).__name__}")
     return model
+
+
+def built_arguments(kwargs: dict[str, Any]) -> dict[str, Any]:
+    """A key holding its own `_target_` (`+model.config._target_=transformers.BertConfig`) is built,
+    with its other keys as arguments, as Hydra's `instantiate` builds nested nodes; the rest as set."""
+    from hydra.utils import instantiate
+
+    built = {}
+    for key, value in kwargs.items():
+        if isinstance(value, Mapping) and "_target_" in value:
+            locate(f"model.{key}._target_", value["_target_"])  # a missing module or name: its own line
+            try:
+                value = instantiate(value)
+            except Exception as err:  # noqa: BLE001 - the user's class raised while being built
+                raise ConfigError(f"model.{key}._target_", value["_target_"],
+                                  f"a class or function that builds from the keys set under model.{key}: "
+                                  f"{one_line(err)}") from None
+        built[key] = value
+    return built

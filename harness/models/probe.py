@@ -2,6 +2,9 @@
 task fails in milliseconds with one line, not after minutes with a shape error in the loss."""
 from __future__ import annotations
 
+import logging
+from collections.abc import Mapping
+
 import torch
 from torch import nn
 
@@ -9,6 +12,8 @@ from harness.data import DataMeta
 from harness.data.batch import tensors
 from harness.core.errors import ConfigError, one_line
 from harness.models.output import AUTO, OutputPicker
+
+log = logging.getLogger("harness")
 
 
 def describe(t: object) -> str:
@@ -79,6 +84,23 @@ def probe_model(model: nn.Module, picker: OutputPicker, meta: DataMeta, x: torch
     if not isinstance(out, torch.Tensor) or not _fits(out, meta, x, y):
         raise ConfigError("model._target_", path, f"a model whose output fits the {meta.task} task: {name} returned "
                           f"{describe(out)} for inputs {describe(x)}; expected {expected_output(meta, x, y)}")
+    unread = unread_outputs(raw, picker.pick(raw))
+    if unread:
+        log.info("%s's output also holds %s; the loss reads only the logits (to train on them too, name your "
+                 "objective: loss._target_=mypkg.objective, docs/bring-your-own.md)", name, ", ".join(unread))
+
+
+def unread_outputs(raw: object, picked: torch.Tensor) -> list[str]:
+    """The tensors of a model's output besides the one the loss reads: a dict's or ModelOutput's
+    other fields, a tuple's other items (a VAE's mu and logvar, an MoE's router loss)."""
+    if isinstance(raw, Mapping):
+        named = [(str(k), v) for k, v in raw.items()]
+    elif isinstance(raw, (tuple, list)):
+        fields = getattr(raw, "_fields", None)  # a namedtuple names its items
+        named = [(fields[i] if fields else f"item {i}", v) for i, v in enumerate(raw)]
+    else:
+        return []
+    return [name for name, value in named if isinstance(value, torch.Tensor) and value is not picked]
 
 
 def parameter_counts(model: nn.Module) -> dict[str, object]:
