@@ -277,3 +277,12 @@ def test_what_the_loss_does_not_read_is_said_once_and_a_nested_target_is_built(t
                         "+model.config._target_=types.SimpleNamespace", "+model.config.width=16", *short],
                        tmp_path / "configured")
     assert summary["status"] == "completed"
+
+
+def test_a_model_whose_output_follows_the_batch_size_is_refused_before_training(tmp_path):
+    """A last partial batch (of an epoch, or of the eval) must not crash mid-run: the model is probed
+    on a smaller batch too, and an output that does not fit it is one line."""
+    with pytest.raises(ConfigError, match=r"BatchScores returned \[3, 3\].*expected float logits \[3, 4\]"):
+        train(["data=custom", "data._target_=user_code.pairs", "model._target_=user_code.BatchScores",
+               "batch_size=4", "trainer.max_steps=4", "logger=none"], tmp_path / "run")
+    assert not (tmp_path / "run").exists()

@@ -122,6 +122,7 @@ def _run_defining(config: dict[str, Any]) -> dict[str, Any]:
 
 
 TRACED_SAMPLES = 2
+PARTIAL_BATCH = 3  # samples of the smaller batch the model is also probed on
 
 
 @dataclass(frozen=True)
@@ -205,6 +206,9 @@ def assemble(config: RunConfig, run_dir: Path, device: torch.device,
     model_call = ModelCall(raw_model, data.recipe.input_key) if user_loss is not None else None
     if user_loss is None:
         probe_model(raw_model, pick_output, meta, x.to(device), y.to(device), config.model.path)
+        if len(x) > PARTIAL_BATCH:  # an epoch's or an eval's last batch is smaller: the output must follow it
+            probe_model(raw_model, pick_output, meta, x[:PARTIAL_BATCH].to(device), y[:PARTIAL_BATCH].to(device),
+                        config.model.path)
         few = x[:TRACED_SAMPLES].to(device)  # which activations are hidden or make the output: two samples tell
     else:  # the whole first micro-batch: its structure is the user's
         few = to_device(x, device)

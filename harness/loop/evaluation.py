@@ -23,6 +23,14 @@ from harness.training.precision import Precision
 from harness.training.objective import FINAL_PART, PRIOR_PART, LossFn, OpenObjective
 
 
+def keep_rows(kept: list[torch.Tensor], rows: torch.Tensor) -> None:
+    """Add a batch's output rows to those measured, up to OUTPUT_ROWS; a batch whose rows are
+    another width (an output that depends on the batch, [B, B] scores, on a last partial batch)
+    is left out rather than stacked."""
+    if sum(map(len, kept)) < OUTPUT_ROWS and (not kept or rows.shape[1:] == kept[0].shape[1:]):
+        kept.append(rows.detach().float())
+
+
 class Evaluator:
     def __init__(self, *, model: nn.Module, pick_output: OutputPicker, precision: Precision, loss_fn: LossFn,
                  meta: DataMeta, batches: EvalBatches, train_batches: EvalBatches | None, prior: dict[str, Any],
@@ -82,8 +90,8 @@ class Evaluator:
             x, y = x.to(self.device), y.to(self.device)
             with self.precision.autocast():
                 out = self.pick_output(self.model(x))
-            if keep_logits and sum(map(len, kept)) < OUTPUT_ROWS:
-                kept.append(out.float())
+            if keep_logits:
+                keep_rows(kept, out)
             counted = counted_targets(y, self.meta.ignore_index)
             n = counted.sum().float()
             correct = ((out.argmax(-1) == y) & counted).sum() if self.meta.task == "classification" else n * 0
@@ -101,9 +109,9 @@ class Evaluator:
             batch = to_device(batch, self.device)
             with self.precision.autocast():
                 output, scored = objective.scored_output(self.model, batch)
-            rows = embedding_rows(output) if sum(map(len, kept)) < OUTPUT_ROWS else None
+            rows = embedding_rows(output)
             if rows is not None:
-                kept.append(rows.float())
+                keep_rows(kept, rows)
             if scored.count is not None:
                 n, weight = scored.count.to(self.device, torch.float32), 1.0
             else:

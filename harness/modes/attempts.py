@@ -484,7 +484,9 @@ def write_top(run_dir: Path, story: dict[str, Any]) -> None:
                    attempts=copy.deepcopy(story["attempts"]), remedies_refused=copy.deepcopy(story.get("refused", [])))
     atomic_json_dump(summary, run_dir / "summary.json")
     lines = [f"# Remedies: {story['verdict']}", "",
-             f"The run's result is attempt {story['best_attempt']}'s (the lowest best val loss).", "",
+             f"The run's result is attempt {story['best_attempt']}'s: the lowest best val loss among the run as "
+             f"given and the remedies kept (a rejected remedy is never the result, however low it ended: it did not "
+             f"beat its base where both had trained).", "",
              "| attempt | builds on | remedy applied | started | ended | steps | best val loss | outcome "
              "| critical findings |", "|---|---|---|---|---|---|---|---|---|"]
     for a in story["attempts"]:
