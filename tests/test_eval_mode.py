@@ -166,3 +166,49 @@ def test_hf_data_reads_the_test_split_it_is_told_to(tmp_path):
     with pytest.raises(ConfigError) as err:
         build_splits(validate_data_config(compose_cfg([*hf, "data.test_split=holdout"]).data))
     assert err.value.key == "data.test_split" and "['train', 'validation', 'test']" in str(err.value)
+
+
+GPT_RUN = ["data=text", f"data.path={ROOT / 'docs' / 'diagnosis.md'}", "model.n_layer=1", "model.n_embd=16",
+           "model.n_head=2", "model.block_size=16", "trainer.max_steps=10", "trainer.eval_every=10", "logger=none",
+           "diagnose=false"]
+
+
+def test_token_data_is_scored_on_non_overlapping_windows_with_progress_lines(tmp_path, caplog, monkeypatch):
+    """Every token once by default (stride = context): the default run's validation split takes
+    hundreds of batches, not tens of thousands; a line says how far it is."""
+    from conftest import train
+    from harness.modes import eval_mode
+    from harness.modes.run import run
+
+    train(GPT_RUN, tmp_path / "run")
+    monkeypatch.setattr(eval_mode, "PROGRESS_EVERY_S", 0.0)
+    caplog.set_level("INFO", logger="harness")
+    run(compose_cfg([*GPT_RUN, "mode=eval"]), run_dir=tmp_path / "run")
+    scored = json.loads((tmp_path / "run" / "eval.json").read_text())
+    windows = len(validate_and_build_val(GPT_RUN))
+    assert scored["stride"] == 16 and scored["val_samples"] == -(-windows // 16)
+    assert "eval: validation batch" in caplog.text and "left" in caplog.text
+    run(compose_cfg([*GPT_RUN, "mode=eval", "eval.stride=1", "eval.batches=3"]), run_dir=tmp_path / "run")
+    assert json.loads((tmp_path / "run" / "eval.json").read_text())["stride"] == 1
+
+
+def validate_and_build_val(overrides):
+    config = validate_config(compose_cfg(overrides))
+    return build_splits(config.data).val
+
+
+def test_ctrl_c_during_eval_is_one_line_with_exit_130_and_writes_nothing(tmp_path, monkeypatch):
+    from conftest import train
+    from harness.core.errors import Interrupted
+    from harness.loop.evaluation import Evaluator
+    from harness.modes.run import run
+
+    train(GPT_RUN, tmp_path / "run")
+
+    def interrupted(self):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(Evaluator, "evaluate", interrupted)
+    with pytest.raises(Interrupted, match="mode=eval stopped by Ctrl-C; nothing was written") as stopped:
+        run(compose_cfg([*GPT_RUN, "mode=eval"]), run_dir=tmp_path / "run")
+    assert stopped.value.exit_status == 130 and not (tmp_path / "run" / "eval.json").exists()

@@ -377,9 +377,20 @@ def eval_batches(config: RunConfig, dataset: Dataset, recipe: BatchRecipe, loade
     """A split's fixed eval sample (`trainer.eval_batches` micro-batches per rank) as this rank's
     batches, and the whole sample (every rank's)."""
     count = config.trainer.eval_batches * micro_batch * dist.world_size
-    sample = _equal_shares(eval_indices(len(dataset), count), dist, sharded)
+    stride = eval_stride(config, dataset)
+    indices = eval_indices(len(dataset), count) if stride == 1 else torch.arange(0, len(dataset), stride)[:count]
+    sample = _equal_shares(indices, dist, sharded)
     share = sample.tensor_split(dist.world_size)[dist.rank]
     return EvalBatches(dataset, recipe, loader, share, micro_batch, config.run.seed, split), sample
+
+
+def eval_stride(config: RunConfig, dataset: Dataset) -> int:
+    """mode=eval's step between scored samples: `eval.stride`, or for token windows (one per token
+    position, each overlapping the next by all but one token) their length, so that every token is
+    scored once; training's evals keep their fixed sample."""
+    if config.run.mode != "eval":
+        return 1
+    return config.job.eval_stride or int(getattr(dataset, "block_size", 1))
 
 
 def _equal_shares(sample: torch.Tensor, dist: DistInfo, sharded: bool) -> torch.Tensor:

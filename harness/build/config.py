@@ -71,6 +71,7 @@ class JobKeys:
     objective: tuple[str, ...]  # summary.json fields: one gives a sweep a float, several a list
     eval_checkpoint: str  # mode=eval: best, last, or a path
     eval_batches: int | None  # mode=eval: null scores the whole split
+    eval_stride: int | None  # mode=eval: every Nth window or sample; null: non-overlapping windows of token data
 
 
 @dataclass(frozen=True)
@@ -222,6 +223,9 @@ def validate_config(cfg: DictConfig, world_size: int = 1, choices: Mapping[str, 
     batches = cfg.get("eval", {}).get("batches")
     if batches is not None and (not is_whole(batches) or batches < 1):
         raise ConfigError("eval.batches", batches, "null (every validation sample) or an integer >= 1")
+    stride = cfg.get("eval", {}).get("stride")
+    if stride is not None and (not is_whole(stride) or stride < 1):
+        raise ConfigError("eval.stride", stride, "null (token data: non-overlapping windows) or an integer >= 1")
     objectives = cfg.objective if OmegaConf.is_list(cfg.objective) else [cfg.objective]
     for name in objectives:
         if name not in SUMMARY_OBJECTIVES and not (user_loss is not None and str(name).startswith(FINAL_PART)):
@@ -232,7 +236,7 @@ def validate_config(cfg: DictConfig, world_size: int = 1, choices: Mapping[str, 
                   compile=cfg.compile, model_output=cfg.model_output, activation_swap=cfg.activation_swap,
                   output_activation=cfg.output_activation)
     job = JobKeys(resume=cfg.resume, overwrite=cfg.overwrite, objective=tuple(objectives),
-                  eval_checkpoint=str(checkpoint), eval_batches=batches)
+                  eval_checkpoint=str(checkpoint), eval_batches=batches, eval_stride=stride)
     return RunConfig(raw=cfg, device=device, run=run, job=job, trainer=trainer, precision=precision,
                      schedule=schedule, data=data, model=model, init=init, optim=optim, callbacks=callbacks,
                      parallel=parallel, loss=loss, user_loss=user_loss, guard=guard, monitor=monitor, early_stop=early_stop, fault=fault,

@@ -44,6 +44,12 @@ class WriteError(HarnessError):
 
 
 
+class Interrupted(HarnessError):
+    """Ctrl-C during a command that writes nothing until it is done (mode=eval): one line, exit 130."""
+
+    exit_status = 130
+
+
 class RunDirBusy(ConfigError):
     """Another live process holds the run directory: this one must not write into it."""
 

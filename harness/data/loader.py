@@ -479,6 +479,9 @@ class EvalBatches:
     def close(self) -> None:
         shut_down(self._loader)
 
+    def __len__(self) -> int:
+        return len(self._loader.batch_sampler)
+
     def __iter__(self) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
         iterator = iter(self._loader)
         for _ in range(len(self._loader.batch_sampler)):

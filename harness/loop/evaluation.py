@@ -5,6 +5,7 @@ overfitting."""
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from typing import Any
 
 import torch
@@ -45,6 +46,7 @@ class Evaluator:
         self.prior_part: float | None = None  # an open objective's `prior` part (its best constant's loss), last eval
         self.last_parts: dict[str, float] = {}  # an open objective's parts at the last eval
         self.embedding_rank: float | None = None  # an open objective's output embeddings, at the last eval
+        self.progress: Callable[[str, int, int], None] | None = None  # (split, batches done, of) for mode=eval
 
     @torch.no_grad()
     def evaluate(self) -> dict[str, float]:
@@ -86,7 +88,8 @@ class Evaluator:
             return self._open_pass(batches, self.open_objective)
         totals = torch.zeros(3, device=self.device)  # loss * n, correct, n
         kept: list[torch.Tensor] = []
-        for x, y in batches:
+        for i, (x, y) in enumerate(batches, 1):
+            self._report(batches, i)
             x, y = x.to(self.device), y.to(self.device)
             with self.precision.autocast():
                 out = self.pick_output(self.model(x))
@@ -105,7 +108,8 @@ class Evaluator:
         """The mean loss and parts over every item: a counting objective's sums over its counts, or
         each batch's means weighted by its samples (a last partial batch weighs less)."""
         totals, names, kept = None, [], []
-        for batch, _ in batches:
+        for i, (batch, _) in enumerate(batches, 1):
+            self._report(batches, i)
             batch = to_device(batch, self.device)
             with self.precision.autocast():
                 output, scored = objective.scored_output(self.model, batch)
@@ -128,6 +132,10 @@ class Evaluator:
             return math.nan, math.nan, {}
         self.embedding_rank = effective_rank(torch.cat(kept)[:OUTPUT_ROWS]) if kept else None
         return sums[0] / n, math.nan, {name: value / n for name, value in zip(names, sums[1:])}
+
+    def _report(self, batches: EvalBatches, done: int) -> None:
+        if self.progress is not None:
+            self.progress(batches.split, done, len(batches))
 
     def summary(self) -> dict[str, Any]:
         """With an objective's `prior` part, the rules that judge a loss against the prior can run."""

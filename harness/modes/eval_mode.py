@@ -16,13 +16,14 @@ from __future__ import annotations
 import logging
 import shutil
 import tempfile
+import time
 from pathlib import Path
 from typing import Any
 
 import torch
 from omegaconf import open_dict
 
-from harness.build.assembly import Assembly, assemble, eval_batches
+from harness.build.assembly import Assembly, assemble, eval_batches, eval_stride
 from harness.build.config import RunConfig, validate_config
 from harness.state.checkpoint import (
     atomic_json_dump,
@@ -33,13 +34,14 @@ from harness.state.checkpoint import (
 )
 from harness.data import check_test_split
 from harness.core.distributed import DistInfo
-from harness.core.errors import ConfigError
+from harness.core.errors import ConfigError, Interrupted
 from harness.core.metric_names import VAL_LOSS, flat
 
 log = logging.getLogger("harness")
 EVAL_FILE = "eval.json"
 ALL_BATCHES = 10**9  # eval_indices takes every sample of a split smaller than the count asked for
 SPLIT_WORDS = {"val": "validation", "test": "test"}
+PROGRESS_EVERY_S = 2.0
 
 
 def run_eval(config: RunConfig, run_dir: Path, device: torch.device, dist: DistInfo = DistInfo()) -> float:
@@ -57,13 +59,18 @@ def run_eval(config: RunConfig, run_dir: Path, device: torch.device, dist: DistI
                          console=False)
         try:
             built.model_state.load_state_dict(state["model"])
+            built.evaluator.progress = Progress() if dist.is_main else None
             measured = _scores(built, device)
         finally:
             built.close()
+    except KeyboardInterrupt:
+        raise Interrupted("mode=eval stopped by Ctrl-C; nothing was written (eval.batches=N or a larger "
+                          "eval.stride scores fewer samples)") from None
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
     result: dict[str, Any] = {"checkpoint": str(path), "step": int(state["step"]),
-                              "whole_split": not config.job.eval_batches, **measured}
+                              "whole_split": not config.job.eval_batches, "stride": measured.pop("stride"),
+                              **measured}
     if dist.is_main:
         atomic_json_dump(result, run_dir / EVAL_FILE)
         _log_result(result, path, config.data.name, run_dir / EVAL_FILE)
@@ -75,7 +82,8 @@ def _scores(built: Assembly, device: torch.device) -> dict[str, Any]:
     evaluator = built.evaluator
     evaluator.train_batches = None  # training samples in eval mode: a training-time check only
     measured = {flat(name): value for name, value in evaluator.evaluate().items()}
-    scores: dict[str, Any] = {"val_samples": evaluator.prior["eval_samples"], **measured, "test_samples": None}
+    scores: dict[str, Any] = {"val_samples": evaluator.prior["eval_samples"], **measured, "test_samples": None,
+                              "stride": eval_stride(built.config, built.val_set)}
     test_set = built.test_set
     if test_set is None:
         return scores
@@ -91,11 +99,13 @@ def _scores(built: Assembly, device: torch.device) -> dict[str, Any]:
 
 
 def _log_result(result: dict[str, Any], path: Path, data_name: str, written: Path) -> None:
+    which = "the first" if not result["whole_split"] else "all"
+    every = f" (every {result['stride']}th)" if result["stride"] > 1 else ""
+
     def scored(split: str) -> str:
         accuracy = result.get(f"{split}_accuracy")
-        return (f"{'all' if result['whole_split'] else 'the first'} {result[f'{split}_samples']} {SPLIT_WORDS[split]} "
-                f"samples: loss {result[f'{split}_loss']:.4f}" + (f", accuracy {accuracy:.4f}" if accuracy is not None
-                                                                  else ""))
+        return (f"{which} {result[f'{split}_samples']} {SPLIT_WORDS[split]} samples{every}: loss "
+                f"{result[f'{split}_loss']:.4f}" + (f", accuracy {accuracy:.4f}" if accuracy is not None else ""))
 
     tested = f"; on {scored('test')}" if result["test_samples"] is not None else ""
     log.info("eval of %s (step %d) on %s%s -> %s", path, result["step"], scored("val"), tested, written)
@@ -103,6 +113,28 @@ def _log_result(result: dict[str, Any], path: Path, data_name: str, written: Pat
         log.info("no test split: data=%s holds none (built-in data holds one out with data.test_fraction; a custom "
                  "factory may return (train, val, test); data=hf reads data.test_split, data=tokens DIR/test.bin)",
                  data_name)
+
+
+class Progress:
+    """A line every few seconds while a split is scored: how far, and how long until done."""
+
+    def __init__(self) -> None:
+        self.every_s, self.split, self.started, self.shown = PROGRESS_EVERY_S, "", 0.0, 0.0
+
+    def __call__(self, split: str, done: int, total: int) -> None:
+        now = time.monotonic()
+        if split != self.split:
+            self.split, self.started, self.shown = split, now, now
+        if now - self.shown >= self.every_s and done < total:
+            self.shown = now
+            left = (now - self.started) / done * (total - done)
+            log.info("eval: %s batch %d/%d (%.0f%%), about %s left", SPLIT_WORDS.get(split, split), done, total,
+                     100 * done / total, _duration(left))
+
+
+def _duration(seconds: float) -> str:
+    minutes, seconds = divmod(round(seconds), 60)
+    return f"{minutes}m{seconds:02d}s" if minutes else f"{seconds}s"
 
 
 def eval_checkpoint(choice: str, run_dir: Path) -> tuple[Path, dict[str, Any]]:
