@@ -6,6 +6,7 @@ import json
 import os
 from pathlib import Path
 
+import numpy as np
 import pytest
 import torch
 
@@ -299,3 +300,37 @@ def test_a_local_csv_file_with_scalar_feature_columns(tmp_path):
                         "data.input_key=[a,b]", "data.num_classes=2", "model=mlp", "model.width=16", *SHORT,
                         "trainer.max_steps=40", "optim.lr=1e-2"], tmp_path / "run")
     assert summary["status"] == "completed" and summary["best_val_accuracy"] > 0.9
+
+
+def _text_dataset(tmp_path) -> tuple[str, str]:
+    """A local text-classification dataset (save_to_disk) and a word-level tokenizer.json for it."""
+    datasets = pytest.importorskip("datasets", reason="the hf extra is not installed")
+    from tokenizers import Tokenizer, models, pre_tokenizers
+
+    words = ["good", "bad", "plot", "film", "actor", "scene", "music", "story", "long", "short"]
+    rng = np.random.default_rng(0)
+
+    def rows(n: int) -> dict[str, list]:
+        texts = [" ".join(rng.choice(words, size=rng.integers(4, 12))) for _ in range(n)]
+        return {"text": texts, "label": [int(t.split().count("good") > t.split().count("bad")) for t in texts]}
+
+    features = datasets.Features({"text": datasets.Value("string"), "label": datasets.ClassLabel(num_classes=2)})
+    datasets.DatasetDict({split: datasets.Dataset.from_dict(rows(n), features=features)
+                          for split, n in (("train", 1024), ("validation", 256))}).save_to_disk(str(tmp_path / "ds"))
+    vocab = {"[PAD]": 0, "[UNK]": 1, **{w: i + 2 for i, w in enumerate(words)}}
+    tokenizer = Tokenizer(models.WordLevel(vocab, unk_token="[UNK]"))
+    tokenizer.pre_tokenizer = pre_tokenizers.Whitespace()
+    tokenizer.save(str(tmp_path / "tokenizer.json"))
+    return str(tmp_path / "ds"), str(tmp_path / "tokenizer.json")
+
+
+def test_hf_text_classification_trains_a_sequence_classifier_on_its_own_loss(tmp_path):
+    pytest.importorskip("transformers", reason="the hf extra is not installed")
+    path, tokenizer = _text_dataset(tmp_path)
+    text = ["data=hf", f"data.path={path}", "data.task=classification", "data.val_split=validation",
+            f"data.tokenizer={tokenizer}", "data.block_size=16", *SHORT, "trainer.max_steps=150", "optim.lr=3e-3"]
+    _, summary = train([*text, "model._target_=user_code.tiny_bert", "loss.function=model"], tmp_path / "bert")
+    losses = [r["train/loss"] for r in read_metrics(tmp_path / "bert") if "train/loss" in r]
+    assert summary["status"] == "completed" and losses[-1] < 0.5 * losses[0]
+    _, summary = train([*text, "model._target_=user_code.BagOfTokens"], tmp_path / "bag")  # the built-in loss
+    assert summary["best_val_accuracy"] > 0.8

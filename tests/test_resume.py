@@ -6,6 +6,7 @@ import torch
 
 from conftest import TINY_GPT, run_cli, train
 from harness.state.checkpoint import load_checkpoint, step_checkpoints
+from harness.core.errors import ConfigError
 from harness.sinks.tracking import read_metrics
 
 MODELS = {
@@ -112,3 +113,22 @@ def test_a_resume_in_a_run_dir_reuses_its_saved_overrides(tmp_path):
     assert mistyped.returncode == 0, mistyped.stderr[-2000:]
     (line,) = [line for line in (mistyped.stdout + mistyped.stderr).splitlines() if "holds no run" in line]
     assert "[WARNING]" in line and str(tmp_path / "nope") in line
+
+
+def test_a_finished_cosine_run_is_trained_further_from_its_weights_as_the_refusal_says(tmp_path):
+    """The hint's way out: a resume that would jump a cosine run's LR is refused naming
+    init=checkpoint, and that command starts a new run from the run's best weights."""
+    base = ["model=mlp", "data=synthetic", "model.width=32", "optim.lr=1e-2", "trainer.max_steps=40",
+            "trainer.eval_every=20", "logger=none", "diagnose=false"]
+    train(base, tmp_path / "first")
+    with pytest.raises(ConfigError, match="init=checkpoint init.path=RUN_DIR hydra.run.dir=NEW_DIR"):
+        train([*base, "resume=auto", "trainer.max_steps=60"], tmp_path / "first")
+    _, summary = train([*base, "init=checkpoint", f"init.path={tmp_path / 'first'}", "trainer.max_steps=60"],
+                       tmp_path / "further")
+    first_losses = [r["train/loss"] for r in read_metrics(tmp_path / "first") if r["kind"] == "train"]
+    further = [r["train/loss"] for r in read_metrics(tmp_path / "further") if r["kind"] == "train"]
+    assert further[0] < first_losses[0] - 0.3  # it starts where the first run's weights were, not from scratch
+    assert summary["steps"] == 60 and summary["status"] == "completed"
+    with pytest.raises(ConfigError, match="init.path=.* is invalid: a checkpoint of this model"):
+        train([*base, "model.width=16", "init=checkpoint", f"init.path={tmp_path / 'first'}"], tmp_path / "other")
+    assert not (tmp_path / "other").exists()

@@ -508,3 +508,25 @@ class BatchScores(nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         z = self.proj(x)
         return z @ z.T
+
+
+def tiny_bert(vocab_size: int, num_classes: int, block_size: int = 16):
+    """A Hugging Face sequence classifier built from a config (nothing downloaded); the data's
+    vocab_size, num_classes and block_size reach it by name."""
+    from transformers import BertConfig, BertForSequenceClassification
+
+    return BertForSequenceClassification(BertConfig(vocab_size=vocab_size, hidden_size=32, num_hidden_layers=1,
+                                                    num_attention_heads=2, intermediate_size=64,
+                                                    max_position_embeddings=block_size, num_labels=num_classes))
+
+
+class BagOfTokens(nn.Module):
+    """A classifier of token ids (padding id 0 left out of the mean)."""
+
+    def __init__(self, vocab_size: int, num_classes: int) -> None:
+        super().__init__()
+        self.embed = nn.EmbeddingBag(vocab_size, 32, mode="mean", padding_idx=0)
+        self.head = nn.Linear(32, num_classes)
+
+    def forward(self, input_ids: torch.Tensor) -> torch.Tensor:
+        return self.head(self.embed(input_ids))

@@ -34,6 +34,7 @@ BUILDERS = {
     "hf": (validate_hf, build_hf),
     "digits": (validate_digits, build_digits),
 }
+COLUMN_KEYS = ("hf",)  # options whose data.input_key / data.target_key are column names, not batch fields
 # options that hold out data.test_fraction themselves; custom, hf and tokens name their test split
 HELD_OUT_TEST = ("stdlib", "text", "synthetic", "digits")
 
@@ -77,6 +78,8 @@ def validate_data_config(cfg: DictConfig) -> DataConfig:
     if name != "custom" and cfg.get("_target_") is not None:
         raise ConfigError("data._target_", cfg._target_, "set with data=custom (data=custom data._target_=mypkg.build)")
     loading, recipe = _validate_loader(cfg)
+    if name in COLUMN_KEYS:  # its input_key/target_key name the dataset's columns, which it reads itself
+        recipe = replace(recipe, input_key=None, target_key=None)
     validate, _ = BUILDERS[name]
     return DataConfig(name, loading, recipe, validate(cfg))
 

@@ -23,6 +23,7 @@ from harness.data.base import TASKS, ArrayDataset, DataMeta, Splits, token_split
 from harness.data.bpe import fingerprint, short_hash, uses_tokenizers, validate_tokenizer
 from harness.data.chars import cache_root, check_long_enough, encode_chars, split, subword_data
 from harness.data.corpus import CorpusConfig
+from harness.data.hf_text import is_tokenizer, text_classes
 from harness.data.id_cache import Built, cached_ids
 from harness.core.errors import ConfigError, one_line
 
@@ -58,6 +59,8 @@ class HFConfig:
     input_key: list[str]  # classification and regression: the feature column(s)
     target_key: str
     num_classes: int | None
+    text_tokenizer: str | None = None  # classification of the text column: its tokenizer (hf_text.py)
+    block_size: int = 64  # text classification: tokens per sample, cut or padded
 
 
 def validate_hf(cfg: DictConfig) -> HFConfig:
@@ -78,14 +81,18 @@ def validate_hf(cfg: DictConfig) -> HFConfig:
     if corpus is not None:
         validate_tokenizer(corpus, directories=True)
     inputs = cfg.get("input_key")
-    if cfg.task != "lm" and inputs is None:
-        raise ConfigError("data.input_key", None, "the feature column (or a list of columns) to read inputs from")
+    text_classes = cfg.task == "classification" and inputs is None and is_tokenizer(cfg.get("tokenizer"))
+    if cfg.task != "lm" and inputs is None and not text_classes:
+        raise ConfigError("data.input_key", None, "the feature column (or a list of columns) to read inputs from; or, "
+                                                  "to classify the text of data.text_column, data.tokenizer set to a "
+                                                  "tokenizer.json file or a local tokenizer folder")
     inputs = OmegaConf.to_container(inputs) if OmegaConf.is_list(inputs) else inputs
     return HFConfig(path=path, format=fmt, train_split=cfg.get("train_split", "train"), val_split=cfg.get("val_split"),
                     test_split=cfg.get("test_split"), task=cfg.task, val_fraction=float(cfg.val_fraction),
                     corpus=corpus, text_column=cfg.get("text_column", "text"),
                     input_key=[inputs] if isinstance(inputs, str) else list(inputs or []),
-                    target_key=cfg.get("target_key") or "label", num_classes=cfg.get("num_classes"))
+                    target_key=cfg.get("target_key") or "label", num_classes=cfg.get("num_classes"),
+                    text_tokenizer=cfg.tokenizer if text_classes else None, block_size=int(cfg.block_size))
 
 
 def _load(cfg: HFConfig) -> Any:
@@ -122,6 +129,8 @@ def build_hf(cfg: HFConfig) -> Splits:
                  for key, name in (("val_split", cfg.val_split), ("test_split", cfg.test_split)))
     if cfg.corpus is not None:
         return _token_windows(cfg, cfg.corpus, train, val, test)
+    if cfg.text_tokenizer is not None:
+        return _text_splits(cfg, cfg.text_tokenizer, train, val, test)
     return _columns(cfg, train, val, test)
 
 
@@ -220,21 +229,47 @@ class HFColumns(ArrayDataset):
         return x, (y.float() if y.dtype == torch.float64 else y)
 
 
+def _held_out_val(cfg: HFConfig, train: Any, val: Any) -> tuple[Any, Any]:
+    """(train, val): the val split, or val_fraction of train held out."""
+    if val is not None:
+        return train, val
+    parts = train.train_test_split(test_size=cfg.val_fraction, seed=0, shuffle=True)
+    return parts["train"], parts["test"]
+
+
+def _num_classes(cfg: HFConfig, train: Any) -> int:
+    classes = cfg.num_classes or getattr(train.features[cfg.target_key], "num_classes", None)
+    if classes is None:
+        raise ConfigError("data.num_classes", None, f"an integer: the {cfg.target_key!r} column is not a ClassLabel")
+    return int(classes)
+
+
+def _text_splits(cfg: HFConfig, tokenizer: str, train: Any, val: Any, test: Any) -> Splits:
+    """Each split's texts tokenised into dict samples (hf_text.py)."""
+    for split_set in (s for s in (train, val, test) if s is not None):
+        _column(split_set, cfg.text_column, "data.text_column")
+        _column(split_set, cfg.target_key, "data.target_key")
+    train, val = _held_out_val(cfg, train, val)
+    built, vocab = {}, 0
+    for name, split_set in (("train", train), ("val", val), ("test", test)):
+        if split_set is not None:
+            built[name], vocab = text_classes(tokenizer, [str(t) for t in split_set[cfg.text_column]],
+                                              list(split_set[cfg.target_key]), cfg.block_size)
+    meta = DataMeta("classification", out_features=_num_classes(cfg, train), vocab_size=vocab,
+                    block_size=cfg.block_size)
+    return Splits(built["train"], built["val"], meta, built.get("test"))
+
+
 def _columns(cfg: HFConfig, train: Any, val: Any, test: Any) -> Splits:
     inputs, target = cfg.input_key, cfg.target_key
     for split_set in (train, test) if test is not None else (train,):
         for column, key in [*((c, "data.input_key") for c in inputs), (target, "data.target_key")]:
             _column(split_set, column, key)
-    if val is None:
-        parts = train.train_test_split(test_size=cfg.val_fraction, seed=0, shuffle=True)
-        train, val = parts["train"], parts["test"]
+    train, val = _held_out_val(cfg, train, val)
     train_set, val_set = HFColumns(train, inputs, target), HFColumns(val, inputs, target)
     x, y = train_set.gather(torch.tensor([0]))
     if cfg.task == "classification":
-        classes = cfg.num_classes or getattr(train.features[target], "num_classes", None)
-        if classes is None:
-            raise ConfigError("data.num_classes", None, f"an integer: the {target!r} column is not a ClassLabel")
-        meta = DataMeta("classification", out_features=int(classes), in_features=x[0].numel(),
+        meta = DataMeta("classification", out_features=_num_classes(cfg, train), in_features=x[0].numel(),
                         input_shape=tuple(x[0].shape))
     else:
         meta = DataMeta("regression", out_features=max(y[0].numel(), 1), in_features=x[0].numel(),

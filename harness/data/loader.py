@@ -42,6 +42,7 @@ EVAL_EPOCH = -1  # validation samples get the same transforms at every eval
 SHARED_DATA_KEYS = ("shuffle", "num_workers", "pin_memory", "persistent_workers", "prefetch_factor", "collate_fn",
                     "worker_start", "standardize", "standardize_targets")
 WORKER_STARTS = ("auto", "fork", "forkserver", "spawn")
+HF_INPUT, HF_MASK, HF_LABELS = "input_ids", "attention_mask", "labels"  # a Hugging Face model's dict batch
 PIN_MEMORY = ("auto", True, False)
 
 
@@ -213,12 +214,14 @@ class BatchRecipe:
 
     def pair(self, batch: Any) -> tuple[Any, torch.Tensor | None]:
         """The (input, target) of a collated batch; float64 becomes float32, as numpy arrays are float64.
-        A `whole` recipe keeps the batch as it is, in the first place: (batch, None)."""
+        A `whole` recipe keeps the batch as it is, in the first place: (batch, None). Dict samples
+        without keys set are read by Hugging Face's names when they hold them (input_ids, labels)."""
         if self.whole:
             return as_float32(batch), None
         if isinstance(batch, Mapping):
-            x, y = (self._field(batch, key, name) for key, name in
-                    ((self.input_key, "data.input_key"), (self.target_key, "data.target_key")))
+            x, y = (self._field(batch, key if key is not None or default not in batch else default, name)
+                    for key, default, name in ((self.input_key, HF_INPUT, "data.input_key"),
+                                               (self.target_key, HF_LABELS, "data.target_key")))
         elif isinstance(batch, Sequence) and not isinstance(batch, str) and len(batch) >= 2:
             x, y = batch[0], batch[1]
         else:

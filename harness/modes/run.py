@@ -166,8 +166,11 @@ def already_complete(max_steps: int, run_dir: Path, step: int, dist: DistInfo) -
     """resume=auto on a run that reached trainer.max_steps trains nothing and leaves the run
     untouched: one line, exit 0, and its objective (for a sweep that is run again)."""
     if dist.is_main:
-        print(f"{run_dir} is complete (step {step} of trainer.max_steps={max_steps}); nothing was "
-              f"changed. To train it further: resume=auto trainer.max_steps=N with N > {step}", flush=True)
+        print(f"{run_dir} is complete (step {step} of trainer.max_steps={max_steps}); nothing was changed. To "
+              f"train it further, start a new run from its weights under a schedule of its own: init=checkpoint "
+              f"init.path={run_dir} hydra.run.dir=NEW_DIR trainer.max_steps=N; or resume=auto "
+              f"trainer.max_steps=N (N > {step}) where its schedule allows (constant; wsd before its decay)",
+              flush=True)
     return stored_objective(run_dir)
 
 
