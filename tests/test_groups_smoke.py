@@ -51,6 +51,9 @@ def extra_for(group: str, option: str, tmp_path) -> list[str]:
         return ["data=digits", "model.width=8", "model.stages=2", "model.blocks_per_stage=1"]
     if (group, option) == ("model", "rnn"):
         return ["model.hidden=32", "model.n_embd=16", "model.block_size=32"]
+    if (group, option) == ("init", "checkpoint"):  # the weights of a run of the same model
+        train([*TINY_GPT, "debug=smoke"], tmp_path / "source")
+        return [f"init.path={tmp_path / 'source'}"]
     if (group, option) == ("experiment", "digits_resnet"):
         pytest.importorskip("sklearn", reason='experiment=digits_resnet needs the optional vision extra')
     return []
