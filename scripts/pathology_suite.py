@@ -79,6 +79,7 @@ LEAKY = ("model=mlp", "data=custom", "data._target_=suite_models.leaky_blobs", "
 TASKS = ("data=digits", "model._target_=suite_models.SharedTrunk", "loss._target_=suite_models.two_tasks")
 VIEWS = ("data=custom", "data._target_=suite_models.cluster_views", "data.task=null",
          "model._target_=suite_models.Siamese")
+ALIGNED = (*VIEWS, "loss._target_=suite_models.alignment_only")  # no term keeps different inputs apart
 FULL = ("monitor=full", "monitor.every=5")
 NO_CLIP = "clip=null"
 VAE = ("data=digits", "model._target_=suite_models.GaussianVAE", "loss._target_=suite_models.elbo", NO_CLIP)
@@ -443,17 +444,12 @@ def objective_forms() -> list[Case]:
             "vae-beta15-lion": (*VAE, "+loss.beta=15", "optim=lion", "optim.lr=3e-4", *steps(300)),
         }, suffix="objective"),
         *sick("representation_collapse", ("representation_collapse",), {
-            "views-alignment-adamw": (*VIEWS, "loss._target_=suite_models.alignment_only", *steps(300)),
-            "views-alignment-sgd": (*VIEWS, "loss._target_=suite_models.alignment_only", "optim=sgd",
-                                    "optim.lr=0.3", *steps(300)),
-            "views-alignment-k4-dim32": (*VIEWS, "loss._target_=suite_models.alignment_only", "+data.clusters=4",
-                                         "+model.dim=32", *steps(300)),
-            "views-alignment-lion-seed5": (*VIEWS, "loss._target_=suite_models.alignment_only", "optim=lion",
-                                           "optim.lr=3e-4", "seed=5", *steps(300)),
-            "views-alignment-noise1": (*VIEWS, "loss._target_=suite_models.alignment_only", "+data.noise=1.0",
-                                       *steps(300)),
-            "views-alignment-lr3e-3": (*VIEWS, "loss._target_=suite_models.alignment_only", "optim.lr=3e-3",
-                                       *steps(300)),
+            "views-alignment-adamw": (*ALIGNED, *steps(300)),
+            "views-alignment-sgd": (*ALIGNED, "optim=sgd", "optim.lr=0.3", *steps(300)),
+            "views-alignment-k4-dim32": (*ALIGNED, "+data.clusters=4", "+model.dim=32", *steps(300)),
+            "views-alignment-lion-seed5": (*ALIGNED, "optim=lion", "optim.lr=3e-4", "seed=5", *steps(300)),
+            "views-alignment-noise1": (*ALIGNED, "+data.noise=1.0", *steps(300)),
+            "views-alignment-lr3e-3": (*ALIGNED, "optim.lr=3e-3", *steps(300)),
         }, suffix="objective"),
         *sick("drowned_part", ("drowned_part",), {
             "tasks-sgd-w1e-4": (*TASKS, "optim=sgd", "optim.lr=0.05", "+loss.rows_weight=1e-4", *steps(400)),

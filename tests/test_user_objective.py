@@ -24,8 +24,8 @@ from harness.state.checkpoint import load_checkpoint, step_checkpoints
 
 TESTS = ROOT / "tests"
 VAE_MODEL = ["data=digits", "model._target_=user_code.TinyVAE", "loss._target_=user_code.vae_loss"]
-VAE = [*VAE_MODEL, "+loss.beta=0.5", "trainer.max_steps=40", "trainer.log_every=10", "trainer.eval_every=20", "trainer.ckpt_every=20",
-       "schedule.warmup=2", "logger=none"]
+VAE = [*VAE_MODEL, "+loss.beta=0.5", "trainer.max_steps=40", "trainer.log_every=10", "trainer.eval_every=20",
+       "trainer.ckpt_every=20", "schedule.warmup=2", "logger=none"]
 MASKED = ["data=custom", "data._target_=user_code.masked_sequences", "data.task=null",
           "model._target_=user_code.MaskedRegressor", "loss._target_=user_code.masked_mse_sum", "batch_size=64",
           "trainer.max_steps=20", "trainer.log_every=5", "trainer.eval_every=10", "trainer.ckpt_every=10",
@@ -79,7 +79,8 @@ def test_without_a_count_an_update_is_the_mean_of_its_micro_batch_means(tmp_path
     """The documented default: each micro-batch weighs the same; on uneven counts that is not the big batch."""
     params, losses = {}, {}
     for accum in (1, 4):
-        built = _assembled([*MASKED, f"accum={accum}", "loss._target_=user_code.masked_mse_mean"], tmp_path / str(accum))
+        built = _assembled([*MASKED, f"accum={accum}", "loss._target_=user_code.masked_mse_mean"],
+                           tmp_path / str(accum))
         torch.set_num_threads(1)
         result = built.trainer.update()
         losses[accum] = result.loss.item()

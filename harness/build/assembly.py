@@ -203,8 +203,11 @@ def assemble(config: RunConfig, run_dir: Path, device: torch.device,
     micro_batch = run.batch_size // (run.accum * dist.world_size)
     check_batch_norm(raw_model, micro_batch, run.batch_size)
     x, y = fetch(train_set, recipe, spread_indices(len(train_set), micro_batch))
-    model_call = ModelCall(raw_model, data.recipe.input_key) if user_loss is not None else None
-    if user_loss is None:
+    open_objective = None  # the user's objective: built once, checked here, used by the step and the evals
+    if user_loss is not None:
+        open_objective = OpenObjective(user_loss, ModelCall(raw_model, data.recipe.input_key))
+    model_call = open_objective.call if open_objective is not None else None
+    if open_objective is None:
         probe_model(raw_model, pick_output, meta, x.to(device), y.to(device), config.model.path)
         if len(x) > PARTIAL_BATCH:  # an epoch's or an eval's last batch is smaller: the output must follow it
             probe_model(raw_model, pick_output, meta, x[:PARTIAL_BATCH].to(device), y[:PARTIAL_BATCH].to(device),
@@ -212,7 +215,7 @@ def assemble(config: RunConfig, run_dir: Path, device: torch.device,
         few = x[:TRACED_SAMPLES].to(device)  # which activations are hidden or make the output: two samples tell
     else:  # the whole first micro-batch: its structure is the user's
         few = to_device(x, device)
-        untrained = OpenObjective(user_loss, model_call).check(raw_model, few)
+        untrained = open_objective.check(raw_model, few)
         if dist.is_main:
             note_unused_fields(few, model_call, user_loss)
     swapped = swap_activations(raw_model, run.activation_swap, few, model_call)
@@ -260,13 +263,14 @@ def assemble(config: RunConfig, run_dir: Path, device: torch.device,
     stream = BatchStream(len(train_set), run.batch_size, run.seed, dist.world_size, data.loading.shuffle,
                          min_batch)
     batches = TrainBatches(train_set, recipe, loader, stream, dist.rank, dist.world_size, run.accum, run.seed)
-    evaluator = build_evaluator(config, raw_model=raw_model, model=model, pick_output=pick_output, precision=precision,
+    evaluator = build_evaluator(config, raw_model=raw_model, model=model, pick_output=pick_output,
+                                open_objective=open_objective, precision=precision,
                                 train_set=train_set, val_set=val_set, meta=meta, recipe=recipe, loader=loader,
                                 micro_batch=micro_batch, device=device, dist=dist, sharded=sharded)
     guard, faults = Guard(config.guard, dist, device), FaultInjector(config.fault, dist.rank)
     monitor = Monitor(config.monitor, raw_model, config.trainer.max_steps, dist)
     clip = ClipSettings(run.clip, run.clip_mode, run.accum_reduction == "mean")
-    objective = evaluator.open_objective or TargetLoss(
+    objective = open_objective or TargetLoss(
         partial(compute_loss, task=meta.task, label_smoothing=float(config.loss.label_smoothing),
                 z_loss=float(config.loss.z_loss), ignore_index=meta.ignore_index, function=meta.loss_function,
                 target_scale=pick_output.target_scale), pick_output, meta.ignore_index)
@@ -351,20 +355,19 @@ def assemble(config: RunConfig, run_dir: Path, device: torch.device,
 
 
 def build_evaluator(config: RunConfig, *, raw_model: nn.Module, model: nn.Module, pick_output: OutputPicker,
-                    precision: Precision, train_set: Dataset, val_set: Dataset, meta: DataMeta, recipe: BatchRecipe,
-                    loader: LoaderSettings, micro_batch: int, device: torch.device, dist: DistInfo,
+                    open_objective: OpenObjective | None, precision: Precision, train_set: Dataset,
+                    val_set: Dataset, meta: DataMeta, recipe: BatchRecipe, loader: LoaderSettings, micro_batch: int,
+                    device: torch.device, dist: DistInfo,
                     sharded: bool = False) -> Evaluator:
     """The same validation samples at every eval, each rank its share; plus training samples in
-    eval mode for models whose eval mode differs (batch norm, dropout)."""
+    eval mode for models whose eval mode differs (batch norm, dropout). `open_objective`: the
+    user's objective, which scores whole batches (None: the built-in loss)."""
     val_batches, eval_sample = eval_batches(config, val_set, recipe, loader, micro_batch, dist, sharded)
     prior = {"val_prior_loss": prior_loss(val_set, meta, eval_sample),
              "val_majority_share": majority_share(val_set, meta, eval_sample), "eval_samples": len(eval_sample)}
     train_batches = None
     if behaves_differently_in_eval(raw_model):
         train_batches, _ = eval_batches(config, train_set, recipe, loader, micro_batch, dist, sharded, "train")
-    open_objective = None
-    if config.user_loss is not None:
-        open_objective = OpenObjective(config.user_loss, ModelCall(raw_model, config.data.recipe.input_key))
     return Evaluator(model=model, pick_output=pick_output, precision=precision,
                      loss_fn=partial(compute_loss, task=meta.task, ignore_index=meta.ignore_index,
                                      function=meta.loss_function), meta=meta,

@@ -239,6 +239,6 @@ def validate_config(cfg: DictConfig, world_size: int = 1, choices: Mapping[str, 
                   eval_checkpoint=str(checkpoint), eval_batches=batches, eval_stride=stride)
     return RunConfig(raw=cfg, device=device, run=run, job=job, trainer=trainer, precision=precision,
                      schedule=schedule, data=data, model=model, init=init, optim=optim, callbacks=callbacks,
-                     parallel=parallel, loss=loss, user_loss=user_loss, guard=guard, monitor=monitor, early_stop=early_stop, fault=fault,
-                     perf=perf, scale_lr=scale_lr, logger=logger, diagnose=diagnose)
+                     parallel=parallel, loss=loss, user_loss=user_loss, guard=guard, monitor=monitor,
+                     early_stop=early_stop, fault=fault, perf=perf, scale_lr=scale_lr, logger=logger, diagnose=diagnose)
 

@@ -52,8 +52,9 @@ def describe_batch(batch: Any) -> str:
     """`dict(input_ids=[8, 16] int64, labels=[8] int64)`: a batch's structure in one line."""
     if isinstance(batch, torch.Tensor):
         return f"{list(batch.shape)} {str(batch.dtype).removeprefix('torch.')}"
-    if isinstance(batch, Mapping):
-        return "dict(" + ", ".join(f"{k}={describe_batch(v)}" for k, v in batch.items()) + ")"
+    if isinstance(batch, Mapping) or hasattr(batch, "__dataclass_fields__"):  # a dict, an HF ModelOutput
+        items = batch.items() if isinstance(batch, Mapping) else vars(batch).items()
+        return f"{type(batch).__name__}(" + ", ".join(f"{k}={describe_batch(v)}" for k, v in items) + ")"
     if isinstance(batch, (tuple, list)):
         return f"{type(batch).__name__}(" + ", ".join(describe_batch(v) for v in batch) + ")"
     return type(batch).__name__

@@ -12,14 +12,17 @@ import torch
 from torch.utils.data import Dataset
 
 from harness.core.errors import ConfigError, one_line
+from harness.data.bpe import uses_tokenizers
+from harness.data.corpus import BPE, CHAR
 from harness.data.loader import HF_INPUT, HF_LABELS, HF_MASK
 
 PAD_TOKENS = ("[PAD]", "<pad>", "<|padding|>")
 
 
 def is_tokenizer(value: object) -> bool:
-    """A tokenizer.json file or a local transformers folder (what text classification reads)."""
-    return isinstance(value, str) and (Path(value).is_dir() or (value.endswith(".json") and Path(value).is_file()))
+    """A tokenizer.json file or a local transformers folder (what text classification reads): not
+    char or bpe, which build a vocabulary from a corpus."""
+    return isinstance(value, str) and value not in (CHAR, BPE) and (uses_tokenizers(value) or Path(value).is_dir())
 
 
 class TextClasses(Dataset):

@@ -219,7 +219,7 @@ class BatchRecipe:
         if self.whole:
             return as_float32(batch), None
         if isinstance(batch, Mapping):
-            x, y = (self._field(batch, key if key is not None or default not in batch else default, name)
+            x, y = (self._field(batch, _or_hf_name(key, default, batch), name)
                     for key, default, name in ((self.input_key, HF_INPUT, "data.input_key"),
                                                (self.target_key, HF_LABELS, "data.target_key")))
         elif isinstance(batch, Sequence) and not isinstance(batch, str) and len(batch) >= 2:
@@ -242,6 +242,11 @@ class BatchRecipe:
         if isinstance(key, list):
             return torch.stack([_as_tensor(batch[k], k).float() for k in keys], dim=-1)
         return batch[key]
+
+
+def _or_hf_name(key: str | list[str] | None, hf_name: str, batch: Mapping) -> str | list[str] | None:
+    """The key set, or, when none is, Hugging Face's name for the field if the batch holds it."""
+    return hf_name if key is None and hf_name in batch else key
 
 
 def _as_tensor(value: Any, what: str) -> torch.Tensor:

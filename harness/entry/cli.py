@@ -183,8 +183,9 @@ def leave_run_dir_as_found() -> None:
     """A command that wrote nothing of its own into an existing run dir (refused, or a resume of a
     run already complete) puts back what Hydra and the lock wrote there: the run's saved overrides
     stay those of the commands that trained it."""
+    # a run dir that held only Hydra's files is gone (fail removed it): nothing to put back there
     if _snapshot is not None and _snapshot.run_dir.is_dir() and not _snapshot.harness_wrote():
-        release_all()  # a run dir that held only Hydra's files was removed above: nothing to put back
+        release_all()  # the lock's release rewrites .lock: put back after it
         _snapshot.restore()
 
 

@@ -43,7 +43,6 @@ class Evaluator:
         # its loss, nor (by more than sampling noise) the accuracy of always naming the largest class.
         self.prior = prior
         self.output_directions: dict[str, Any] | None = None  # of the logits, at the last eval (classification)
-        self.prior_part: float | None = None  # an open objective's `prior` part (its best constant's loss), last eval
         self.last_parts: dict[str, float] = {}  # an open objective's parts at the last eval
         self.embedding_rank: float | None = None  # an open objective's output embeddings, at the last eval
         self.progress: Callable[[str, int, int], None] | None = None  # (split, batches done, of) for mode=eval
@@ -55,7 +54,6 @@ class Evaluator:
         keep_logits = self.classifies and self.dist.is_main
         loss, accuracy, parts = self._pass(self.batches, keep_logits=keep_logits)
         result = {VAL_LOSS: loss, **{VAL_LOSS_PART + name: value for name, value in parts.items()}}
-        self.prior_part = parts.get(PRIOR_PART, self.prior_part)
         self.last_parts = parts
         if self.classifies:
             result[VAL_ACCURACY] = accuracy
@@ -139,7 +137,8 @@ class Evaluator:
 
     def summary(self) -> dict[str, Any]:
         """With an objective's `prior` part, the rules that judge a loss against the prior can run."""
-        prior = {} if self.prior_part is None else {"prior_loss": self.prior_part, "val_prior_loss": self.prior_part}
+        best_constant = self.last_parts.get(PRIOR_PART)  # the loss of the objective's best constant prediction
+        prior = {} if best_constant is None else {"prior_loss": best_constant, "val_prior_loss": best_constant}
         finals = {FINAL_PART + name: value for name, value in self.last_parts.items()}
         return {"output_directions": self.output_directions, **self.prior, **prior, **finals}
 

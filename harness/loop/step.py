@@ -26,7 +26,6 @@ from harness.training.precision import Precision
 from harness.training.schedule import LiveLR
 
 
-
 class BatchSource(Protocol):
     """Where an update's micro-batches come from: the run's stream, or the doctor's fixed batches."""
 
@@ -116,8 +115,8 @@ class TrainStep:
         self.optimizer.zero_grad(set_to_none=True)
         if monitoring:
             self.monitor.after_step()
-        return StepResult(step, loss, parts, grad_norm, verdict, judged_loss, clipped, lr, scale_dropped, post_clip_norm,
-                          without_grad, micro_batches if self.guard.enabled else None, part_shares)
+        return StepResult(step, loss, parts, grad_norm, verdict, judged_loss, clipped, lr, scale_dropped,
+                          post_clip_norm, without_grad, micro_batches if self.guard.enabled else None, part_shares)
 
     def _forward_backward(self, fetched: list[tuple[Any, Any]], shares: list[float], monitoring: bool
                           ) -> tuple[torch.Tensor, dict[str, torch.Tensor], dict[str, torch.Tensor] | None]:

@@ -9,17 +9,11 @@ import torch
 from torch import nn
 
 from harness.data import DataMeta
-from harness.data.batch import tensors
+from harness.data.batch import describe_batch, tensors
 from harness.core.errors import ConfigError, one_line
 from harness.models.output import AUTO, OutputPicker
 
 log = logging.getLogger("harness")
-
-
-def describe(t: object) -> str:
-    if isinstance(t, torch.Tensor):
-        return f"{list(t.shape)} {str(t.dtype).removeprefix('torch.')}"
-    return type(t).__name__
 
 
 def expected_output(meta: DataMeta, x: torch.Tensor, y: torch.Tensor) -> str:
@@ -72,7 +66,8 @@ def probe_model(model: nn.Module, picker: OutputPicker, meta: DataMeta, x: torch
                 raw = model(x)
             except Exception as err:  # noqa: BLE001 - the user's forward
                 raise ConfigError("model._target_", path, f"a model whose forward runs on a batch of inputs "
-                                  f"{describe(x)}: {name}.forward raised {one_line(err)}").in_user_code(err) from None
+                                  f"{describe_batch(x)}: {name}.forward raised {one_line(err)}"
+                                  ).in_user_code(err) from None
     finally:
         model.train(was_training)
     if picker.key != AUTO and isinstance(raw, torch.Tensor):
@@ -83,7 +78,8 @@ def probe_model(model: nn.Module, picker: OutputPicker, meta: DataMeta, x: torch
         raise ConfigError("model_output", picker.key, f"a field of {name}'s output that holds the logits: {err}") from None
     if not isinstance(out, torch.Tensor) or not _fits(out, meta, x, y):
         raise ConfigError("model._target_", path, f"a model whose output fits the {meta.task} task: {name} returned "
-                          f"{describe(out)} for inputs {describe(x)}; expected {expected_output(meta, x, y)}")
+                          f"{describe_batch(out)} for inputs {describe_batch(x)}; expected "
+                          f"{expected_output(meta, x, y)}")
     unread = unread_outputs(raw, picker.pick(raw))
     if unread:
         log.info("%s's output also holds %s; the loss reads only the logits (to train on them too, name your "

@@ -31,32 +31,35 @@ class RunDirSnapshot:
 
     @classmethod
     def take(cls, run_dir: Path, written_first: Callable[[str], bool]) -> RunDirSnapshot:
-        saved, others = {}, {}
-        for path in run_dir.iterdir():
-            if written_first(path.name):
-                files = sorted(path.rglob("*")) if path.is_dir() else [path]
-                saved.update({f: _read(f) for f in files if f.is_file()})
-            elif path.is_file():
-                others[path] = path.stat().st_mtime_ns
+        saved = {f: _read(f) for f in _files_written_first(run_dir, written_first)}
+        others = {p: p.stat().st_mtime_ns for p in run_dir.iterdir() if p.is_file() and not written_first(p.name)}
         return cls(run_dir, written_first, saved, others)
 
     def harness_wrote(self) -> bool:
         """Whether a file outside Hydra's and the lock's changed or appeared: the run went ahead."""
-        now = {p: p.stat().st_mtime_ns for p in self.run_dir.iterdir() if p.is_file() and not self.written_first(p.name)}
+        now = {p: p.stat().st_mtime_ns for p in self.run_dir.iterdir()
+               if p.is_file() and not self.written_first(p.name)}
         return any(self.others.get(p) != mtime for p, mtime in now.items())
 
     def restore(self) -> None:
         """Put the saved files back as they were (bytes and times); remove the ones the refused
         command created among Hydra's and the lock's."""
-        for path in list(self.run_dir.iterdir()):
-            if self.written_first(path.name):
-                files = path.rglob("*") if path.is_dir() else [path]
-                for f in [f for f in files if f.is_file() and f not in self.before_hydra]:
-                    f.unlink()
+        for f in _files_written_first(self.run_dir, self.written_first):
+            if f not in self.before_hydra:
+                f.unlink()
         for path, saved in self.before_hydra.items():
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_bytes(saved.data)
             os.utime(path, ns=(saved.atime_ns, saved.mtime_ns))
+
+
+def _files_written_first(run_dir: Path, written_first: Callable[[str], bool]) -> list[Path]:
+    """The files (those inside `.hydra/` included) under the run dir's top-level names `written_first` picks."""
+    found = []
+    for path in run_dir.iterdir():
+        if written_first(path.name):
+            found += sorted(f for f in path.rglob("*") if f.is_file()) if path.is_dir() else [path]
+    return found
 
 
 def _read(path: Path) -> Saved:

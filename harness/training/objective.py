@@ -192,14 +192,14 @@ class OpenObjective:
             if _field(output, LOSS) is None:
                 raise ConfigError("loss.function", MODEL_LOSS, f"a model whose output holds a `loss` (output.loss or "
                                                                f"output['loss']); {type(model).__name__} returned "
-                                  f"{_describe_output(output)} (an HF model computes it when the batch has `labels`)")
+                                  f"{describe_batch(output)} (an HF model computes it when the batch has `labels`)")
             result = output
         else:
             try:
                 result = spec.function(output, batch, **spec.kwargs)
             except Exception as err:  # noqa: BLE001 - the user's objective
                 raise ConfigError("loss._target_", spec.path, f"an objective that runs on the model's output "
-                                  f"{_describe_output(output)} and the batch {describe_batch(batch)}: {name} raised "
+                                  f"{describe_batch(output)} and the batch {describe_batch(batch)}: {name} raised "
                                   f"{one_line(err)}").in_user_code(err) from None
             _check_returned(result, spec)
         _check_gradient_path(self.read(result).loss, model, spec)
@@ -223,13 +223,6 @@ def _model_loss(output: Any) -> Scored:
 def _scalar(value: Any) -> torch.Tensor:
     """A part as a tensor; still attached to the graph (the gradient shares read it), detached when summed."""
     return value if isinstance(value, torch.Tensor) else torch.tensor(float(value))
-
-
-def _describe_output(output: Any) -> str:
-    if isinstance(output, Mapping) or hasattr(output, "__dataclass_fields__"):
-        items = output.items() if isinstance(output, Mapping) else vars(output).items()
-        return f"{type(output).__name__}(" + ", ".join(f"{k}={describe_batch(v)}" for k, v in items) + ")"
-    return describe_batch(output)
 
 
 def _is_scalar(value: Any) -> bool:

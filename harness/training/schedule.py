@@ -150,6 +150,7 @@ def check_schedule_continues(saved: DictConfig, schedule: ScheduleConfig, max_st
                           f"a length that keeps the LR where the checkpoint left it: at step {step} schedule="
                           f"{saved.schedule.name} was at {before:.3g}x the base LR (trainer.max_steps="
                           f"{saved.trainer.max_steps}) and would continue at {after:.3g}x. Runs meant to be "
-                          f"extended use schedule=constant, or schedule=wsd resumed from a checkpoint before its decay; "
+                          f"extended use schedule=constant, or schedule=wsd resumed from a checkpoint before its "
+                          f"decay; "
                           f"to train this one further under a new schedule, start a new run from its weights: "
                           f"init=checkpoint init.path=RUN_DIR hydra.run.dir=NEW_DIR")

@@ -33,10 +33,10 @@ def clean_loss(built: Assembly, indices: torch.Tensor) -> float:
     """Mean loss without dropout, label smoothing or z-loss: the number to compare with ln K and 0."""
     model = built.raw_model
     model.eval()
-    total, count = 0.0, 0.0
+    total, count, objective = 0.0, 0.0, built.clean_objective
     for x, y in batches(built, indices):
         with built.precision.autocast():
-            scored = built.clean_objective.score(model, x, y)
+            scored = objective.score(model, x, y)
         n = float(scored.count) if scored.count is not None else batch_size(x)
         total += scored.loss.item() * (1.0 if scored.count is not None else n)
         count += n
