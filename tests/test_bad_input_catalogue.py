@@ -135,6 +135,18 @@ CONFIG_CASES = [
     ([*VECTOR, "+data.noize=0.2"], "data.noize", "data.noise"),
     # a batch larger than the training set (data=synthetic holds 4096 samples)
     ([*VECTOR, "batch_size=100000"], "batch_size", "at most the 4096 training samples"),
+    # your own objective, mode=eval's stride, a run's weights as the init
+    ([*VECTOR, "loss._target_=user_code.vae_loss", "loss.label_smoothing=0.1"], "loss.label_smoothing",
+     "0 with loss._target_"),
+    ([*VECTOR, "loss.function=model", "loss.z_loss=1e-4"], "loss.z_loss", "0 with loss.function=model"),
+    ([*VECTOR, "loss._target_=user_code.vae_loss", "loss.function=mse"], "loss.function", "auto with loss._target_"),
+    (["data=custom", "data._target_=user_code.pairs", "data.task=null", "model=mlp"], "data.task",
+     "null with loss._target_"),
+    ([*VECTOR, "loss._target_=user_code.vae_loss", "data.standardize=true"], "data.standardize",
+     "false with loss._target_"),
+    ([*VECTOR, "objective=final_val_loss_kl"], "objective", "final_val_loss_PART"),
+    (["mode=eval", "eval.stride=0"], "eval.stride", "0"),
+    ([*VECTOR, "init=checkpoint", "init.path=/no/such/run"], "init.path", "a .pt checkpoint, or a run dir"),
 ]
 
 

@@ -287,3 +287,9 @@ def test_a_model_whose_output_follows_the_batch_size_is_refused_before_training(
         train(["data=custom", "data._target_=user_code.pairs", "model._target_=user_code.BatchScores",
                "batch_size=4", "trainer.max_steps=4", "logger=none"], tmp_path / "run")
     assert not (tmp_path / "run").exists()
+
+
+def test_task_less_data_takes_any_model_option_under_an_objective():
+    """data.task=null is no language-modelling data: a vector model is not refused for it."""
+    config = validate_config(compose_cfg([*(o for o in MASKED if not o.startswith("model.")), "model=mlp"]))
+    assert config.user_loss is not None and config.model.path.endswith("MLP")

@@ -38,7 +38,7 @@ from harness.training.precision import PrecisionConfig, validate_precision_confi
 from harness.training.schedule import ScheduleConfig, schedule_config, validate_schedule_config
 from harness.sinks.tracking import logger_settings
 from harness.core.validation import is_whole
-from harness.data.base import TASKS
+from harness.data.base import NO_TASK, TASKS
 
 MODES = ("train", "lr_find", "doctor", "eval")
 SUMMARY_OBJECTIVES = ("best_val_loss", "final_val_loss", "final_train_loss", "wall_time_s", "best_val_accuracy")
@@ -139,7 +139,10 @@ def resolve_device(name: str) -> torch.device:
 def data_task(cfg: DictConfig) -> str:
     """The task the data option declares: fixed by the option (text and token corpora are language
     modelling, digits is classification), or its `data.task`."""
-    return FIXED_TASKS.get(cfg.data.get("name")) or cfg.data.get("task") or "lm"
+    name, task = cfg.data.get("name"), cfg.data.get("task")
+    if name == "custom" and task is None:
+        return NO_TASK  # data=custom data.task=null: batches of any structure, for the user's objective
+    return FIXED_TASKS.get(name) or task or "lm"
 
 
 def check_open_data(cfg: DictConfig, data: DataConfig, user_loss: ObjectiveSpec | None) -> None:
