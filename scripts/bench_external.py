@@ -8,7 +8,9 @@
     python scripts/bench_external.py --list
 
 The programs are the buggy Keras programs of the DeepLocalize benchmark (github.com/Wardat-ISU/
-DeepLocalize, Benchmark/StackOverflow and Benchmark/GitHub), each beside its fixed twin, ported to
+DeepLocalize, Benchmark/StackOverflow and Benchmark/GitHub; rounds 1 and 2) and buggy Keras and
+TensorFlow programs of defects4ml (github.com/mohmehmo/defects4ml) and TensorFlow-Program-Bugs
+(github.com/ForeverZyh/TensorFlow-Program-Bugs; round 3), each beside its fixed twin, ported to
 PyTorch in scripts/external/ (docs/external_benchmark.md). Each program trains as
 `python train.py ...` in a process of its own (one thread), with the harness's own stability knobs
 off (no clip unless the program clips, constant LR, no guard) so it runs as its author ran it.
@@ -17,7 +19,10 @@ A buggy run whose pathology did not show in its own metrics is "not reproduced" 
 and left out of the sick score; its twin still counts. A reproduced buggy run is named when a
 warning or critical finding is in its case's expected set, partial when some other warning or
 critical finding fires, missed when none does. A twin is clean with no warning or critical finding,
-alarmed otherwise. Results land in --out: results.json and results.md.
+alarmed otherwise, unless each of its alarms is one of its case's `twin_sick` findings and the twin's
+own recorded metric shows it (TWIN_SICK_METRIC) while the twin did not learn: then it is "sick". A twin
+that learned (`learned()`) counts every alarm as false. Results land in --out: results.json and
+results.md, each round's totals apart.
 """
 from __future__ import annotations
 
@@ -32,17 +37,37 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 
-from harness.core.metric_names import TRAIN_LOSS, TRAIN_LOSS_FIRST, VAL_ACCURACY, VAL_LOSS  # noqa: E402
+from harness.core.metric_names import (ACT_DEAD, TRAIN_LOSS, TRAIN_LOSS_FIRST, VAL_ACCURACY,  # noqa: E402
+                                       VAL_LOSS, VAL_LOSS_ON_TRAIN)
 from train_process import run_train  # noqa: E402
 
 # seconds per train.py process: so_39217567's fixed run (256000 batch-1 steps) takes ~5 min on a free
 # core and took 600 s beside other jobs on 2 cores
 RUN_TIMEOUT = 1200.0
-SO, GH = "Benchmark/StackOverflow", "Benchmark/GitHub"
+SO, GH = "Benchmark/StackOverflow", "Benchmark/GitHub"  # in Wardat-ISU/DeepLocalize (rounds 1 and 2)
+# Round 3's collections, named in each source path: repository, then the path in it.
+D4ML, TFPB = "mohmehmo/defects4ml:", "ForeverZyh/TensorFlow-Program-Bugs:"
+TFPB_SO, TFPB_GH = f"{TFPB}StackOverflow", f"{TFPB}Github"
 # Reproduced, fixed before any diagnosis was read: the buggy run's loss went NaN/Inf and its twin's
 # did not; or its best val accuracy is > 2 points below the twin's; or its best val loss is > 10%
 # above the twin's (for regression over the variance of the val targets, since a fix may rescale them).
 ACCURACY_MARGIN, LOSS_RATIO = 0.02, 1.10
+# The twin rule. A twin "learned" when it reached its source's reported measure (Case.twin_goal) or
+# beat its prior clearly: best val loss <= LEARNED_RATIO x the val prior (the best constant's loss;
+# ln K where no prior is recorded), or, for classification, best val accuracy >= the val majority
+# share + LEARNED_ACCURACY; and its eval mode works: the training samples' eval-mode loss, where
+# measured (dropout, batch norm), is below the prior too. A learned twin must raise no warning and
+# no critical finding.
+LEARNED_RATIO, LEARNED_ACCURACY = 0.8, 0.10
+# A twin that did not learn may carry a `twin_sick` finding when its own recorded metric shows it:
+# finding -> (evidence key, the range the metric must be in).
+TWIN_SICK_METRIC = {
+    "dead_relu": ("dead_share", 0.5, 1.0),  # the largest final dead-unit share of a layer (act_dead)
+    "plateau_at_prior": ("prior_ratio", 0.9, 1.1),  # best val loss / val prior: at the prior
+    "plateau_at_chance": ("prior_ratio", 0.9, 1.1),
+    "bn_eval_gap": ("eval_gap", 1.5, math.inf),  # eval-mode / train-mode loss of the same training samples
+    "diverging": ("diverged", 1.0, 1.0),  # 1 when a train or val loss went NaN/Inf
+}
 # Every run: the harness's stability knobs off, the port's own initialisers, per-layer monitors, and
 # no diagnosis while training (the benchmark diagnoses the run dirs itself).
 COMMON = ("data=custom", "clip=null", "schedule=constant", "guard=off", "init=default", "monitor=full",
@@ -67,6 +92,13 @@ def rmsprop(lr: float = 1e-3) -> tuple[str, ...]:
     """Keras' RMSprop: rho 0.9 (torch's alpha), epsilon 1e-7."""
     return ("optim=adam", "optim._target_=torch.optim.RMSprop", "~optim.betas", "~optim.fused", "+optim.alpha=0.9",
             "optim.eps=1e-7", f"optim.lr={lr}")
+
+
+def tf_adam(lr: float = 1e-3, eps: float = 1e-8) -> tuple[str, ...]:
+    """TensorFlow 1.x's tf.train.AdamOptimizer: epsilon 1e-8. A program that sums its loss over a batch
+    of B trains here on the batch mean with epsilon 1e-8 / B: Adam's steps are then the same (its
+    update m / (sqrt(v) + eps) is unchanged when the gradient and eps are divided by B)."""
+    return ("optim=adam", f"optim.lr={lr}", f"optim.eps={eps:g}")
 
 
 def run(model: str, batch: int, steps: int, val: int, *extra: str, eval_every: int | None = None) -> tuple[str, ...]:
@@ -95,6 +127,15 @@ class Case:
     # scores the fixed run's weights by the buggy program's loss, through a model class that gives
     # the fix's predictions in the form that loss reads (scripts/bench_remedy.py compares there).
     twin_scored_by: tuple[str, ...] = ()
+    # What the fixed twin's own recorded metrics show it still suffers from, set from its evidence
+    # (never from its diagnosis): findings it may carry without a false alarm, each backed by its
+    # measured metric (TWIN_SICK_METRIC) on the run being scored; `twin_metric` says which measure
+    # justified it when it was set.
+    twin_sick: tuple[str, ...] = ()
+    twin_metric: str = ""
+    # The source's own reported measure for the fixed program, where it states one: (evidence key,
+    # "<=" or ">=", value); a twin that reaches it learned.
+    twin_goal: tuple = ()
 
     def overrides(self, variant: str) -> tuple[str, ...]:
         task = self.fixed_task if variant == "fixed" and self.fixed_task else self.task
@@ -129,7 +170,9 @@ CASES = [
          "layers, uniform init, dropout, SGD lr 0.1 momentum 0.9 Nesterov, batch 32; 20 epochs (62500 steps) "
          "shortened to 6000", ("vanishing_gradients", "plateau_at_prior"),
          run("so_33969059.Buggy", 32, 6000, 10000, *sgd(0.1, 0.9, True)),
-         run("so_33969059.Fixed", 32, 6000, 10000, *sgd(0.1, 0.9, True), "+data.scaled=true")),
+         run("so_33969059.Fixed", 32, 6000, 10000, *sgd(0.1, 0.9, True), "+data.scaled=true"),
+         twin_sick=("plateau_at_prior",),
+         twin_metric="best val 8.72e6 against the val prior 8.97e6 (0.97)"),
     Case("so_34311586", f"{SO}/34311586/Buggy Code/34311586.py",
          "Dense(1, 'softmax') -> 'sigmoid'; SGD lr 0.05 -> 0.1, momentum 0.9; 20 -> 10000 epochs, batch 4; "
          "loss 0.667 before", "regression", "the program's six XOR rows",
@@ -169,7 +212,9 @@ CASES = [
          "layers, SGD lr 0.01, full batch (75), 1000 epochs = 1000 steps",
          ("vanishing_gradients", "plateau_at_prior", "slow_progress"),
          run("so_48221692.Buggy", 75, 1000, 25, *sgd()),
-         run("so_48221692.Fixed", 75, 1000, 25, *sgd())),
+         run("so_48221692.Fixed", 75, 1000, 25, *sgd()),
+         twin_sick=("plateau_at_prior",),
+         twin_metric="best val 158 against the val prior 161 (0.98)"),
     Case("so_48385830", f"{SO}/48385830/Buggy Code/48385830.py",
          "++ activation='sigmoid' / 'softmax' on the two layers; loss 'mean_squared_error' -> "
          "'categorical_crossentropy'; loss NaN, accuracy 0.099 before",
@@ -194,7 +239,9 @@ CASES = [
          "layers, Adam, batch 32, 5 epochs = 35 steps (buggy), 50 epochs on 400 points = 650 steps (fixed)",
          ("slow_progress", "plateau_at_chance"),
          run("so_50306988.Buggy", 32, 35, 200, *adam(), eval_every=7),
-         run("so_50306988.Fixed", 32, 650, 200, *adam(), "+data.per_class=200")),
+         run("so_50306988.Fixed", 32, 650, 200, *adam(), "+data.per_class=200"),
+         twin_sick=("plateau_at_chance", "plateau_at_prior"),
+         twin_metric="best val 0.692 against the prior 0.693, accuracy 0.5 on a balanced task"),
     Case("so_50481178", f"{SO}/50481178/Buggy Code/50481178.py",
          "Dense(1, 'sigmoid') + binary_crossentropy -> Dense(2, 'softmax') + sparse_categorical_crossentropy; "
          "loss 0.0201, accuracy 0.994 before, 0.0169 / 0.996 after",
@@ -245,7 +292,9 @@ CASES = [
          "regression", "the program's generator (integer pairs in [0, 100] / 100, seeded); validated on a fresh draw",
          "layers, RMSprop, MSE, batch 10, 10 epochs = 10000 steps", (),
          run("gh_averaging.Buggy", 10, 10000, 1000, *rmsprop(), *SAME_ROWS),  # 10201 pairs exist: draws repeat
-         run("gh_averaging.Fixed", 10, 10000, 1000, *rmsprop(), *SAME_ROWS)),
+         run("gh_averaging.Fixed", 10, 10000, 1000, *rmsprop(), *SAME_ROWS),
+         twin_sick=("dead_relu", "plateau_at_prior"),
+         twin_metric="both units of the added Dense(2, relu) dead (1.0); best val = the val prior (1.00)"),
     Case("gh_facial_keypoints", f"{GH}/Buggy Model/FacialKeypointsDetection/src/1_single_hidden_layer.py",
          "commit 6543925: Adam(lr=0.1) -> SGD(lr=0.01, momentum=0.9, nesterov=True, clipnorm=1)",
          "regression", "stand-in for Kaggle's training.csv (not in the benchmark): 2140 96x96 images of 15 "
@@ -309,7 +358,9 @@ CASES = [
          EXPECTED_R2["so_34673164"],
          run("so_34673164.Buggy", 9, 20, 9, *sgd(0.1, 0.9, True), *SAME_ROWS),
          run("so_34673164.Fixed", 9, 20, 9, *sgd(0.1, 0.9, True), "loss.function=bce", *SAME_ROWS), round=2,
-         twin_scored_by=("loss.function=auto", "model._target_=external.so_34673164.FixedScored")),
+         twin_scored_by=("loss.function=auto", "model._target_=external.so_34673164.FixedScored"),
+         twin_sick=("bn_eval_gap", "plateau_at_prior"),
+         twin_metric="eval-mode loss of training samples 9.8x their train-mode loss; best val 0.98 of the prior"),
     Case("so_38648195", f"{SO}/38648195/Buggy Code/38648195.py",
          "Activation('softmax') -> 'sigmoid'; loss 'mean_squared_error' -> 'binary_crossentropy' (3 labels, "
          "multi-label); loss 0.2178, accuracy 0.6283 before, 0.46 / 0.76 after",
@@ -354,7 +405,9 @@ CASES = [
          "5 epochs = 5000 steps",
          EXPECTED_R2["so_45337371"],
          run("so_45337371.Buggy", 1, 5000, 200, *adam(), "loss.function=bce"),
-         run("so_45337371.Fixed", 1, 5000, 200, *adam(), "loss.function=bce"), round=2),
+         run("so_45337371.Fixed", 1, 5000, 200, *adam(), "loss.function=bce"), round=2,
+         twin_sick=("dead_relu", "plateau_at_prior"),
+         twin_metric="77% of a ReLU layer dead; best val 1.00 of the prior"),
     Case("so_45442843", f"{SO}/45442843/Buggy Code/untitled39.py",
          "++ X = preprocessing.scale(X); Dense(1, 'softmax') -> 'sigmoid'; loss 'mean_absolute_error' -> "
          "'binary_crossentropy'; loss 0.5019, accuracy 0.4981 before, 0.654 / 0.8348 after",
@@ -367,7 +420,9 @@ CASES = [
          run("so_45442843.Buggy", 200, 400, 200, *rmsprop(), "loss.function=l1", *SAME_ROWS),  # one integer column
          run("so_45442843.Fixed", 200, 400, 200, *rmsprop(), "+data.scaled=true", "+data.classification=true",
              *SAME_ROWS),
-         fixed_task="classification", round=2),
+         fixed_task="classification", round=2,
+         twin_sick=("plateau_at_chance", "plateau_at_prior"),
+         twin_metric="accuracy = the majority share 0.545; best val 0.96 of the prior"),
     Case("gh_gol_nn", f"{GH}/Buggy Model/gol_nn/gol.py",
          "commit d9b30a0: loss 'binary_crossentropy' -> 'mse'; Adam lr 1e-3 (Keras' default) -> 0.01",
          "regression", "the program's generator: 8000 training and 2000 validation 3x3 fields, cells alive with "
@@ -378,7 +433,248 @@ CASES = [
          run("gh_gol_nn.Buggy", 64, 250, 2000, *adam(), "loss.function=bce", *SAME_ROWS),  # 512 fields exist
          run("gh_gol_nn.Fixed", 64, 250, 2000, *adam(0.01), *SAME_ROWS), round=2,
          twin_scored_by=("loss.function=bce", "model._target_=external.gh_gol_nn.Buggy")),
+    # Round 3: two other collections, defects4ml (mohmehmo/defects4ml, bugs/NNN) and TensorFlow-Program-
+    # Bugs (ForeverZyh/TensorFlow-Program-Bugs, Zhang et al., ISSTA 2018). Case list, split and expected
+    # findings fixed from each source's fault description before any of its runs existed.
+    Case("d4ml_001", f"{D4ML}bugs/001/buggy/transformer/cluttered_mnist.py",
+         "tensorflow/models d816971: -tf.reduce_sum(y * tf.log(y_pred)) on the softmax -> "
+         "reduce_mean(softmax_cross_entropy_with_logits); 'training loss shows nan value after a number of "
+         "training iterations'; its test wants the last logged loss <= 1",
+         "classification", "stand-in for mnist_sequence1_sample_5distortions5x5.npz (in the collection, not "
+         "redistributed here): 10000 training and 1000 validation 40x40 canvases, each a digit of scikit-learn's "
+         "set (upsampled to 28x28, in [0, 1]) at a random place and 5 random 5x5 crops of other digits",
+         "layers (tanh localisation net 1600-20-6 starting at the identity, bilinear sampler as torch's "
+         "affine_grid/grid_sample, two 3x3 stride-2 convs of 16, 1024 ReLU, 10; dropout 0.2; weights 0, biases "
+         "N(0, 0.01) as its tf_utils), Adam (TF's, lr 1e-3), batches of 101 (its linspace indices), the "
+         "collection's 10 epochs of 99 batches = 990 steps. The buggy loss sums over the batch: trained as the "
+         "mean, with Adam's epsilon 1e-8/101 (the same steps); the output log(softmax) under the harness's "
+         "cross-entropy is -log p of the label",
+         ("diverging",),
+         run("d4ml_001.Buggy", 101, 990, 1000, *tf_adam(1e-3, 1e-8 / 101)),
+         run("d4ml_001.Fixed", 101, 990, 1000, *tf_adam(1e-3)), round=3,
+         twin_goal=("train_loss_last", "<=", 1.0)),
+    Case("d4ml_003", f"{D4ML}bugs/003/buggy/command_line/run_logistic_regression.py",
+         "Deep-Learning-TensorFlow 726b371: -reduce_mean(y log p + (1 - y) log(1 - p)) on a softmax -> p and "
+         "1 - p clipped at 1e-10 before the log; 'in some cases it shows nan value'",
+         "regression", "MNIST stand-in: scikit-learn's digits upsampled to 28x28, in [0, 1] (1297 train, 500 "
+         "val); one-hot float targets",
+         "layers (784-10 softmax, zeros), Adam (TF's) lr 0.01, batch 10, 10 epochs = 1300 steps; the per-output "
+         "binary cross-entropy as the harness's bce (loss.function=bce) on the logits log p - log(1 - p)",
+         ("diverging",),
+         run("d4ml_003.Buggy", 10, 1300, 500, *tf_adam(0.01), "loss.function=bce"),
+         run("d4ml_003.Fixed", 10, 1300, 500, *tf_adam(0.01), "loss.function=bce"), round=3),
+    Case("d4ml_038", f"{D4ML}bugs/038/buggy/super_basic_1.py",
+         "NikhilM98/learning-deeplearning eb24906: Adam(lr=100) -> Adam(lr=0.0001) (and validation_split=0.1, "
+         "the flipped rows first); 'model accuracy does not reach the level that is expected'",
+         "classification", "the program's generator, seeded: 2100 ages in [13, 100] scaled to [0, 1], young 0 "
+         "and old 1 but for 100 flipped rows; a fresh draw validates the buggy run, the last 10% the fixed one",
+         "layers (Dense 16, 32 ReLU, 2 softmax), Adam (Keras'), batch 10, 20 epochs: 4200 steps (buggy, 2100 "
+         "rows), 3780 (fixed, 1890 rows)",
+         ("diverging", "plateau_at_chance"),
+         run("d4ml_038.Net", 10, 4200, 2100, *adam(100.0), *SAME_ROWS),  # 88 ages exist: draws repeat
+         run("d4ml_038.Net", 10, 3780, 210, *adam(1e-4), "+data.fixed=true", *SAME_ROWS), round=3),
+    Case("d4ml_086", f"{D4ML}bugs/086/buggy/script.py",
+         "Stack Overflow 45378493: Dense(1) + Activation('softmax') -> 'sigmoid' under binary_crossentropy; "
+         "'model does not reach the expected accuracy level'; its test wants the final training loss <= 0.1",
+         "classification", "the program's own rows: np.empty([6000, 10, 4]) (zeros) and np.eye(6000, 1) (one "
+         "positive); validated on them (its one validation row is uninitialised)",
+         "layers (Conv1D 16 and 8, batch norm, LeakyReLU 0.3, dropout 0.2, Dense 64, Dense 1), Adam (Keras'), "
+         "batch 128, 100 epochs = 4700 steps; ReduceLROnPlateau (x0.9 after 30 epochs without a val-accuracy "
+         "gain) left out",
+         ("output_activation", "vanishing_gradients"),
+         run("d4ml_086.Buggy", 128, 4700, 6000, *adam(), *SAME_ROWS),
+         run("d4ml_086.Fixed", 128, 4700, 6000, *adam(), *SAME_ROWS), round=3,
+         twin_goal=("train_loss_last", "<=", 0.1)),
+    Case("d4ml_091", f"{D4ML}bugs/091/buggy/script.py",
+         "Stack Overflow 56103207: ++ shuffle the rows before fit(validation_split=0.2) (the data is sorted by "
+         "class); 'accuracy of the model stays at near 0'; its test wants val accuracy >= 0.85",
+         "classification", "stand-in for x.npy (zipped in the collection): scikit-learn's digits 0-4 upsampled to "
+         "28x28 in [0, 1], 177 per class, sorted by class as y.npy is; the last 20% validates (Keras' "
+         "validation_split), after a seeded permutation for the fix",
+         "layers (conv 5x5 32, pool, conv 3x3 16, pool, Dense 128, 64 ReLU, 5 softmax), Adam (Keras'), batch "
+         "100, 20 epochs = 160 steps; 5 classes declared (data.num_classes=5: the training rows hold 4)",
+         ("split_mismatch",),
+         run("d4ml_091.Net", 100, 160, 177, *adam(), "data.num_classes=5"),  # Dense(5): y.npy's 5 columns
+         run("d4ml_091.Net", 100, 160, 177, *adam(), "data.num_classes=5", "+data.shuffled=true"), round=3,
+         twin_goal=("best_val_accuracy", ">=", 0.85)),
+    Case("tfpb_gh_ips9", f"{TFPB_GH}/IPS-9/TensorFlow-Examples-buggy/examples/2 - Basic Classifiers/"
+         "logistic_regression.py",
+         "aymericdamien/TensorFlow-Examples: cost -tf.reduce_sum(y * tf.log(activation)) -> "
+         "tf.reduce_mean(-tf.reduce_sum(y * tf.log(activation + 1e-8), 1))",
+         "classification", "MNIST stand-in: scikit-learn's digits upsampled to 28x28, in [0, 1] (1297 train, 500 "
+         "val)",
+         "layers (784-10 softmax, zeros), Adam (TF's) lr 0.005, batch 100, 25 epochs = 325 steps. The buggy loss "
+         "sums over the batch: trained as the mean with Adam's epsilon 1e-8/100 (the same steps); the output "
+         "log(activation) (+ 1e-8 in the fix) under the harness's cross-entropy is the program's per-sample loss",
+         ("diverging",),
+         run("tfpb_gh_ips9.Buggy", 100, 325, 500, *tf_adam(0.005, 1e-10)),
+         run("tfpb_gh_ips9.Fixed", 100, 325, 500, *tf_adam(0.005)), round=3),
+    Case("tfpb_so_33641799", f"{TFPB_SO}/IPS-14/33641799-buggy/mnist.py",
+         "gradient descent lr 0.01 -> 0.005 on -tf.reduce_sum(y_ * tf.log(y)) over batches of 205",
+         "classification", "MNIST stand-in: scikit-learn's digits upsampled to 28x28, in [0, 1] (1297 train, 500 "
+         "val)",
+         "layers (784-10 softmax, zeros), batch 205, 1000 steps; the loss sums over the batch: trained as the "
+         "mean by gradient descent at 205x the LR (2.05 buggy, 1.025 fixed), the same steps; the output log(y) "
+         "under the harness's cross-entropy is the program's per-sample loss",
+         ("diverging",),
+         run("tfpb_so_33641799.Net", 205, 1000, 500, *sgd(2.05)),
+         run("tfpb_so_33641799.Net", 205, 1000, 500, *sgd(1.025)), round=3, twin_sick=("diverging",),
+         twin_metric="the fix's loss is NaN from step 25 too (--no-diagnosis evidence)"),
+    Case("tfpb_so_35078027", f"{TFPB_SO}/IPS-7/35078027-buggy/MLP.py",
+         "linear outputs -> tf.nn.sigmoid under the hand-written binary cross-entropy, y_ and 1 - y_ clipped at "
+         "1e-10; gradient descent lr 0.05 -> 0.5",
+         "regression", "MNIST stand-in: scikit-learn's digits upsampled to 28x28, in [0, 1] (1297 train, 500 "
+         "val); one-hot float targets",
+         "layers (784-512 sigmoid, 512-10, no biases, N(0, 1) weights), batch 100, 10000 steps; the loss sums "
+         "over the 10 outputs and averages over the batch: trained as the harness's bce (the mean over outputs, "
+         "loss.function=bce) on the logits log y_ - log(1 - y_), by gradient descent at 10x the LR (0.5 buggy, "
+         "5.0 fixed), the same steps",
+         ("diverging", "output_activation"),
+         run("tfpb_so_35078027.Buggy", 100, 10000, 500, *sgd(0.5), "loss.function=bce"),
+         run("tfpb_so_35078027.Fixed", 100, 10000, 500, *sgd(5.0), "loss.function=bce"), round=3),
+    Case("tfpb_so_38447935", f"{TFPB_SO}/UT-15/38447935-buggy/fitting.py",
+         "++ y_ = tf.expand_dims(y_, axis=1): targets [3] minus predictions [3, 1] broadcast to [3, 3]",
+         "regression", "the program's three points (x = 1, 2, 3 with a column of ones; y = x), which it also "
+         "evaluates on",
+         "layers (w of shape (2, 1), truncated normal 0.1; float32 for its float64), Adam (TF's) lr 1e-4, full "
+         "batch, 50000 steps; the loss as the program computes it, broadcast included, through the harness's "
+         "own-objective feature (loss._target_), which also returns the best constant's loss as its prior part",
+         ("plateau_at_prior",),
+         run("tfpb_so_38447935.Net", 3, 50000, 3, *tf_adam(1e-4),
+             "loss._target_=external.tfpb_so_38447935.broadcast_mse", *SAME_ROWS),
+         run("tfpb_so_38447935.Net", 3, 50000, 3, *tf_adam(1e-4),
+             "loss._target_=external.tfpb_so_38447935.aligned_mse", *SAME_ROWS), round=3),
+    Case("tfpb_so_39939881", f"{TFPB_SO}/IPS-5/39939881-buggy/simple_regression.py",
+         "GradientDescentOptimizer(0.1) -> AdamOptimizer(0.1) on a linear fit with x in [-8, 8]",
+         "regression", "the program's 8 points exactly (Python's random seeded as it seeds it); the stream's "
+         "next 100 points of the same line validate (it validates nothing)",
+         "layers (y = x W + B, zeros), MSE, full batch, 100 steps; gradient descent lr 0.1 (buggy), Adam (TF's) "
+         "lr 0.1 (fixed)",
+         ("diverging", "exploding_gradients"),
+         run("tfpb_so_39939881.Net", 8, 100, 100, *sgd(0.1)),
+         run("tfpb_so_39939881.Net", 8, 100, 100, *tf_adam(0.1)), round=3),
+    Case("tfpb_so_43239467", f"{TFPB_SO}/IPS-11/43239467-buggy/mnist.py",
+         "fc_layer(..., activation=None) for the logits: the ReLU every fc_layer applied is left off the last one",
+         "classification", "MNIST stand-in: scikit-learn's digits upsampled to 28x28, in [0, 1] (1297 train, 500 "
+         "val)",
+         "layers (5x5 convs of 32 and 64 with 2x2 pools, 1024 ReLU, 10; truncated normal 0.1, biases 0.1), "
+         "softmax cross-entropy, Adam (TF's) lr 1e-3, batch 100; the program's 2000 steps shortened to 1000",
+         ("output_activation", "dead_relu"),
+         run("tfpb_so_43239467.Buggy", 100, 1000, 500, *tf_adam(1e-3)),
+         run("tfpb_so_43239467.Fixed", 100, 1000, 500, *tf_adam(1e-3)), round=3),
+    Case("tfpb_so_43636736", f"{TFPB_SO}/IPS-15/43636736-buggy/linear_regression.py",
+         "GradientDescentOptimizer(0.5) -> (0.0005) on half the mean squared error, raw x = 0..99",
+         "regression", "the program's 100 points exactly (numpy seeded as it seeds it), which it also evaluates on",
+         "layers (Yhat = W X, W of shape (1, 2) starting at ones, X's rows x and ones), full batch, 100 steps; "
+         "half the MSE trained as the MSE at half the LR (0.25 buggy, 0.00025 fixed), the same steps",
+         ("diverging", "exploding_gradients"),
+         run("tfpb_so_43636736.Net", 100, 100, 100, *sgd(0.25), *SAME_ROWS),
+         run("tfpb_so_43636736.Net", 100, 100, 100, *sgd(0.00025), *SAME_ROWS), round=3),
+    Case("tfpb_so_46577203", f"{TFPB_SO}/IPS-17/46577203-buggy/linear_regression.py",
+         "GradientDescentOptimizer(0.01) -> (0.001) on the sum of squared errors of A x^2 + B x + C",
+         "regression", "the program's four points (x = 0..3, y = x^2), which it also evaluates on",
+         "layers (A, B, C at 0), full batch, 100 steps; the sum of squares over 4 points trained as the MSE at 4x "
+         "the LR (0.04 buggy, 0.004 fixed), the same steps",
+         ("diverging", "exploding_gradients"),
+         run("tfpb_so_46577203.Net", 4, 100, 4, *sgd(0.04), *SAME_ROWS),
+         run("tfpb_so_46577203.Net", 4, 100, 4, *sgd(0.004), *SAME_ROWS), round=3),
 ]
+# Round 3's programs looked at and not ported: source (in its repository) -> why.
+SKIPPED_R3 = {
+    f"{D4ML}bugs/002/buggy/tf_models/rbm_models/rbm.py":
+        "an RBM trained by contrastive divergence (W.assign_add of CD-1 statistics, the fix divides them by the "
+        "batch size): no loss and no gradient descent for train.py to run",
+    f"{D4ML}bugs/004/buggy/command_line/run_dbn.py":
+        "a DBN fine-tuned (the fix: a softmax before its hand-written cross-entropy) after RBM pre-training, "
+        "which is no gradient descent and decides where fine-tuning starts",
+    f"{D4ML}bugs/005/buggy/command_line/run_dbn.py": "the same program and fix as bug 004 (another commit)",
+    f"{D4ML}bugs/006/buggy/autoencoder/VariationalAutoencoderRunner.py":
+        "the VAE's noise has a fixed 128 rows (gaussian_sample_size), so any other batch crashes (symptom: "
+        "crash); the fix also swaps standard for min-max scaling",
+    f"{D4ML}bugs/010/buggy": "CIFAR-10 convnets (vmelan/cifar-experiment, a submodule): too slow on one CPU thread",
+    f"{D4ML}bugs/011/buggy": "acflorea/keras-playground's cifar10-cnn.py: the fix stops a CIFAR-10 run after one "
+                            "epoch when it looks poor (an early-stop wrapper); too slow on one CPU thread",
+    f"{D4ML}bugs/017/buggy": "PixelCNN++ (sarus-tech/tf2-published-models): far too slow on one CPU thread",
+    f"{D4ML}bugs/019/buggy": "a pix2pix GAN whose fault is the early-stopping patience (how long it trains); a GAN's "
+                            "two losses are not one train.py run, and too slow on one CPU thread",
+    f"{D4ML}bugs/021/buggy": "PixelCNN++ (sarus-tech/tf2-published-models), its loss: far too slow on one CPU thread",
+    f"{D4ML}bugs/024/buggy": "FacialKeypointsDetection 6543925: the same program as round 1's gh_facial_keypoints",
+    f"{D4ML}bugs/027/buggy": "kerasma 2a2a46f: the same program as round 1's gh_kerasma",
+    f"{D4ML}bugs/031/buggy": "RankNet (airalcorn2/RankNet): fake data whose labels are all 1, and the fix swaps a "
+                            "frozen Dense(1, sigmoid, weights [[1]]) for the same sigmoid and sets batch 10: the same "
+                            "model, no prior to beat",
+    f"{D4ML}bugs/034/buggy/src/generation/learn.py":
+        "character LSTMs over a text the collection does not hold (processed_*.pickle); the fix shuffles the "
+        "sequences and widens an 18-model sweep",
+    f"{D4ML}bugs/035/buggy/imdb_fasttext.py": "AveragePooling1D + Flatten -> GlobalAveragePooling1D computes the "
+                                              "same: a speed fix, no training pathology",
+    f"{D4ML}bugs/037/buggy/examples/03_logistic_regression_mnist_sol.py":
+        "the fixed program is a submodule (stanford-tensorflow-tutorials a6c4a6d) the collection does not hold; "
+        "the buggy one is a sound logistic regression",
+    f"{D4ML}bugs/040/buggy/train.py": "the fix reshapes an MNIST convnet because a step takes long: speed, no "
+                                      "training pathology",
+    f"{D4ML}bugs/041/buggy/train.py": "the fix removes a Dropout(0.5) from Keras' MNIST convnet example (12 epochs of "
+                                      "60000 images): a regularisation choice, and too slow on one CPU thread",
+    f"{D4ML}bugs/042/buggy/mnist_odenet.py": "an ODE-Net (odeint through convolutions): too slow on one CPU thread",
+    f"{D4ML}bugs/046/buggy/XOR.py": "its test wants predictions of exactly 0 and 1, which only the fix's hard_sigmoid "
+                                    "gives; the buggy sigmoid under binary cross-entropy is sound",
+    f"{D4ML}bugs/048/buggy/simple_cnn.py": "a CIFAR-10 convnet (7x7 -> 3x3 kernels, Adam lr 1e-4): too slow on one "
+                                           "CPU thread",
+    f"{D4ML}bugs/049/buggy/gru_jena_climate.py":
+        "the fix adds a GRU layer and dropout; its normalisation change (std over 200000 rows, not 2000) leaves "
+        "the inputs near unit scale; 10000 steps of a GRU over 240 time steps are too slow on one CPU thread",
+    f"{D4ML}bugs/078/buggy/script.py": "Stack Overflow 50306988: the same program as round 1's so_50306988",
+    f"{D4ML}bugs/084/buggy/script.py": "Stack Overflow 34311586: the same program as round 1's so_34311586",
+    f"{D4ML}bugs/092/buggy/script.py": "96 11x11 filters on 300x300 images: too slow on one CPU thread; and its "
+                                       "labels (randint(0, 1)) are all 0",
+    f"{D4ML}bugs/095/buggy/script.py": "the fix changes only the imports (tf.keras -> keras): the same model, loss "
+                                       "and data",
+    f"{D4ML}bugs/098/buggy/script.py": "Stack Overflow 59325381: the same program as round 1's so_59325381",
+    f"{D4ML}bugs/099/buggy/script.py": "Stack Overflow 59278771: the same program as round 1's so_59278771",
+    f"{D4ML}bugs/100/buggy/script.py": "Stack Overflow 55328966: the same program as round 1's so_55328966",
+    f"{TFPB_SO}/IPS-1/33712178-buggy/mnist.py":
+        "the deep-MNIST convnet's 20000 steps of batch 50 take ~25 min on one CPU thread, and its NaN (a softmax "
+        "that underflows late in training) would not be tested by a run short enough",
+    f"{TFPB_SO}/IPS-2/33699174-buggy/mnist.py": "the same program as IPS-1 (the fix adds 1e-9 inside the log)",
+    f"{TFPB_SO}/IPS-6/39487825-buggy/mnist.py": "the same program and fix as IPS-1",
+    f"{TFPB_SO}/IPS-4/48723158-buggy/mnist.py": "the output is a tuple (tf.add left out), passed positionally to "
+                                                 "sparse_softmax_cross_entropy_with_logits: a crash",
+    f"{TFPB_SO}/IPS-10/42064941-buggy/float16_broken.py": "two float16 Adam steps on an all-zero input: no training "
+                                                           "to port (the fix is Adam's epsilon in float16)",
+    f"{TFPB_SO}/IPS-12/42821125-buggy/binary_output.py": "the fix changes only the accuracy metric (a sigmoid before "
+                                                         "the 0.5 threshold): training is the same",
+    f"{TFPB_SO}/IPS-13/45002504-buggy/q2_linear_logistic_regression.py":
+        "its loss adds BETA x l2_loss of the weights but not of the bias, which the harness's weight decay (every "
+        "parameter) cannot express without an objective, losing the accuracy the case would be judged by",
+    f"{TFPB_SO}/UT-9/40574552-buggy/neural.py": "labels of shape [1, 500] against logits [500, 2]: a shape error",
+    f"{TFPB_SO}/UT-10/36343542-buggy/tflin.py":
+        "an elementwise model (X * W) fed one row at a time with the cost divided by 2n: at the program's lr/n "
+        "neither program moves within a budget (2000 epochs of 60000 one-row steps)",
+    f"{TFPB_SO}/UT-13/42191656-buggy/linear.py": "the fix changes only the accuracy metric: training is the same",
+    f"{TFPB_SO}/APIM-11/43601526-buggy/gradient.py": "the program computes gradients but never applies them (20 steps, "
+                                                     "no train op): nothing trains",
+    f"{TFPB_GH}/IPS-1/model-buggy/transformer/cluttered_mnist.py": "the same program and fix as defects4ml bug 001 "
+                                                                   "(tensorflow/models d816971): ported once, d4ml_001",
+    f"{TFPB_GH}/IPS-2/seq2seq-buggy/seq2seq/training/train.py": "google/seq2seq trained for 10 steps on toy "
+                                                                "TFRecords; the fix is inside the library",
+    f"{TFPB_GH}/IPS-3/DCGAN-tensorflow-buggy/main.py": "a DCGAN on CelebA: a GAN's two losses are not one train.py "
+                                                        "run, and too slow on one CPU thread",
+    f"{TFPB_GH}/IPS-4/DCGAN-tensorflow-buggy/main.py": "a DCGAN on CelebA (another fix), as IPS-3",
+    f"{TFPB_GH}/IPS-5/Deep-Learning-TensorFlow-buggy/command_line/run_rbm.py": "the same RBM and fix as defects4ml "
+                                                                               "bug 002",
+    f"{TFPB_GH}/IPS-6/Deep-Learning-TensorFlow-buggy/command_line/run_logistic_regression.py":
+        "the same program and fix as defects4ml bug 003: ported once, d4ml_003",
+    f"{TFPB_GH}/IPS-7/Deep-Learning-TensorFlow-buggy/command_line/run_dbn.py": "the same DBN and fix as defects4ml "
+                                                                               "bug 004",
+    f"{TFPB_GH}/IPS-8/Deep-Learning-TensorFlow-buggy/command_line/run_dbn.py": "the same DBN and fix as defects4ml "
+                                                                               "bug 004",
+    f"{TFPB_GH}/IPS-10/facenet-buggy/src/train_softmax.py": "facenet's Inception-ResNet on face images: far too slow "
+                                                            "on one CPU thread",
+    f"{TFPB_GH}/Others-1/models-buggy/autoencoder/VariationalAutoencoderRunner.py":
+        "the fix is in the VAE's generate(), which training never calls",
+    f"{TFPB_GH}/Others-11/models-buggy/autoencoder/VariationalAutoencoderRunner.py": "the same program and fix as "
+                                                                                     "defects4ml bug 006",
+}
 # Every buggy program of the benchmark (the Stack Overflow folders and the GitHub projects' entry
 # points): each is a case above or skipped below.
 SOURCES = (
@@ -397,6 +693,18 @@ SOURCES = (
         "Traffic-Sign-Classifier/train.py", "gol_nn/gol.py", "hotdog-sandwich/code/trainModel.py",
         "kaggle-melbourne_properties/price-keras.py", "keras-super-resolution/train.py",
         "keras_catsdogs/keras_catsdogs.py", "kerasma/kerasma.py")),
+    # Round 3: the defects4ml and TensorFlow-Program-Bugs programs whose bug could change training
+    # behaviour (their crash, shape-error and API-change programs were not candidates), each a case
+    # below or skipped in SKIPPED_R3.
+    *(f"{D4ML}bugs/{path}" for path in (
+        "001/buggy/transformer/cluttered_mnist.py", "003/buggy/command_line/run_logistic_regression.py",
+        "038/buggy/super_basic_1.py", "086/buggy/script.py", "091/buggy/script.py")),
+    *(f"{TFPB_SO}/{path}" for path in (
+        "IPS-5/39939881-buggy/simple_regression.py", "IPS-7/35078027-buggy/MLP.py", "IPS-11/43239467-buggy/mnist.py",
+        "IPS-14/33641799-buggy/mnist.py", "IPS-15/43636736-buggy/linear_regression.py",
+        "IPS-17/46577203-buggy/linear_regression.py", "UT-15/38447935-buggy/fitting.py")),
+    f"{TFPB_GH}/IPS-9/TensorFlow-Examples-buggy/examples/2 - Basic Classifiers/logistic_regression.py",
+    *SKIPPED_R3,
 )
 SKIPPED = {  # source (a SOURCES entry) -> why it is not ported
     "41372874": "no fixed program and no fault: the benchmark records the same result before and after",
@@ -425,9 +733,13 @@ SKIPPED = {  # source (a SOURCES entry) -> why it is not ported
 }
 
 
+SKIPPED.update(SKIPPED_R3)
+
+
 def skipped_source(key: str) -> str:
-    """The SOURCES entry a SKIPPED key (a Stack Overflow post or a GitHub project) names."""
-    return next(s for s in SOURCES if f"/{key}/" in s)
+    """The SOURCES entry a SKIPPED key (a Stack Overflow post or a GitHub project of DeepLocalize's, or
+    round 3's whole source path) names."""
+    return key if key in SOURCES else next(s for s in SOURCES if f"/{key}/" in s)
 
 
 PARTS = ("dev", "held-out")
@@ -460,13 +772,44 @@ def evidence(run_dir: Path) -> dict:
     nonfinite = [step for step, loss in losses if not math.isfinite(loss)]
     accuracies = [r[VAL_ACCURACY] for r in rows if VAL_ACCURACY in r and math.isfinite(r[VAL_ACCURACY])]
     val_losses = [r[VAL_LOSS] for r in rows if VAL_LOSS in r and math.isfinite(r[VAL_LOSS])]
+    dead = last_values(rows, ACT_DEAD)
+    eval_gap, prior = eval_mode_gap(rows), summary.get("val_prior_loss") or summary.get("chance_loss")
+    on_train = [r[VAL_LOSS_ON_TRAIN] for r in rows if VAL_LOSS_ON_TRAIN in r and math.isfinite(r[VAL_LOSS_ON_TRAIN])]
+    eval_train = sorted(on_train[-3:])[len(on_train[-3:]) // 2] if on_train else None
+    best = min(val_losses, default=None)
     return {"task": summary.get("task"), "steps": summary.get("steps"),
             "best_val_loss": min(val_losses, default=None), "best_val_accuracy": max(accuracies, default=None),
             "first_nonfinite_step": min(nonfinite, default=None),
             "train_loss_first": next((r[TRAIN_LOSS_FIRST] for r in rows if TRAIN_LOSS_FIRST in r), None),
             "train_loss_last": train_losses[-1] if train_losses else None,
             "chance_loss": summary.get("chance_loss"), "val_prior_loss": summary.get("val_prior_loss"),
-            "val_majority_share": summary.get("val_majority_share")}
+            "val_majority_share": summary.get("val_majority_share"),
+            # the twin rule's measures: dead units, eval-mode gap, loss against the prior
+            "dead_share": max(dead.values(), default=None), "dead_layer": max(dead, key=dead.get, default=None),
+            "diverged": float(bool(nonfinite)), "eval_gap": eval_gap,
+            "eval_train_ratio": eval_train / prior if eval_train is not None and prior else None,
+            "prior_ratio": best / prior if best is not None and prior and not nonfinite else None}
+
+
+def last_values(rows: list[dict], prefix: str) -> dict[str, float]:
+    """Each metric under `prefix` at its last logged value (act_dead/<layer>: that layer's dead share)."""
+    out: dict[str, float] = {}
+    for r in rows:
+        out.update({k[len(prefix):]: v for k, v in r.items() if k.startswith(prefix) and math.isfinite(v)})
+    return out
+
+
+def eval_mode_gap(rows: list[dict]) -> float | None:
+    """The training samples' eval-mode loss (val/loss_on_train, measured for models with dropout or
+    batch norm) over the train-mode loss logged at or before the same step, median of the last 3 evals."""
+    ratios, train = [], None
+    for r in rows:
+        if TRAIN_LOSS in r and math.isfinite(r[TRAIN_LOSS]):
+            train = r[TRAIN_LOSS]
+        if VAL_LOSS_ON_TRAIN in r and train and math.isfinite(r[VAL_LOSS_ON_TRAIN]):
+            ratios.append(r[VAL_LOSS_ON_TRAIN] / train)
+    last = sorted(ratios[-3:])
+    return last[len(last) // 2] if last else None
 
 
 def findings(run_dir: Path) -> list[dict]:
@@ -517,12 +860,54 @@ def verdict(case: Case, buggy: dict, fixed: dict) -> str:
     return "named" if set(names) & set(case.expected) else "partial" if names else "missed"
 
 
-def twin_verdict(fixed: dict) -> str:
+def reached_goal(run: dict, goal: tuple) -> bool:
+    """Did the run reach its source's reported measure, (evidence key, "<=" or ">=", value)?"""
+    if not goal:
+        return False
+    key, sense, value = goal
+    measured = run.get(key)
+    if measured is None or not math.isfinite(measured):
+        return False
+    return measured <= value if sense == "<=" else measured >= value
+
+
+def learned(run: dict, goal: tuple = ()) -> bool:
+    """The twin rule's "learned": finite, and its source's reported measure reached, or its prior beaten
+    clearly (LEARNED_RATIO, LEARNED_ACCURACY) with the training samples in eval mode below the prior."""
+    if run.get("error") or not run.get("steps") or run.get("first_nonfinite_step") is not None:
+        return False
+    if reached_goal(run, goal):
+        return True
+    ratio, acc, share = run.get("prior_ratio"), run.get("best_val_accuracy"), run.get("val_majority_share")
+    beats = (ratio is not None and ratio <= LEARNED_RATIO) or (
+        acc is not None and share is not None and acc >= share + LEARNED_ACCURACY)
+    in_eval_mode = run.get("eval_train_ratio")  # the training samples' eval-mode loss / the prior
+    return beats and (in_eval_mode is None or in_eval_mode <= 1.0)
+
+
+def backed(finding: str, run: dict) -> bool:
+    """Does the twin's own recorded metric show this finding (TWIN_SICK_METRIC)?"""
+    key, low, high = TWIN_SICK_METRIC.get(finding, (None, None, None))
+    value = run.get(key) if key else None
+    return value is not None and low <= value <= high
+
+
+def false_alarms(case: Case, fixed: dict) -> list[str]:
+    """The twin's alarms that count as false: all of them when it learned, else those that are not
+    its case's `twin_sick` findings backed by its own metric."""
+    if learned(fixed, case.twin_goal):
+        return alarms(fixed)
+    return [n for n in alarms(fixed) if n not in case.twin_sick or not backed(n, fixed)]
+
+
+def twin_verdict(case: Case, fixed: dict) -> str:
+    """clean (no alarm), sick (only its twin_sick findings, each backed by its metric), alarmed (a
+    false alarm), trained (not diagnosed) or error."""
     if fixed.get("error") or not fixed.get("steps"):
         return "error"
     if "findings" not in fixed:
         return "trained"
-    return "alarmed" if alarms(fixed) else "clean"
+    return "alarmed" if false_alarms(case, fixed) else "sick" if alarms(fixed) else "clean"
 
 
 def score(cases: list[Case], results: dict[str, dict[str, dict]]) -> list[dict]:
@@ -530,15 +915,17 @@ def score(cases: list[Case], results: dict[str, dict[str, dict]]) -> list[dict]:
     for case in cases:
         buggy, fixed = results.get(case.id, {}).get("buggy", {}), results.get(case.id, {}).get("fixed", {})
         rows.append({**asdict(case), "part": part(case), "verdict": verdict(case, buggy, fixed),
-                     "twin": twin_verdict(fixed), "buggy_run": buggy, "fixed_run": fixed,
-                     "buggy_alarms": alarms(buggy), "fixed_alarms": alarms(fixed)})
+                     "twin": twin_verdict(case, fixed), "twin_learned": learned(fixed, case.twin_goal),
+                     "buggy_run": buggy, "fixed_run": fixed, "buggy_alarms": alarms(buggy),
+                     "fixed_alarms": alarms(fixed), "fixed_false_alarms": false_alarms(case, fixed)})
     return rows
 
 
 def totals(rows: list[dict]) -> dict[str, int]:
     out = {v: sum(r["verdict"] == v for r in rows) for v in
            ("named", "partial", "missed", "not reproduced", "reproduced", "error")}
-    out.update({t: sum(r["twin"] == t for r in rows) for t in ("clean", "alarmed", "trained")})
+    out.update({t: sum(r["twin"] == t for r in rows) for t in ("clean", "sick", "alarmed", "trained")})
+    out["twins learned"] = sum(bool(r.get("twin_learned")) for r in rows)
     return out
 
 
@@ -556,20 +943,44 @@ def _evidence(run: dict) -> str:
             f"{_num(run.get('best_val_loss'))}{prior}{acc}{nan}")
 
 
-def report(rows: list[dict]) -> str:
-    t = totals(rows)
+def _twin_measures(r: dict) -> str:
+    """The twin's own measures the twin rule reads: learned, loss over prior, dead units, eval-mode gap."""
+    run = r["fixed_run"]
+    parts = [f"learned {'yes' if r.get('twin_learned') else 'no'}"]
+    if run.get("prior_ratio") is not None:
+        parts.append(f"val/prior {_num(run['prior_ratio'])}")
+    if run.get("dead_share") is not None:
+        parts.append(f"dead {_num(run['dead_share'])} ({run.get('dead_layer')})")
+    if run.get("eval_gap") is not None:
+        parts.append(f"eval/train-mode {_num(run['eval_gap'])}")
+    if r.get("twin_sick"):
+        parts.append(f"twin_sick {', '.join(r['twin_sick'])}")
+    return "; ".join(parts)
+
+
+def totals_line(t: dict[str, int], n: int) -> str:
     sick = t["named"] + t["partial"] + t["missed"]
-    lines = ["# External benchmark: DeepLocalize's buggy Keras programs, ported", "",
-             f"cases: {len(rows)}; buggy runs reproduced and diagnosed: {sick} — named {t['named']}, partial "
-             f"{t['partial']}, missed {t['missed']}; not reproduced {t['not reproduced']}; reproduced, not diagnosed "
-             f"{t['reproduced']}; errors {t['error']}; twins clean {t['clean']}, alarmed {t['alarmed']}, not "
-             f"diagnosed {t['trained']}", "",
-             "| case | part | expected | buggy run (evidence) | fixed run (evidence) | buggy verdict | buggy findings "
-             "| twin | twin findings |", "|---|---|---|---|---|---|---|---|---|"]
-    for r in rows:
-        lines.append(f"| {r['id']} | {r['part']} | {', '.join(r['expected'])} | {_evidence(r['buggy_run'])} | "
-                     f"{_evidence(r['fixed_run'])} | {r['verdict']} | {', '.join(r['buggy_alarms']) or '—'} | "
-                     f"{r['twin']} | {', '.join(r['fixed_alarms']) or '—'} |")
+    return (f"cases: {n}; buggy runs reproduced and diagnosed: {sick} — named {t['named']}, partial {t['partial']}, "
+            f"missed {t['missed']}; not reproduced {t['not reproduced']}; reproduced, not diagnosed "
+            f"{t['reproduced']}; errors {t['error']}; twins clean {t['clean']}, sick (backed by their metrics) "
+            f"{t['sick']}, alarmed (a false alarm) {t['alarmed']}, not diagnosed {t['trained']}; twins that "
+            f"learned {t['twins learned']}")
+
+
+def report(rows: list[dict]) -> str:
+    lines = ["# External benchmark: other people's buggy training programs, ported", ""]
+    for round_ in sorted({r["round"] for r in rows}):
+        in_round = [r for r in rows if r["round"] == round_]
+        lines += [f"## Round {round_}", "", "totals: " + totals_line(totals(in_round), len(in_round)), "",
+                  "| case | part | expected | buggy run (evidence) | fixed run (evidence) | buggy verdict | buggy "
+                  "findings | twin | twin findings | twin measures | false twin alarms |",
+                  "|---|---|---|---|---|---|---|---|---|---|---|"]
+        for r in in_round:
+            lines.append(f"| {r['id']} | {r['part']} | {', '.join(r['expected'])} | {_evidence(r['buggy_run'])} | "
+                         f"{_evidence(r['fixed_run'])} | {r['verdict']} | {', '.join(r['buggy_alarms']) or '—'} | "
+                         f"{r['twin']} | {', '.join(r['fixed_alarms']) or '—'} | {_twin_measures(r)} | "
+                         f"{', '.join(r['fixed_false_alarms']) or '—'} |")
+        lines.append("")
     return "\n".join(lines)
 
 
@@ -622,7 +1033,8 @@ def samples_seen(overrides: tuple[str, ...]) -> int:
 def write_results(out: Path, rows: list[dict], seconds: float) -> str:
     """results.json and results.md into `out`; returns the markdown."""
     out.mkdir(parents=True, exist_ok=True)
-    summary = {"totals": totals(rows), "cases": rows, "seconds": round(seconds, 1)}
+    by_round = {str(n): totals([r for r in rows if r["round"] == n]) for n in sorted({r["round"] for r in rows})}
+    summary = {"totals": totals(rows), "totals_by_round": by_round, "cases": rows, "seconds": round(seconds, 1)}
     (out / "results.json").write_text(json.dumps(summary, indent=1))
     text = report(rows)
     (out / "results.md").write_text(text + "\n")

@@ -53,12 +53,39 @@ def test_each_round_alternates_dev_and_held_out_by_id(round_):
     assert [bench.part(by_id[i]) for i in ids] == [bench.PARTS[k % 2] for k in range(len(ids))]
 
 
-def test_round_1_keeps_its_split_and_round_2_is_new():
+# Round 2's split, decided before any of its runs was diagnosed (and then scored): round 3 must not move it.
+ROUND_2_PARTS = {
+    "gh_gol_nn": "dev", "so_31556268": "held-out", "so_31627380": "dev", "so_34673164": "held-out",
+    "so_38648195": "dev", "so_39217567": "held-out", "so_44164749": "dev", "so_45337371": "held-out",
+    "so_45442843": "dev",
+}
+# Round 3's split, fixed with its case list before any of its programs ran.
+ROUND_3_PARTS = {
+    "d4ml_001": "dev", "d4ml_003": "held-out", "d4ml_038": "dev", "d4ml_086": "held-out", "d4ml_091": "dev",
+    "tfpb_gh_ips9": "held-out", "tfpb_so_33641799": "dev", "tfpb_so_35078027": "held-out",
+    "tfpb_so_38447935": "dev", "tfpb_so_39939881": "held-out", "tfpb_so_43239467": "dev",
+    "tfpb_so_43636736": "held-out", "tfpb_so_46577203": "dev",
+}
+
+
+def test_rounds_1_and_2_keep_their_splits_and_round_3_is_new():
     assert {c.id: bench.part(c) for c in bench.CASES if c.round == 1} == ROUND_1_PARTS
-    assert set(bench.ROUNDS) == {1, 2}
-    round_2 = [c for c in bench.CASES if c.round == 2]
-    assert round_2 and not {c.id for c in round_2} & set(ROUND_1_PARTS)
-    assert {bench.part(c) for c in round_2} == set(bench.PARTS)
+    assert {c.id: bench.part(c) for c in bench.CASES if c.round == 2} == ROUND_2_PARTS
+    assert {c.id: bench.part(c) for c in bench.CASES if c.round == 3} == ROUND_3_PARTS
+    assert set(bench.ROUNDS) == {1, 2, 3}
+    assert not set(ROUND_3_PARTS) & (set(ROUND_1_PARTS) | set(ROUND_2_PARTS))
+
+
+def test_round_3_cases_name_their_collection_and_are_not_deeplocalize_programs():
+    """Each round-3 source names its repository; a program DeepLocalize also holds is skipped, not ported."""
+    for case in (c for c in bench.CASES if c.round == 3):
+        assert case.source.startswith((bench.D4ML, bench.TFPB)), case.id
+        assert case.id.startswith("d4ml_" if case.source.startswith(bench.D4ML) else "tfpb_"), case.id
+    earlier = {c.id for c in bench.CASES if c.round < 3}
+    duplicates = [why for why in bench.SKIPPED_R3.values() if "the same program as round 1's" in why]
+    assert len(duplicates) >= 5
+    for why in duplicates:
+        assert why.split("round 1's ")[1].split()[0] in earlier, why
 
 
 def test_the_round_option_selects_one_round(capsys):
@@ -130,11 +157,86 @@ def test_verdicts_named_partial_missed_clean_alarmed_and_not_reproduced():
         "not reproduced"
     assert bench.verdict(case, _run(acc=0.5, loss=8.0), _run(acc=1.0, loss=0.01)) == "reproduced"  # no diagnosis
     assert bench.verdict(case, {**_run(acc=0.5), "error": "exit 2: boom"}, fixed_clean) == "error"
-    assert bench.twin_verdict(fixed_clean) == "clean"
-    assert bench.twin_verdict(_run(found=[("overfitting", "warning")])) == "alarmed"
-    assert bench.twin_verdict(_run()) == "trained"
+    assert bench.twin_verdict(case, fixed_clean) == "clean"
+    assert bench.twin_verdict(case, _run(found=[("overfitting", "warning")])) == "alarmed"
+    assert bench.twin_verdict(case, _run()) == "trained"
     rows = bench.score([case], {case.id: {"buggy": _run(acc=0.5, loss=8.0, found=[]), "fixed": fixed_clean}})
     assert bench.totals(rows)["missed"] == 1 and bench.totals(rows)["clean"] == 1
+
+
+def _twin(found=(), prior_ratio=None, dead=None, gap=None, eval_train=None, acc=None, share=None, **extra) -> dict:
+    """A twin's evidence as evidence() records it, with findings."""
+    return {**_run(acc=acc, loss=0.5, found=list(found)), "prior_ratio": prior_ratio, "dead_share": dead,
+            "eval_gap": gap, "eval_train_ratio": eval_train, "val_majority_share": share, **extra}
+
+
+def test_the_twin_rule_a_learned_twin_must_raise_nothing():
+    case = bench.Case("x", "s", "f", "classification", "d", "k", ("diverging",), (), (),
+                      twin_sick=("dead_relu",), twin_metric="dead units")
+    learned = _twin([("dead_relu", "warning")], prior_ratio=0.4, dead=0.6)
+    assert bench.learned(learned)
+    # even a twin_sick finding its metric shows is false on a twin that learned
+    assert bench.false_alarms(case, learned) == ["dead_relu"] and bench.twin_verdict(case, learned) == "alarmed"
+    assert bench.twin_verdict(case, _twin([("dead_relu", "info")], prior_ratio=0.4)) == "clean"
+    # learned by accuracy: the majority share plus a clear margin
+    assert bench.learned(_twin(prior_ratio=0.95, acc=0.7, share=0.5))
+    assert not bench.learned(_twin(prior_ratio=0.95, acc=0.55, share=0.5))
+    # the training samples in eval mode above the prior (a batch-norm twin): not learned
+    assert not bench.learned(_twin(prior_ratio=0.5, eval_train=3.0))
+    # a NaN twin never learned; the source's reported measure counts as learning
+    assert not bench.learned({**_twin(prior_ratio=0.1), "first_nonfinite_step": 50})
+    at_prior = _twin(prior_ratio=1.0, train_loss_last=0.05)
+    assert not bench.learned(at_prior) and bench.learned(at_prior, ("train_loss_last", "<=", 0.1))
+
+
+def test_the_twin_rule_a_sick_twin_may_carry_only_its_findings_its_metrics_show():
+    case = bench.Case("x", "s", "f", "regression", "d", "k", (), (), (), twin_sick=("dead_relu", "plateau_at_prior"),
+                      twin_metric="dead units, loss at the prior")
+    sick = _twin([("dead_relu", "critical"), ("plateau_at_prior", "critical")], prior_ratio=1.0, dead=0.9)
+    assert not bench.learned(sick) and bench.false_alarms(case, sick) == [] and bench.twin_verdict(case, sick) == "sick"
+    # a finding the case does not list, or one its metric does not show on this run, is false
+    assert bench.false_alarms(case, {**sick, "findings": sick["findings"] + [{"name": "diverging", "severity":
+                                                                             "critical"}]}) == ["diverging"]
+    unbacked = _twin([("dead_relu", "critical"), ("plateau_at_prior", "critical")], prior_ratio=3.0, dead=0.2)
+    assert bench.false_alarms(case, unbacked) == ["dead_relu", "plateau_at_prior"]
+    assert bench.twin_verdict(case, unbacked) == "alarmed"
+    # a twin whose loss went NaN may carry diverging when its case lists it
+    nan_case = bench.Case("z", "s", "f", "regression", "d", "k", (), (), (), twin_sick=("diverging",),
+                          twin_metric="NaN")
+    nan_twin = {**_twin([("diverging", "critical")]), "first_nonfinite_step": 25, "diverged": 1.0}
+    assert bench.twin_verdict(nan_case, nan_twin) == "sick"
+    assert bench.twin_verdict(nan_case, {**nan_twin, "first_nonfinite_step": None, "diverged": 0.0}) == "alarmed"
+    # a case without twin_sick: any alarm on its twin is false
+    plain = bench.Case("y", "s", "f", "regression", "d", "k", (), (), ())
+    assert bench.twin_verdict(plain, sick) == "alarmed"
+
+
+def test_twin_sick_is_set_only_where_the_recorded_twin_does_not_learn_and_names_a_measured_finding():
+    for case in bench.CASES:
+        assert set(case.twin_sick) <= set(bench.TWIN_SICK_METRIC), case.id
+        assert bool(case.twin_sick) == bool(case.twin_metric), case.id
+
+
+def test_evidence_records_the_twin_measures_and_the_report_totals_each_round(tmp_path):
+    run_dir = tmp_path / "fixed"
+    run_dir.mkdir()
+    (run_dir / "summary.json").write_text(json.dumps({"task": "classification", "steps": 100, "val_prior_loss": 2.0,
+                                                       "val_majority_share": 0.2}))
+    rows = [{"step": 25, "train/loss": 1.0, "act_dead/a": 0.1, "act_dead/b": 0.7},
+            {"step": 50, "train/loss": 0.5, "val/loss": 1.2, "val/accuracy": 0.6, "val/loss_on_train": 1.0,
+             "act_dead/b": 0.75}]
+    (run_dir / "metrics.jsonl").write_text("\n".join(json.dumps(r) for r in rows))
+    e = bench.evidence(run_dir)
+    assert e["dead_share"] == 0.75 and e["dead_layer"] == "b" and e["eval_gap"] == 2.0
+    assert e["prior_ratio"] == pytest.approx(0.6) and e["eval_train_ratio"] == pytest.approx(0.5)
+    assert bench.learned(e)
+    cases = [c for c in bench.CASES if c.id in ("so_31880720", "gh_gol_nn", "d4ml_091")]
+    results = {c.id: {"buggy": _run(acc=0.1, loss=9.0, found=[]), "fixed": {**e, "error": None, "findings": []}}
+               for c in cases}
+    text = bench.report(bench.score(cases, results))
+    totals = [line for line in text.splitlines() if line.startswith("totals")]
+    assert len(totals) == 3 and all(line.startswith("totals: cases: 1;") for line in totals)
+    assert "## Round 1" in text and "## Round 2" in text and "## Round 3" in text and "learned yes" in text
 
 
 @pytest.mark.slow  # two whole runs; the scoring it drives is unit-tested above

@@ -128,7 +128,10 @@ def test_diverging_on_a_rising_finite_loss(tmp_path):
     run.summary["input_outliers"] = {"checked": 512, "count": 6, "median_norm": 3.0, "samples": []}
     assert "diverging" not in run.findings(tmp_path / "val_fine")  # ...while a few huge samples lifted the train loss
     run.summary["input_outliers"]["count"] = 0
+    run.set("val/loss", [1.0, 0.9, 0.95, 0.85], kind="eval")
     assert "diverging" in run.findings(tmp_path / "no_outliers")
+    run.set("val/loss", [1.0, 0.9, 0.87, 0.85], kind="eval")  # fell at every eval: the model is learning
+    assert "diverging" not in run.findings(tmp_path / "val_fell")
 
 
 def test_diverging_inside_the_first_window_is_seen_through_the_window_maximum(tmp_path):
@@ -172,13 +175,17 @@ def test_a_mid_run_blowup_is_a_divergence_only_when_the_run_is_worse_off(tmp_pat
 def test_single_update_noise_raises_the_blowup_bar(tmp_path):
     """Windows whose worst update sits 1.8x their mean (a batch of one): a first window peaking at
     1.7x chance is that noise; the same peak in a run whose windows hold their mean (1.02x, a
-    steady batch) is a blow-up."""
+    steady batch) is a blow-up, one the run came back from."""
     def peaked(spread: float) -> Run:
         run = Run().set("train/loss_max", lambda s, v: 1.7 * CHANCE if s == 10 else spread * Run.loss_at(s))
         return run.set("train/loss", lambda s, v: CHANCE * 1.03 if s == 10 else Run.loss_at(s))
 
-    assert "diverging" not in peaked(1.8).findings(tmp_path / "noisy")
-    assert "1.7x chance" in peaked(1.02).findings(tmp_path / "steady")["diverging"].evidence
+    noisy = peaked(1.8).findings(tmp_path / "noisy")
+    assert "diverging" not in noisy and "loss_spikes" not in noisy
+    # in a steady run it is a blow-up; the run then learned to its best, so it came back from it: info
+    spike = peaked(1.02).findings(tmp_path / "steady")
+    assert "diverging" not in spike and spike["loss_spikes"].severity is Severity.INFO
+    assert "1.7x chance" in spike["loss_spikes"].evidence
 
 
 def test_a_run_whose_val_loss_keeps_falling_through_a_spike_is_not_diverging(tmp_path):
@@ -637,8 +644,9 @@ def test_dead_relu_from_zero_gradients_without_activation_monitors(tmp_path):
 
 @pytest.mark.parametrize("dead,severity", [(0.95, Severity.CRITICAL), (0.7, Severity.WARNING), (0.2, None)])
 def test_dead_relu_from_zero_gradient_units(tmp_path, dead, severity):
-    """Without activation hooks, monitor=basic's grad_dead: critical once a layer passes almost no signal."""
-    run = Run()
+    """Without activation hooks, monitor=basic's grad_dead: critical once a layer passes almost no signal.
+    Judged on a run that did not learn clearly (its val loss ended at 90% of chance)."""
+    run = Run().set("val/loss", lambda s, v: 0.9 * CHANCE, kind="eval")
     for row in run.train:
         for key in [k for k in row if k.startswith("act_dead/")]:
             del row[key]
@@ -653,11 +661,14 @@ def test_dead_relu_from_zero_gradient_units(tmp_path, dead, severity):
     assert (on_gelu.severity if on_gelu else None) is severity
     if on_gelu:
         assert "no ReLU module" in on_gelu.evidence and "saturat" in on_gelu.title
+    run.set("val/loss", lambda s, v: 0.5 * CHANCE, kind="eval")  # it learned: lost capacity is no warning
+    learned = run.findings(tmp_path / "learned").get("dead_relu")
+    assert (learned.severity if learned else None) is (Severity.INFO if severity else None)
 
 
 def test_dead_units_behind_a_functional_relu_are_named(tmp_path):
     """A user model calling torch.relu in its forward has no ReLU module: grad_dead still tells."""
-    run = Run()
+    run = Run().set("val/loss", lambda s, v: 0.9 * CHANCE, kind="eval")
     run.config["model"] = {"_target_": "mypkg.Net"}
     run.summary["modules"] = ["Linear", "Net"]
     for row in run.train:
@@ -914,6 +925,37 @@ def test_val_train_overlap(tmp_path, found, share, severity):
     assert (findings["val_train_overlap"].severity if "val_train_overlap" in findings else None) is severity
 
 
+@pytest.mark.parametrize("hidden", [True, False])
+def test_forward_overflow_names_the_module_and_leads_with_the_activation(tmp_path, hidden):
+    """A module that returned Inf on finite inputs before any update: the cause of the non-finite
+    loss beside it, repaired at the activation (when it is a hidden one), then the init, then the LR."""
+    run = Run().set("train/loss", lambda s, v: math.nan if s >= 10 else v)
+    run.summary.update(status="diverged", hidden_activations=["act"] if hidden else [],
+                       forward={"nonfinite": {"module": "act", "type": "Exp", "input_max": 132.0}})
+    findings = run.findings(tmp_path)
+    found = findings["forward_overflow"]
+    assert list(findings)[0] == "forward_overflow" and found.severity is Severity.CRITICAL
+    assert "`act` (Exp)" in found.evidence and "132" in found.evidence and "diverging" in findings
+    kinds = [r.kind for r in found.remedies]
+    assert kinds[:2] == (["activation", "init"] if hidden else ["init", "lr_down"])[:2]
+    assert kinds.index("init") < min(i for i, k in enumerate(kinds) if k.startswith("lr"))
+
+
+def test_a_constant_output_without_a_gradient_is_named_at_the_output(tmp_path):
+    run = Run()
+    run.summary.update(output_activation={"module": "head.1", "type": "Softmax", "low": 0.0, "high": 1.0,
+                                          "single_unit_softmax": True, "read_by_loss": True, "units": 1,
+                                          "values_per_sample": 1, "output_units": 1},
+                       forward={"gradient_norm": 0.0, "constant_output": {
+                           "module": "head.1", "type": "Softmax", "after": "head.0", "after_type": "Linear", "value": 1.0}})
+    found = run.findings(tmp_path)["output_activation"]
+    assert "`head.1` (Softmax)" in found.evidence and "`head.0` (Linear)" in found.evidence
+    assert found.remedy.overrides == ("output_activation=identity",) and found.remedy.any_objective
+    run.summary["forward"]["gradient_norm"] = 0.5  # the output is constant but learns: a model blind to its inputs
+    run.summary["output_activation"].update(type="Identity", low=None, high=None, single_unit_softmax=False)
+    assert "output_activation" not in run.findings(tmp_path / "learns")
+
+
 @pytest.mark.parametrize("contrast, evidence", [
     ({"train_classes": 1, "train_class_values": [0], "val_classes": 10, "val_share_unseen": 0.9}, "class 0"),
     ({"train_classes": 8, "val_classes": 10, "val_share_unseen": 0.2}, "20% of the sampled validation labels"),
@@ -937,8 +979,10 @@ def test_split_mismatch(tmp_path, contrast, evidence):
 @pytest.mark.parametrize("scale, first_loss, severity", [(170.0, 450.0, Severity.WARNING), (170.0, 2.31, Severity.INFO),
                                                          (1.2, 450.0, None)])
 def test_unnormalised_inputs(tmp_path, scale, first_loss, severity):
-    """A warning when the scale blew up the first loss; an info when the model absorbed it."""
+    """A warning when the scale blew up the first loss; an info when the model absorbed it (or, below,
+    learned clearly all the same)."""
     run = Run().set("train/loss_first", lambda s, v: first_loss if s == 10 else v)
+    run.set("val/loss", lambda s, v: 0.9 * CHANCE, kind="eval")
     run.summary["input_stats"] = {"max_abs_feature_median": scale, "max_feature_spread": 80.0 if scale > 10 else 1.0,
                                   "rms": scale / 2}
     findings = run.findings(tmp_path)
@@ -947,6 +991,9 @@ def test_unnormalised_inputs(tmp_path, scale, first_loss, severity):
         assert "|median| 170" in findings["unnormalised_inputs"].evidence
         # its remedy comes at any severity: an info beside a divergence it explains is raised and acted on
         assert findings["unnormalised_inputs"].remedy.overrides == ("data.standardize=true",)
+    run.set("val/loss", lambda s, v: 0.5 * CHANCE, kind="eval")
+    learned = run.findings(tmp_path / "learned").get("unnormalised_inputs")
+    assert (learned.severity if learned else None) is (Severity.INFO if severity else None)
 
 
 @pytest.mark.parametrize("best_over_start, severity", [(0.995, Severity.CRITICAL), (0.9, Severity.WARNING)])
@@ -957,6 +1004,7 @@ def test_unnormalised_inputs_that_hurt_are_critical_until_the_run_gets_clearly_b
     run = Run().set("train/loss_first", lambda s, v: 450.0 if s == 10 else v)
     run.summary["input_stats"] = {"max_abs_feature_median": 170.0, "max_feature_spread": 80.0, "rms": 85.0}
     run.summary["best_val_loss"] = best_over_start * run.summary["chance_loss"]
+    run.set("val/loss", lambda s, v: best_over_start * CHANCE, kind="eval")
     assert run.findings(tmp_path)["unnormalised_inputs"].severity is severity
 
 

@@ -236,7 +236,7 @@ def test_representation_collapse_is_named_and_a_contrastive_twin_stays_clean(tmp
     assert min(rank) > 2.5
 
 
-def test_an_objective_below_zero_is_not_judged_by_loss_ratios(tmp_path, monkeypatch):
+def test_an_objective_below_zero_is_not_judged_by_loss_ratios(tmp_path):
     import harness.diagnosis.rules as rules
     from harness.diagnosis import load_run
     from harness.diagnosis.report import write_report
@@ -247,8 +247,7 @@ def test_an_objective_below_zero_is_not_judged_by_loss_ratios(tmp_path, monkeypa
     names = {f.name for f in write_report(tmp_path / "run", plots=False)}
     assert not names & {"diverging", "oscillating", "underfitting", "slow_progress"}
     assert "loss reaches 0 or below" in (tmp_path / "run" / "report.md").read_text()
-    monkeypatch.setattr(rules, "signed_loss", lambda run: False)  # read by ratios, the same run looks sick
-    assert {f.name for f in rules.diagnose(load_run(tmp_path / "run"))} & rules.LEVEL_RULES
+    assert rules.signed_loss(load_run(tmp_path / "run"))  # the ratio rules were not run on it
 
 
 def test_a_drowned_part_is_named_and_a_balanced_twin_stays_clean(tmp_path):

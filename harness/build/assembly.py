@@ -47,11 +47,12 @@ from harness.training.guard import Guard
 from harness.loop.hooks import Cadence, Callbacks
 from harness.training.loss import compute_loss
 from harness.training.objective import Objective, OpenObjective, TargetLoss, note_unused_fields
-from harness.data.batch import to_device
+from harness.data.batch import batch_size, to_device
 from harness.models.calling import ModelCall
 from harness.models import build_model
 from harness.models.activation_swap import swap_activations
 from harness.models.activation_trace import trace_activations
+from harness.models.forward_facts import forward_facts
 from harness.models.output_activation import describe_output, replace_output_activation
 from harness.models.init import apply_init
 from harness.models.output import OutputPicker
@@ -222,25 +223,35 @@ def assemble(config: RunConfig, run_dir: Path, device: torch.device,
     output_replaced = []
     if run.output_activation is not None:
         output_replaced = replace_output_activation(raw_model, run.output_activation,
-                                                    trace_activations(raw_model, few, pick_output.pick))
+                                                    trace_activations(raw_model, few, None if model_call else
+                                                                      pick_output.pick, model_call))
     if dist.is_main:
         for key, changed in (("activation_swap", swapped), ("output_activation", output_replaced)):
             if changed:
                 log.info("%s=%s replaced %d module(s): %s", key, getattr(run, key), len(changed), ", ".join(changed))
     facts = None
     if dist.is_main and run.mode == "train" and user_loss is None:  # what summary.json tells the diagnosis
-        output = describe_output(raw_model, trace_activations(raw_model, few, pick_output.pick))
-        facts = {"parameters": parameter_counts(raw_model),
+        trace = trace_activations(raw_model, few, pick_output.pick)
+        facts = {"parameters": parameter_counts(raw_model), "hidden_activations": trace.hidden,
                  **split_facts(train_set, val_set, recipe, meta.task, targets),
                  "target_scale": targets.summary() if targets is not None else None,
                  "input_stats": input_stats(train_set, recipe), "activation_swap": swapped,
-                 "output_activation": output, "output_replaced": output_replaced,
+                 "output_activation": describe_output(raw_model, trace), "output_replaced": output_replaced,
                  "test_samples": len(splits.test) if splits.test is not None else None}
     elif dist.is_main and run.mode == "train":  # the data and the output are the objective's to read
         rows = embedding_rows(untrained)
-        facts = {"parameters": parameter_counts(raw_model), "activation_swap": swapped, "output_activation": None,
+        trace = trace_activations(raw_model, few, call=model_call)
+        facts = {"parameters": parameter_counts(raw_model), "hidden_activations": trace.hidden,
+                 "activation_swap": swapped, "output_activation": describe_output(raw_model, trace),
                  "output_replaced": [], "test_samples": len(splits.test) if splits.test is not None else None,
                  "initial_effective_rank": effective_rank(rows) if rows is not None else None}
+    objective = open_objective or TargetLoss(
+        partial(compute_loss, task=meta.task, label_smoothing=float(config.loss.label_smoothing),
+                z_loss=float(config.loss.z_loss), ignore_index=meta.ignore_index, function=meta.loss_function,
+                target_scale=pick_output.target_scale), pick_output, meta.ignore_index)
+    if facts is not None:
+        first = (to_device(x, device), None) if open_objective is not None else (x.to(device), y.to(device))
+        facts["forward"] = forward_facts(raw_model, lambda: objective.score(raw_model, *first).loss, batch_size(x))
     user_callbacks = build_user_callbacks(config.callbacks)
     seed_everything(run.seed + dist.rank)  # identical weights on every rank, own dropout draws per rank
     parallel = config.parallel
@@ -270,10 +281,6 @@ def assemble(config: RunConfig, run_dir: Path, device: torch.device,
     guard, faults = Guard(config.guard, dist, device), FaultInjector(config.fault, dist.rank)
     monitor = Monitor(config.monitor, raw_model, config.trainer.max_steps, dist)
     clip = ClipSettings(run.clip, run.clip_mode, run.accum_reduction == "mean")
-    objective = open_objective or TargetLoss(
-        partial(compute_loss, task=meta.task, label_smoothing=float(config.loss.label_smoothing),
-                z_loss=float(config.loss.z_loss), ignore_index=meta.ignore_index, function=meta.loss_function,
-                target_scale=pick_output.target_scale), pick_output, meta.ignore_index)
     train_step = TrainStep(model=model, params=[p for p in raw_model.parameters() if p.requires_grad],
                            optimizer=optimizer, live_lr=live_lr, precision=precision, guard=guard, objective=objective,
                            pick_output=pick_output, clip=clip, monitor=monitor,

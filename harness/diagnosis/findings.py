@@ -36,6 +36,7 @@ class Remedy:
     before_step: int | None = None  # the symptom's first step: restart from the last checkpoint before it
     kind: str = ""  # what it changes (lr_down, lr_up, clip, optimizer, init, activation, ...): tried once per run
     changes_model: bool = False  # init, activation or architecture: off under diagnose.remedy_scope=training
+    any_objective: bool = False  # safe under the user's own objective too (it replaces an output that trains nothing)
 
     def describe(self) -> str:
         where = ("from scratch" if self.restart == Restart.SCRATCH else

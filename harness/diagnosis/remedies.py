@@ -214,11 +214,11 @@ def clear_gradient_path(run: RunData) -> Candidates:
     return tuple(r for r in candidates if r is not None)
 
 
-def _reinit(run: RunData, scheme: str) -> Remedy | None:
+def _reinit(run: RunData, scheme: str, reason: str | None = None) -> Remedy | None:
     """Re-initialise every Linear/conv/embedding of the model (the `init` group works on any model)."""
     if run.cfg("init.name") == scheme:
         return None
-    why = {"kaiming": "He init keeps a ReLU stack's activations at the same scale through every layer, so no unit "
+    why = reason or {"kaiming": "He init keeps a ReLU stack's activations at the same scale through every layer, so no unit "
                       "starts below zero for every input",
            "xavier": "Glorot init keeps a saturating stack's pre-activations in the range where tanh and sigmoid "
                      "still have a slope"}[scheme]
@@ -226,11 +226,11 @@ def _reinit(run: RunData, scheme: str) -> Remedy | None:
                   kind="init", changes_model=True)
 
 
-def _swap(run: RunData, target: str) -> Remedy | None:
+def _swap(run: RunData, target: str, reason: str | None = None) -> Remedy | None:
     """Swap the model's hidden activation modules (`activation_swap`, any model) unless already done."""
     if run.cfg("activation_swap") is not None:
         return None
-    why = {"leaky_relu": "a leaky ReLU keeps a small slope below zero, so a unit pushed negative still gets a "
+    why = reason or {"leaky_relu": "a leaky ReLU keeps a small slope below zero, so a unit pushed negative still gets a "
                          "gradient and can come back",
            "gelu": "GELU passes on about all of the gradient where it is active, where a sigmoid passes on at most "
                    "a quarter per layer"}[target]
@@ -238,18 +238,30 @@ def _swap(run: RunData, target: str) -> Remedy | None:
                   "(the output's own stays), so the run starts over", kind="activation", changes_model=True)
 
 
+def bounded_forward(run: RunData, hidden_activation: bool) -> Candidates:
+    """forward_overflow: the activation that overflowed swapped for a standard one, then smaller
+    pre-activations from the init, and only then smaller updates (the LR cannot shrink an input)."""
+    found = [_swap(run, "gelu", "GELU grows at most linearly with its input, where an exponential overflows float32 "
+                   "past about 88") if hidden_activation else None,
+             _reinit(run, "xavier", "Glorot init keeps each layer's pre-activations near unit scale, far from where "
+                     "the activation overflows"),
+             *calmer_updates(run, None, exploded=True)]
+    return tuple(r for r in found if r is not None)
+
+
 OUTPUT_WHY = {"identity": "a linear output reaches every target and hands the loss raw logits",
               "sigmoid": "a sigmoid is the probability of one class, between 0 and 1 and never constant",
               "softmax": "a softmax gives every class a probability, and they sum to 1"}
 
 
-def output_fix(run: RunData, target: str) -> Candidates:
+def output_fix(run: RunData, target: str, constant: bool = False) -> Candidates:
     """output_activation: the activation after the model's last layer with weights replaced
-    (`output_activation`, any model), from scratch: what the model predicts changes."""
+    (`output_activation`, any model), from scratch: what the model predicts changes. A `constant`
+    output trains nothing under any objective, so its replacement is offered under the user's own."""
     if run.cfg("output_activation") is not None:
         return ()
     return (Remedy((f"output_activation={target}",), Restart.SCRATCH, OUTPUT_WHY[target] + "; the model's output "
-                   "changes, so the run starts over", kind="output", changes_model=True),)
+                   "changes, so the run starts over", kind="output", changes_model=True, any_objective=constant),)
 
 
 def bf16_runs_here(run: RunData) -> bool:

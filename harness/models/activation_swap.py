@@ -2,7 +2,9 @@
 by another activation. `diagnose.remedy=auto` uses it against dead ReLUs and saturating sigmoid or
 tanh stacks without knowing the model's own keys.
 
-Only modules can be swapped: a `torch.relu` call inside a forward stays what it is. An activation
+Only modules can be swapped (the known activations, and a user's own activation module: a leaf
+without weights that keeps its input's shape, such as an `Exp`): a `torch.relu` call inside a
+forward stays what it is. An activation
 called after the model's last layer with weights is its output (a sigmoid that makes a
 probability) and stays too: swapping it would change what the model predicts.
 """
@@ -15,7 +17,7 @@ import torch
 from torch import nn
 
 from harness.core.errors import ConfigError
-from harness.models.activation_trace import replace_module, trace_activations
+from harness.models.activation_trace import own_activation, replace_module, trace_activations
 
 SWAPS: dict[str, Callable[[], nn.Module]] = {
     "gelu": nn.GELU,
@@ -39,7 +41,8 @@ def swap_activations(model: nn.Module, target: str | None, example: Any,
         return []
     replaced = []
     for name in trace_activations(model, example, call=call).hidden:
-        if isinstance(model.get_submodule(name), SWAPPABLE):
+        module = model.get_submodule(name)
+        if isinstance(module, SWAPPABLE) or own_activation(module):
             replaced += replace_module(model, name, SWAPS[target]())
     return replaced
 

@@ -28,7 +28,7 @@ INF = math.inf
 FIXED_RANGES: dict[type[nn.Module], tuple[float, float]] = {
     nn.Sigmoid: (0.0, 1.0), nn.Hardsigmoid: (0.0, 1.0), nn.Softmax: (0.0, 1.0), nn.Tanh: (-1.0, 1.0),
     nn.ReLU: (0.0, INF), nn.ReLU6: (0.0, 6.0), nn.Softplus: (0.0, INF), nn.SELU: (-1.7581, INF),
-    nn.GELU: (-0.17, INF), nn.SiLU: (-0.2785, INF),
+    nn.GELU: (-0.17, INF), nn.SiLU: (-0.2785, INF), nn.LogSoftmax: (-INF, 0.0), nn.LogSigmoid: (-INF, 0.0),
 }
 
 
@@ -46,7 +46,7 @@ def output_range(module: nn.Module) -> tuple[float, float]:
     return next((r for kind, r in FIXED_RANGES.items() if isinstance(module, kind)), (-INF, INF))
 
 
-def _softmax_size(module: nn.Softmax, output: torch.Tensor) -> int:
+def _softmax_size(module: nn.Softmax | nn.LogSoftmax, output: torch.Tensor) -> int:
     """The size of the dimension the softmax normalises over (an implicit dim as torch picks it)."""
     dim = module.dim if module.dim is not None else (0 if output.dim() in (0, 1, 3) else 1)
     return output.shape[dim] if output.dim() else 1
@@ -67,8 +67,9 @@ def describe_output(model: nn.Module, trace: ActivationTrace) -> dict[str, Any] 
         torch.equal(final.reshape(-1), value.reshape(-1))
     return {"module": name, "type": type(module).__name__,
             "low": low if math.isfinite(low) else None, "high": high if math.isfinite(high) else None,
-            "single_unit_softmax": isinstance(module, nn.Softmax) and _softmax_size(module, value) == 1,
+            "single_unit_softmax": isinstance(module, (nn.Softmax, nn.LogSoftmax)) and _softmax_size(module, value) == 1,
             "read_by_loss": bool(read_by_loss), "units": _width(value),
+            "values_per_sample": int(value[0].numel()) if value.dim() else 1,
             "output_units": _width(final) if final is not None else None}
 
 
@@ -94,5 +95,8 @@ def replace_output_activation(model: nn.Module, target: str | None, trace: Activ
     replaced = []
     for name in names[:-1]:
         replaced += replace_module(model, name, nn.Identity())
+    value = trace.output[-1][1]
+    if target == "softmax" and value.dim() > 2 and value.shape[1] == 1:  # [B, 1, K]: the classes are last
+        return replaced + replace_module(model, names[-1], nn.Softmax(dim=-1))
     return replaced + replace_module(model, names[-1], REPLACEMENTS[target]())
 

@@ -63,11 +63,13 @@ def attribute(model: nn.Module, pick_output: OutputPicker, x: torch.Tensor, y: t
     finite = losses[losses.isfinite()]
     median_loss = float(finite.median()) if len(finite) else math.nan
     median_norm = float(norms[norms.isfinite()].median()) if norms is not None and norms.isfinite().any() else None
-    broken = ~losses.isfinite() | (~norms.isfinite() if norms is not None else False)
-    if broken.any():  # a NaN/Inf input or loss in a few samples: the strongest evidence there is
+    broken = _nonfinite_rows(y) | (~norms.isfinite() if norms is not None else False)
+    if broken.any():  # a NaN/Inf input or target in a few samples: the strongest evidence there is
         suspect = broken
-    else:  # against the batch's upper quartile: a converged model's easy samples make the median ~0
-        suspect = losses > LOSS_RATIO * max(float(finite.quantile(0.75)), 1e-12)
+    else:  # against the batch's upper quartile: a converged model's easy samples make the median ~0. A
+        # non-finite loss on finite data is the model's forward, not the sample's: no suspect by itself.
+        quartile = float(finite.quantile(0.75)) if len(finite) else math.inf
+        suspect = losses.isfinite() & (losses > LOSS_RATIO * max(quartile, 1e-12))
         if norms is not None and median_norm is not None:
             suspect |= norms > NORM_RATIO * max(median_norm, 1e-12)
     count = int(suspect.sum())
@@ -80,3 +82,10 @@ def attribute(model: nn.Module, pick_output: OutputPicker, x: torch.Tensor, y: t
     if data_cause:
         samples = samples[:min(SHOWN, count)]
     return Attribution(data_cause, samples, median_loss, median_norm)
+
+
+def _nonfinite_rows(y: torch.Tensor) -> torch.Tensor:
+    """Per sample: whether a floating-point target holds a NaN/Inf (integer labels cannot)."""
+    if not y.is_floating_point():
+        return torch.zeros(len(y), dtype=torch.bool)
+    return ~y.reshape(len(y), -1).isfinite().all(1).cpu()

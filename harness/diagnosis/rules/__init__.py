@@ -25,6 +25,7 @@ RULES: tuple[Rule, ...] = (  # setup mistakes first: among findings of one sever
     objective.posterior_collapse,  # the objective's own failures, before what the optimiser shows beside them
     objective.representation_collapse,
     objective.drowned_part,
+    numerics.forward_overflow,  # before what a non-finite loss looks like: diverging
     numerics.fp16_underflow,  # the precision config's own cause, before the vanishing gradients it makes
     curves.diverging,
     curves.plateau_at_chance,
@@ -67,7 +68,7 @@ CAUSES = frozenset({"clip_pinned", "schedule_ended_early", "dead_relu", "vanishi
                     "exploding_gradients", "warmup_too_long", "weight_decay_collapse", "frozen_parameters",
                     "unnormalised_inputs", "attention_entropy_collapse", "outlier_samples", "output_activation",
                     "capacity_limit", "unscaled_targets", "split_mismatch", "posterior_collapse",
-                    "representation_collapse", "drowned_part"})
+                    "representation_collapse", "drowned_part", "forward_overflow"})
 
 
 # Findings outside that chain that particular causes explain: inputs 100x too large, targets far
@@ -77,7 +78,7 @@ CAUSES = frozenset({"clip_pinned", "schedule_ended_early", "dead_relu", "vanishi
 # loss spikes; splits prepared differently make the val loss climb while the train loss falls, which
 # is no memorising; a collapsed posterior makes a VAE decode every input to the same output.
 EXPLAINED_BY = {"diverging": frozenset({"unnormalised_inputs", "outlier_samples", "output_activation",
-                                        "unscaled_targets"}),
+                                        "unscaled_targets", "forward_overflow"}),
                "bn_eval_gap": frozenset({"outlier_samples"}),
                "overfitting": frozenset({"split_mismatch"}),
                "loss_spikes": frozenset({"outlier_samples"}),
@@ -118,7 +119,7 @@ LEVEL_RULES = frozenset({"diverging", "oscillating", "overfitting", "underfittin
 
 
 def _fits_objective(remedy: Remedy) -> bool:
-    return not any(o.startswith(OBJECTIVE_OWNED) for o in remedy.overrides)
+    return remedy.any_objective or not any(o.startswith(OBJECTIVE_OWNED) for o in remedy.overrides)
 
 
 def signed_loss(run: RunData) -> bool:

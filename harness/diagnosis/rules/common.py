@@ -5,7 +5,7 @@ import numpy as np
 
 from harness.diagnosis.load import RunData
 from harness.diagnosis.signals import end_level, start_level
-from harness.core.metric_names import GRAD_NORM, TRAIN_LOSS, TRAIN_LR, UPDATE_RATIO
+from harness.core.metric_names import GRAD_NORM, TRAIN_LOSS, TRAIN_LR, UPDATE_RATIO, VAL_LOSS
 
 LATE_FRACTION = 2 / 3  # "the last third of the run"
 MIN_ROWS = 5  # logged train rows a rule wants before judging a trend
@@ -14,6 +14,28 @@ MIN_ROWS = 5  # logged train rows a rule wants before judging a trend
 # underflow to 0, one sample's tiny error is a 1000x "burst", and the units the solution does
 # not need sit at 0. Gradient rules read a run that is not learning, which this one has done.
 SOLVED_FRACTION = 1e-3
+
+
+# A run learned clearly when its val loss ended (median of its last evals) at or below 80% of what
+# a model blind to its inputs gets on those samples (the val split's prior; the training split's,
+# or chance, without it): a setup flaw beside that (unscaled inputs, some dead units) cost it less
+# than what it learned, so it is said as info. Raised again beside a symptom (rules.CAUSES).
+LEARNED_SHARE = 0.8
+LEARNED_EVALS = 3
+
+
+def blind_loss(run: RunData) -> float | None:
+    """What a model blind to its inputs gets on the eval samples: the val prior; the training prior
+    or chance ln K without it."""
+    return run.summary.get("val_prior_loss") or run.summary.get("prior_loss") or run.summary.get("chance_loss")
+
+
+def learned_clearly(run: RunData) -> bool:
+    val = run.series(VAL_LOSS, kind="eval").finite()
+    prior = blind_loss(run)
+    if not prior or prior <= 0 or len(val) < LEARNED_EVALS:
+        return False
+    return end_level(val) <= LEARNED_SHARE * prior
 
 
 def solved(run: RunData) -> bool:

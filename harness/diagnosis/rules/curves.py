@@ -10,7 +10,7 @@ from harness.diagnosis.advice import instability_fixes
 from harness.diagnosis.findings import Finding, Severity
 from harness.diagnosis.load import RunData, Series
 from harness.diagnosis.remedies import calmer_updates, faster_updates
-from harness.diagnosis.rules.common import peak_lr_update_ratio
+from harness.diagnosis.rules.common import blind_loss, peak_lr_update_ratio
 from harness.diagnosis.rules.data_order import boundary_steps
 from harness.diagnosis.signals import (EDGE_POINTS, end_level, excursions, fmt, level_at, noise_level, rolling_median,
                                        start_level, still_falling)
@@ -39,11 +39,12 @@ BLOWUP_OVER_CHANCE = 1.15
 # (itself a single sample) is noise, not a blow-up.
 STEADY_SPREAD = 1.2
 # ... unless the run came back from it: the train loss ended within 10% of its best before the
-# blow-up and clearly (10%) below where the untrained model started, and the val loss within 5%
-# of its best. A healthy AdamW run without clip or guard had one window at 1.76x its first loss
-# and still ended at its best; a blow-up that cost the run leaves it above where it was, or
-# where it started (an SGD run whose units died in its first 20 updates sat at chance before and
-# after its blow-up). A blow-up in the first window has no "before" and stays a divergence.
+# blow-up (in the first window, of its best smoothed level over the whole run) and clearly (10%)
+# below where the untrained model started, and the val loss within 5% of its best. A healthy AdamW
+# run without clip or guard had one window at 1.76x its first loss and still ended at its best; a
+# blow-up that cost the run leaves it above where it was, or where it started (an SGD run whose
+# units died in its first 20 updates sat at chance before and after its blow-up). A blow-up the
+# run came back from is `loss_spikes` (info), not a divergence.
 RECOVERED_TRAIN = 1.10
 RECOVERED_PROGRESS = 0.9
 RECOVERED_VAL = 1.05
@@ -54,6 +55,13 @@ RECOVERED_VAL = 1.05
 # single updates swing far is still learning, not diverging; a run whose blow-up left it at
 # chance has a val loss that fell only from the blow-up's height, to where it started.
 KEPT_LEARNING_SIGMAS = 4.0
+# A rise to DIVERGE_RISE x the start must also stand above the train loss's own log-to-log noise
+# by this many robust standard deviations: at batch 1 on raw inputs one window's mean can sit 2x
+# another's by chance.
+DIVERGE_NOISE_SIGMAS = 4.0
+# A run whose val loss (fixed samples) fell at every one of at least MIN_EVALS evals, to below where
+# the untrained model started, is learning, whatever one batch did: never `diverging` unless its loss
+# went non-finite or a guard stopped it.
 # "At chance": within 5% of ln(K). A model that learned even the label frequencies of an
 # unbalanced task, or anything about the inputs, leaves this band within a few hundred updates.
 CHANCE_BAND = 0.05
@@ -108,6 +116,9 @@ OVERFIT_TRAIN_DROP = 0.20
 # ... or, with a smaller train drop (>= 5%), the gap itself says it: over the last 4 evals the
 # val loss rose at every eval and so did val minus train (a run whose val rose 13% over five
 # evals while its train loss fell 18% overfits as surely). Noise does not rise four times in a row.
+# ... an info when what it gave back is under a tenth of what the run learned (its prior, or ln K,
+# down to its best val loss): checkpoints/best.pt holds the best, and the rest is noise-sized.
+OVERFIT_GAVE_BACK = 0.10
 OVERFIT_TREND_EVALS = 4
 OVERFIT_TREND_TRAIN_DROP = 0.05
 MIN_EVALS = 3
@@ -152,6 +163,9 @@ SLOW_TAIL_SHARE = 0.10
 # Healthy runs at a constant LR measure 0.07-0.71 (the pathology suite's draw and the remedy benchmark's),
 # the suite's slow_progress runs at a constant LR 0.66-1.45 (6 of 8 above exp(-1/4)).
 SLOW_UNDIMINISHED_RATE = math.exp(-0.25)
+# Those last two say a run stopped early in a descent; one whose val loss already ended below half
+# of what a model blind to its inputs gets (the val prior, or ln K) learned most of its task: an info.
+SLOW_LEARNED_SHARE = 0.5
 SLOW_HELD_LR = 0.9
 
 
@@ -174,12 +188,15 @@ def diverging(run: RunData) -> Finding | None:
     elif stopped and not len(finite):  # every update before the stop was skipped: none was logged
         symptom, exploded = 0, True
         detail = "no update's loss was logged before the run stopped"
-    elif stopped or (math.isfinite(start) and end > DIVERGE_RISE * start and not _val_fine(run, start)):
+    elif not stopped and fell_at_every_eval(val.finite()) and float(val.finite().values[-1]) < untrained_start(run):
+        return None
+    elif stopped or (math.isfinite(start) and end > DIVERGE_RISE * start
+                     and end - start > DIVERGE_NOISE_SIGMAS * noise_level(finite) and not _val_fine(run, start)):
         peak = int(np.argmax(finite.values))
         symptom, exploded = int(finite.steps[peak]), stopped
         detail = (f"train loss {fmt(start)} at the start, {fmt(end)} at the end (step {int(finite.steps[-1])}), "
                   f"peak {fmt(float(finite.values[peak]))} at step {int(finite.steps[peak])}")
-    elif (blowup := _blowup(run)) is not None and not _recovered(run, blowup, end) and not _val_fine(run, blowup[2]):
+    elif (blowup := unrecovered_blowup(run)) is not None:
         step, value, start_loss, what = blowup
         symptom, exploded = step, True
         detail = (f"one update's loss reached {fmt(value)} in the window ending at step {step}, "
@@ -191,6 +208,34 @@ def diverging(run: RunData) -> Finding | None:
     status = f"; the run stopped: {reason}" if stopped and reason else ""
     return Finding("diverging", Severity.CRITICAL, "the loss diverged", f"{detail}{status}.", instability_fixes(run),
                    calmer_updates(run, _last_good_step(finite, symptom) + 1, exploded))
+
+
+def untrained_start(run: RunData) -> float:
+    """Where the untrained model started: the first update's loss, or chance ln K when higher;
+    the first logged train loss without either."""
+    first, loss = run.series(TRAIN_LOSS_FIRST).finite(), run.series(TRAIN_LOSS).finite()
+    found = [float(first.values[0])] if len(first) else []
+    found += [float(run.summary["chance_loss"])] if run.summary.get("chance_loss") else []
+    return max(found) if found else float(loss.values[0]) if len(loss) else math.inf
+
+
+def fell_at_every_eval(val: Series) -> bool:
+    """The val loss fell from each eval to the next, over at least MIN_EVALS evals."""
+    return len(val) >= MIN_EVALS and bool(np.all(np.diff(val.values) < 0))
+
+
+def unrecovered_blowup(run: RunData) -> tuple[int, float, float, str] | None:
+    """`_blowup`'s single update the run did not come back from; None when there was none."""
+    blowup = _blowup(run)
+    if blowup is None or _recovered(run, blowup, end_level(run.series(TRAIN_LOSS))) or _val_fine(run, blowup[2]):
+        return None
+    return blowup
+
+
+def recovered_blowup(run: RunData) -> tuple[int, float, float, str] | None:
+    """`_blowup`'s single update when the run learned through it (`loss_spikes` says so)."""
+    blowup = _blowup(run)
+    return blowup if blowup is not None and unrecovered_blowup(run) is None else None
 
 
 def _tail_share(val: Series) -> float:
@@ -214,6 +259,11 @@ def _late_rate_ratio(val: Series) -> float | None:
     (a, b, c), steps = (float(val.values[i]) for i in ends), [int(val.steps[i]) for i in ends]
     before = (a - b) / (steps[1] - steps[0])  # a quarter that did not fall is read as noise, not a late start
     return (b - c) / (steps[2] - steps[1]) / before if before > 0 else None
+
+
+def _learned_most(run: RunData, val: Series) -> bool:
+    prior = blind_loss(run)
+    return bool(prior) and prior > 0 and float(val.values[-1]) <= SLOW_LEARNED_SHARE * prior
 
 
 def _lr_held(run: RunData) -> bool:
@@ -262,14 +312,17 @@ def _spread(run: RunData, peaks: Series, blowup_step: int) -> float:
 def _recovered(run: RunData, blowup: tuple[int, float, float, str], end: float) -> bool:
     """Whether the run ended as well off as before the blow-up, and better off than untrained."""
     step, _, start_loss, _ = blowup
+    # below where it started and below what a model blind to its inputs gets: a run at chance after
+    # a blow-up is below an untrained model's first loss on raw inputs, and has recovered nothing
+    start_loss = min(x for x in (start_loss, run.summary.get("chance_loss"), run.summary.get("val_prior_loss"),
+                                 run.summary.get("prior_loss")) if x)
     loss = run.series(TRAIN_LOSS).finite()
     before = loss.values[loss.steps < step]
     val = run.series(VAL_LOSS, kind="eval").finite()
-    if not len(before):
-        return False
     if _kept_learning(val, start_loss):
         return True
-    if end > RECOVERED_TRAIN * float(before.min()) or end > RECOVERED_PROGRESS * start_loss:
+    best = float(before.min()) if len(before) else float(rolling_median(loss).values.min()) if len(loss) else math.inf
+    if end > RECOVERED_TRAIN * best or end > RECOVERED_PROGRESS * start_loss:
         return False
     return not len(val) or float(val.values[-1]) <= RECOVERED_VAL * float(val.values.min())
 
@@ -425,7 +478,9 @@ def overfitting(run: RunData) -> Finding | None:
     on_train = run.series(VAL_LOSS_ON_TRAIN, kind="eval").finite()  # models with batch norm or dropout
     if len(on_train) >= MIN_EVALS and end_level(on_train) >= (1 - OVERFIT_TRAIN_DROP) * level_at(on_train, best_step):
         return None  # the training samples got worse in eval mode too: a train/eval-mode gap, not memorising
-    return Finding("overfitting", Severity.WARNING, "the model memorises the training set",
+    prior = blind_loss(run)
+    minor = bool(prior) and prior > best_val and val_now - best_val < OVERFIT_GAVE_BACK * (prior - best_val)
+    return Finding("overfitting", Severity.INFO if minor else Severity.WARNING, "the model memorises the training set",
                    f"val loss best {fmt(best_val)} at step {best_step}, {fmt(val_now)} over the last evals "
                    f"(+{val_now / best_val - 1:.0%}, last {fmt(float(val.values[-1]))} at step {int(val.steps[-1])}) "
                    f"while the train loss fell {fmt(train_then)} -> {fmt(train_now)}.",
@@ -471,7 +526,7 @@ def slow_progress(run: RunData) -> Finding | None:
     settled = _settled_level(run)
     val = run.series(VAL_LOSS, kind="eval").finite()
     train = run.series(TRAIN_LOSS).finite()
-    if settled is None or len(val) < MIN_EVALS or _blowup(run) is not None:
+    if settled is None or len(val) < MIN_EVALS or (_blowup(run) is not None and not fell_at_every_eval(val)):
         return None
     start, end, prior = start_level(train), end_level(train), run.summary.get("prior_loss")
     ratio = peak_lr_update_ratio(run)
@@ -483,6 +538,7 @@ def slow_progress(run: RunData) -> Finding | None:
     far_from_converged = falling and tail_share >= SLOW_TAIL_SHARE
     moving_slowly = ratio is not None and ratio <= SLOW_MOVING_RATIO and far_from_converged
     learning = far_from_converged and still_falling(val, PLATEAU_TAIL, UNDERFIT_TAIL_IMPROVEMENT)
+    learned_most = _learned_most(run, val)
     rate_kept = _late_rate_ratio(val) if learning and _lr_held(run) else None
     undiminished = rate_kept is not None and rate_kept >= SLOW_UNDIMINISHED_RATE
     if not (tiny_updates or short_of_prior or moving_slowly or undiminished):
@@ -505,7 +561,11 @@ def slow_progress(run: RunData) -> Finding | None:
             parts.append("normalisation layers keep the loss moving at an LR far below the working one")
     lr = run.cfg("optim.lr")
     now = f" (now {lr:g})" if isinstance(lr, (int, float)) else ""
-    return Finding("slow_progress", Severity.WARNING, "the run is learning, but far too slowly",
+    if learned_most and not (tiny_updates or short_of_prior):
+        parts.append(f"its val loss already ended below {SLOW_LEARNED_SHARE:.0%} of what a model blind to its inputs "
+                     "gets: it learned most of its task, and more steps or a higher LR may still help")
+    severity = Severity.INFO if learned_most and not (tiny_updates or short_of_prior) else Severity.WARNING
+    return Finding("slow_progress", severity, "the run is learning, but far too slowly",
                    "; ".join(parts) + ".",
                    f"raise optim.lr{now} 3-10x (`mode=lr_find` suggests one)"
                    + ("; or switch SGD to AdamW (optim=adamw), whose steps do not shrink with a tiny gradient"

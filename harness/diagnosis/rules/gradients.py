@@ -10,8 +10,8 @@ import numpy as np
 from harness.diagnosis.findings import Finding, Severity
 from harness.diagnosis.load import RunData, Series
 from harness.diagnosis.remedies import bound_gradients, clear_gradient_path, revive_units, unpin_clip
-from harness.diagnosis.rules.common import (LATE_FRACTION, MIN_ROWS, fp16_unscaled, name_some, solved,
-                                            zero_gradient_tensors)
+from harness.diagnosis.rules.common import (LATE_FRACTION, MIN_ROWS, fp16_unscaled, learned_clearly, name_some,
+                                            solved, zero_gradient_tensors)
 from harness.diagnosis.signals import end_level, fmt, level_at
 from harness.core.metric_names import (ACT_DEAD, GRAD_CLIP_RATE, GRAD_DEAD, GRAD_NORM, GRAD_NORM_MAX, GRAD_NORM_PRECLIP,
                                   GRAD_TENSORS_WITHOUT, PARAM_NORM_TOTAL, TRAIN_LOSS)
@@ -129,10 +129,12 @@ def exploding_gradients(run: RunData) -> Finding | None:
     recurrent = any(name in (run.summary.get("modules") or []) for name in RECURRENT_TYPES)
     clip_text = ("clip=1.0 (0.5-1.0 for recurrent models: backpropagation through time multiplies the "
                  "gradient by the recurrent weights once per step)" if recurrent else "clip=1.0")
-    return Finding("exploding_gradients", Severity.WARNING, "the gradient norm explodes and nothing bounds the update",
+    learned = learned_clearly(run)  # the bursts did the run no lasting harm: worth knowing, no warning
+    return Finding("exploding_gradients", Severity.INFO if learned else Severity.WARNING,
+                   "the gradient norm explodes and nothing bounds the update",
                    f"largest pre-clip gradient norm {fmt(peak)} at step {step}, {fmt(peak / typical)}x the median "
                    f"{fmt(typical)} of the windows before it; {bursts} log window(s) at >= {EXPLODE_RATIO:g}x "
-                   "what came before; clipping is off.",
+                   "what came before; clipping is off" + ("; the run learned clearly all the same." if learned else "."),
                    f"{clip_text}; guard=default skips the worst updates; lower optim.lr.",
                    bound_gradients(run, recurrent))
 
@@ -247,6 +249,9 @@ def dead_relu(run: RunData) -> Finding | None:
     early = _dead_from_the_start(run, [k for k in measured if k.split("/", 1)[1] in worst])
     if solved(run):
         evidence += " The train loss fell to 1/1000 of its start: the task is solved without them."
+        severity = Severity.INFO
+    elif learned_clearly(run):
+        evidence += " The val loss still ended well below what a model blind to its inputs gets: capacity lost, not learning."
         severity = Severity.INFO
     if relu:
         return Finding("dead_relu", severity, "ReLU units died: they output 0 and never recover", evidence,

@@ -1,11 +1,12 @@
-"""Rules about fp16: overflow skips with a loss scaler, underflow to zero without one."""
+"""Rules about the numbers themselves: a forward pass that overflows, fp16 overflow skips with a
+loss scaler, underflow to zero without one."""
 from __future__ import annotations
 
 import math
 
 from harness.diagnosis.findings import Finding, Severity
 from harness.diagnosis.load import RunData
-from harness.diagnosis.remedies import wider_range
+from harness.diagnosis.remedies import bounded_forward, wider_range
 from harness.diagnosis.rules.common import fp16_unscaled, name_some, zero_gradient_tensors
 from harness.diagnosis.signals import fmt
 from harness.core.metric_names import TRAIN_LOSS_SCALE
@@ -14,6 +15,26 @@ from harness.core.metric_names import TRAIN_LOSS_SCALE
 # overflows to reach 1 while it calibrates, and each attempt to grow (every growth_interval
 # clean steps) may cost one more. Skips beyond that budget, plus this slack, are real overflows.
 OVERFLOW_SLACK = 4
+
+
+def forward_overflow(run: RunData) -> Finding | None:
+    """A module of the untrained model returned Inf/NaN on finite inputs (summary.json's `forward`,
+    measured before any update): the forward's own numbers, not the LR or the data, make the loss
+    non-finite."""
+    forward = run.summary.get("forward") or {}
+    where = forward.get("nonfinite")
+    if not where:
+        return None
+    hidden = where["module"] in (run.summary.get("hidden_activations") or ())
+    largest = f" (its largest input {fmt(where['input_max'])})" if where.get("input_max") is not None else ""
+    return Finding("forward_overflow", Severity.CRITICAL, "the forward pass overflows",
+                   f"before any update, `{where['module']}` ({where['type']}) returned Inf/NaN on finite inputs"
+                   f"{largest}, so the loss is not finite whatever the LR; every layer after it, and the gradient, "
+                   "inherit it.",
+                   "bound the activation (a GELU, tanh or softplus grows slowly; an exponential overflows float32 past "
+                   "about 88), keep its inputs small (standardise the data, a smaller init), or compute it in a "
+                   "stable form (log-sum-exp, torch.special); a lower LR cannot shrink an input.",
+                   bounded_forward(run, hidden))
 
 
 def fp16_overflow_skips(run: RunData) -> Finding | None:

@@ -18,10 +18,11 @@ OUT_OF_REACH_CRITICAL = 0.10
 
 
 def output_activation(run: RunData) -> Finding | None:
+    constant = _constant_output(run)
     out = run.summary.get("output_activation")
     task = run.summary.get("task")
-    if not out or task not in ("regression", "classification"):
-        return None
+    if constant or run.summary.get("user_loss") or not out or task not in ("regression", "classification"):
+        return constant  # the other checks read the output as the built-in loss does
     where = f"`{out['module']}` ({out['type']}), called after the model's last layer with weights"
     if out.get("single_unit_softmax"):
         probability = task == "classification" or run.summary.get("loss_function") == "bce"
@@ -35,6 +36,43 @@ def output_activation(run: RunData) -> Finding | None:
         return _unreachable_targets(run, out, where)
     # the cross-entropy and bce read logits
     return _not_logits(run, out, where) if out["read_by_loss"] else _not_a_probability(run, out, where)
+
+
+def _constant_output(run: RunData) -> Finding | None:
+    """The untrained model gave every sample of its first batch the same output and no weight a
+    gradient (summary.json's `forward`): nothing it learns can change that. A constant output that
+    still passes a gradient is a model that ignores its inputs (plateau_at_prior names that)."""
+    forward = run.summary.get("forward") or {}
+    where = forward.get("constant_output")
+    if not where or forward.get("gradient_norm") != 0:
+        return None
+    out = run.summary.get("output_activation") or {}
+    culprit = (f"`{where['module']}` ({where['type']})" if where["module"] else
+               "the forward's own code (a function, not a module)")
+    after = f", after `{where['after']}` ({where['after_type']}), whose output still varied," if where["after"] else ""
+    value = where.get("value")
+    evidence = (f"before any update, every sample of the first batch gets the same output"
+                + (f" ({value:.4g})" if value is not None else "") + f" although their inputs differ: {culprit}"
+                f"{after} makes it constant, and the loss passes no gradient to any weight (norm 0). The layers behind it get no signal, so units that look dead or gradients that look vanished "
+                "beside this finding are its doing, and no LR, init or activation change reaches it.")
+    fix = ("a probability of one class is a sigmoid over one unit, of one of several classes a softmax over the class "
+           "dimension; a softmax or log-softmax over one unit, or along a dimension of size 1, is constant")
+    replaceable = bool(where["module"]) and out.get("module") == where["module"]
+    if not replaceable:
+        return Finding("output_activation", Severity.CRITICAL, "the model's output is the same for every input",
+                       evidence, fix + ": change it in the model's forward (or make it a module, which "
+                       "output_activation can replace).")
+    target = _constant_output_target(run, out)
+    return Finding("output_activation", Severity.CRITICAL, "the model's output is the same for every input", evidence,
+                   fix + f" (output_activation={target} replaces it).", output_fix(run, target, constant=True))
+
+
+def _constant_output_target(run: RunData, out: dict) -> str:
+    """What replaces a constant output: raw logits where the built-in loss reads them; otherwise
+    the probability the model meant to make (one class: a sigmoid; several: a softmax over them)."""
+    if not run.summary.get("user_loss") and out.get("read_by_loss"):
+        return "identity"
+    return "sigmoid" if out.get("values_per_sample", out.get("units")) == 1 else "softmax"
 
 
 def _unreachable_targets(run: RunData, out: dict, where: str) -> Finding | None:

@@ -8,8 +8,8 @@ import math
 from harness.diagnosis.findings import Finding, Severity
 from harness.diagnosis.load import RunData
 from harness.diagnosis.remedies import standardised_inputs, standardised_targets
-from harness.diagnosis.rules.common import name_some
-from harness.diagnosis.rules.curves import CHANCE_BAND
+from harness.diagnosis.rules.common import learned_clearly, name_some, peak_lr_update_ratio
+from harness.diagnosis.rules.curves import CHANCE_BAND, SLOW_UPDATE_RATIO
 from harness.diagnosis.signals import fmt
 from harness.core.metric_names import TRAIN_LOSS_FIRST
 
@@ -96,7 +96,8 @@ def unnormalised_inputs(run: RunData) -> Finding | None:
     best = run.summary.get("best_val_loss")
     finite_best = isinstance(best, (int, float)) and math.isfinite(best)
     never_recovered = hurt and not (finite_best and best < (1 - RECOVERED_BY) * start)
-    severity = Severity.CRITICAL if never_recovered else Severity.WARNING if hurt else Severity.INFO
+    severity = (Severity.CRITICAL if never_recovered and not _weights_barely_moved(run) else
+                Severity.WARNING if hurt and not learned_clearly(run) else Severity.INFO)
     return Finding("unnormalised_inputs", severity, "the inputs are not normalised",
                    f"input features reach |median| {fmt(stats['max_abs_feature_median'])} and robust std "
                    f"{fmt(stats['max_feature_spread'])} (rms {fmt(stats.get('rms', math.nan))}; standardised "
@@ -110,6 +111,13 @@ def unnormalised_inputs(run: RunData) -> Finding | None:
                    "same statistics for validation and test); or standardise in the dataset or a transform "
                    "(images: scale to [0, 1], then per-channel mean/std).",
                    standardised_inputs(run))
+
+
+def _weights_barely_moved(run: RunData) -> bool:
+    """Updates too small to leave where the run started (slow_progress's bar): a run that never
+    got below its first loss says nothing then about its inputs' scale."""
+    ratio = peak_lr_update_ratio(run)
+    return ratio is not None and ratio <= SLOW_UPDATE_RATIO
 
 
 def unscaled_targets(run: RunData) -> Finding | None:

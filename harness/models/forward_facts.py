@@ -1,0 +1,94 @@
+"""What one forward and backward of the untrained model on the first micro-batch shows before
+training: whether its output depends on its input, whether any gradient leaves the loss, and the
+first module whose output went non-finite on finite inputs.
+
+A constant output (a softmax or log-softmax over one unit, a softmax along a dimension of size 1,
+a saturated final activation) passes no gradient back, so every unit behind it looks dead: the
+cause is the output, and only a change there heals it. A module that overflows (an exponential
+activation on large pre-activations) makes the loss non-finite whatever the LR.
+"""
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from typing import Any
+
+import torch
+from torch import nn
+
+from harness.data.batch import tensors
+
+# A value that differs from the first sample's by less than this share of the output's largest
+# magnitude is the same value: float32 rounds a saturated sigmoid to exactly 1, a softmax over one
+# unit is exactly 1, and a varying output differs by far more.
+SAME = 1e-6
+
+
+def _first_batched(value: Any, batch: int) -> torch.Tensor | None:
+    """The first floating-point tensor in `value` whose leading dimension is the batch."""
+    return next((t for t in tensors(value) if t.is_floating_point() and t.dim() and t.shape[0] == batch), None)
+
+
+def _varies(t: torch.Tensor) -> bool:
+    """Whether the samples of a batched tensor differ (beyond rounding)."""
+    flat = t.detach().reshape(t.shape[0], -1).float()
+    scale = float(flat.abs().max())
+    return bool(scale > 0) and float((flat - flat[:1]).abs().max()) > SAME * scale
+
+
+def forward_facts(model: nn.Module, loss_of: Callable[[], torch.Tensor], batch: int) -> dict[str, Any] | None:
+    """summary.json's `forward`: `loss_of()` runs the model on the first micro-batch and returns its
+    loss. Measured in eval mode with the RNG streams untouched and no `.grad` written. None for a
+    batch of one sample (nothing to compare)."""
+    if batch < 2:
+        return None
+    calls: list[dict[str, Any]] = []  # per module call with a batched output, in the order the calls end
+    inputs: dict[str, bool] = {}
+
+    def record(module: nn.Module, args: tuple, kwargs: dict, output: Any, name: str) -> None:
+        out = _first_batched(output, batch)
+        if out is None:
+            return
+        given = _first_batched((args, kwargs), batch)
+        finite = bool(torch.isfinite(out).all())
+        calls.append({"module": name, "type": type(module).__name__, "varies": finite and _varies(out),
+                      "finite": finite, "input_finite": given is None or bool(torch.isfinite(given).all()),
+                      "input_max": float(given.detach().abs().max()) if given is not None and given.numel() else None})
+        if name == "":
+            inputs["varies"] = given is None or _varies(given)
+            inputs["value"] = float(out.detach().reshape(-1)[0]) if finite else None
+
+    hooks = [module.register_forward_hook(lambda m, a, k, o, name=name: record(m, a, k, o, name), with_kwargs=True)
+             for name, module in model.named_modules()]
+    params = [p for p in model.parameters() if p.requires_grad]
+    training = model.training
+    try:
+        model.eval()
+        with torch.random.fork_rng(devices=[]):
+            loss = loss_of()
+            grads = torch.autograd.grad(loss, params, allow_unused=True) if loss.requires_grad and params else ()
+    finally:
+        model.train(training)
+        for hook in hooks:
+            hook.remove()
+    norm = math.sqrt(sum(float(g.double().pow(2).sum()) for g in grads if g is not None))
+    root = next((c for c in calls if c["module"] == ""), None)
+    facts: dict[str, Any] = {"loss_finite": bool(torch.isfinite(loss).all()),
+                             "gradient_norm": norm if math.isfinite(norm) else None,
+                             "inputs_vary": inputs.get("varies", True), "constant_output": None, "nonfinite": None}
+    if root is not None and root["finite"] and not root["varies"] and facts["inputs_vary"]:
+        facts["constant_output"] = {**_where_constant(calls), "value": inputs.get("value")}
+    facts["nonfinite"] = next(({k: c[k] for k in ("module", "type", "input_max")} for c in calls
+                               if not c["finite"] and c["input_finite"] and c["module"]), None)
+    return facts
+
+
+def _where_constant(calls: list[dict[str, Any]]) -> dict[str, Any]:
+    """The last module whose output still varied and the first after it whose output did not (None:
+    the forward's own code, not a module, made it constant); the value every sample gets."""
+    last = max((i for i, c in enumerate(calls) if c["varies"] and c["module"]), default=None)
+    after = calls[last + 1:] if last is not None else calls
+    culprit = next((c for c in after if c["module"] and not c["varies"]), None)
+    return {"after": calls[last]["module"] if last is not None else None,
+            "after_type": calls[last]["type"] if last is not None else None,
+            "module": culprit["module"] if culprit else None, "type": culprit["type"] if culprit else None}
