@@ -31,7 +31,10 @@ DIVERGE_RISE = 1.5
 # then its units die; a 2-layer GPT under AdamW at 0.1 (100x) at 1.17x, then trains on to a
 # worse loss; a 2-unit MLP starts at up to 1.2x ln K.
 BLOWUP_OVER_CHANCE = 1.15
-# The bar is raised by the run's own single-update noise beyond a steady batch's: the median over
+# The update must also stand out from its own window's mean by that factor (or come in a window whose
+# mean passed the bar too): an LR 1000x too low left its loss near where it started, and one batch at
+# 1.16x chance there was noise around that level. The bar is raised by the run's own single-update
+# noise beyond a steady batch's: the median over
 # log windows of the window's largest update over its mean, over 1.2. Batches of 32 and more
 # measure 1.0-1.2 on healthy runs (the default GPT 1.10, the char-RNN preset 1.08, an MLP at a tiny
 # LR 1.006), and the bar stays; at batch 1 each update is one sample, and a healthy window's worst
@@ -283,8 +286,10 @@ def _last_good_step(loss: Series, symptom: int) -> int:
 
 
 def _blowup(run: RunData) -> tuple[int, float, float, str] | None:
-    """(step, loss, start, what the start is) of the largest single-update loss when it passed
-    BLOWUP_OVER_CHANCE x where the untrained model started."""
+    """(step, loss, start, what the start is) of the largest single-update loss that passed
+    BLOWUP_OVER_CHANCE x where the untrained model started and stood out from the level of its own
+    window by as much (or came in a window whose mean passed that bar too): one batch above a
+    start the run never left is the batch noise around its level, not a blow-up."""
     chance = run.summary.get("chance_loss")
     peaks = run.series(TRAIN_LOSS_MAX).finite()
     if not chance or not len(peaks):
@@ -292,10 +297,17 @@ def _blowup(run: RunData) -> tuple[int, float, float, str] | None:
     first = run.series(TRAIN_LOSS_FIRST).finite()
     start, what = (float(first.values[0]), "the first update's loss") if len(first) and first.values[0] > chance \
         else (float(chance), "chance ln K")
-    i = int(np.argmax(peaks.values))
-    value = float(peaks.values[i])
-    step = int(peaks.steps[i])
-    return (step, value, start, what) if value > BLOWUP_OVER_CHANCE * start * _spread(run, peaks, step) else None
+    means = run.series(TRAIN_LOSS).finite()
+    mean_at = dict(zip(means.steps.tolist(), means.values.tolist()))
+    for i in np.argsort(-peaks.values, kind="stable"):
+        value, step = float(peaks.values[i]), int(peaks.steps[i])
+        spread = _spread(run, peaks, step)
+        bar, level = BLOWUP_OVER_CHANCE * start * spread, mean_at.get(step, 0.0)
+        if value <= bar:
+            return None
+        if value > BLOWUP_OVER_CHANCE * spread * level or level > bar:
+            return step, value, start, what
+    return None
 
 
 def _spread(run: RunData, peaks: Series, blowup_step: int) -> float:
