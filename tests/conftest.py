@@ -118,4 +118,5 @@ def torchrun(args: list[str], cwd: Path, timeout: float = 180, script: Path = RO
 
 
 def run_dirs(cwd: Path) -> list[Path]:
-    return sorted((cwd / "outputs" / "torchrun").iterdir())
+    """The run dirs under `cwd/outputs`, named as any run's: outputs/<date>/<time>."""
+    return sorted(p for p in (cwd / "outputs").glob("*/*") if p.is_dir())

@@ -123,3 +123,17 @@ def test_a_refused_config_under_torchrun_prints_once_and_leaves_nothing(tmp_path
     errors = [line for line in (result.stdout + result.stderr).splitlines() if line.startswith("error:")]
     assert errors == ["error: optim.lr=-1 is invalid: a finite number > 0"]
     assert not (tmp_path / "run").exists()
+    # torchrun's own report names the line as the root cause, not "To enable traceback see ..."
+    assert "traceback : error: optim.lr=-1 is invalid: a finite number > 0" in result.stderr
+
+
+def test_a_refused_config_is_the_last_line_under_the_quiet_torchrun(tmp_path):
+    """README's form: torchrun's flags, the harness's line last, and the exit code 2."""
+    cmd = [sys.executable, "-m", "harness.launch.quiet_torchrun", "--standalone", "--nproc_per_node=2",
+           str(ROOT / "train.py"), "model=mlp", "data=synthetic", "schedule.warmup=100", "trainer.max_steps=100"]
+    result = subprocess.run(cmd, capture_output=True, text=True, timeout=180, env={**os.environ, **CPU_RANKS},
+                            cwd=tmp_path)
+    assert result.returncode == 2
+    lines = [line for line in (result.stdout + result.stderr).splitlines() if line.strip()]
+    assert lines[-1].startswith("error: schedule.warmup=100 is invalid") and len(lines) == 1
+    assert not (tmp_path / "outputs").exists() or not run_dirs(tmp_path)

@@ -9,7 +9,7 @@ import sys
 import pytest
 from omegaconf import OmegaConf
 
-from conftest import CPU_RANKS, one_line_error, run_cli
+from conftest import CPU_RANKS, one_line_error, run_cli, run_dirs
 from harness.launch.torchrun import torchrun_prefix
 from harness.launch.torchrun import TorchrunLauncherConf
 from hydra_plugins.harness_torchrun_launcher.packing import gpus_per_job, plan_slots, slot_env
@@ -82,7 +82,7 @@ def test_single_run_under_torchrun_launcher(tmp_path):
     result = run_cli(["hydra/launcher=torchrun", "hydra.launcher.nproc_per_node=2", "model=mlp", "data=synthetic",
                       "debug=smoke", "diagnose=false"], cwd=tmp_path, env=CPU_RANKS)
     assert result.returncode == 0, result.stderr[-3000:]
-    (run_dir,) = (tmp_path / "outputs" / "torchrun").iterdir()
+    (run_dir,) = run_dirs(tmp_path)  # named as any run's: outputs/<date>/<time>
     assert (run_dir / "train_rank1.log").exists()
     assert json.loads((run_dir / "summary.json").read_text())["status"] == "completed"
 

@@ -16,6 +16,7 @@ from typing import NoReturn
 
 from harness.core.config_keys import CONF_DIR, PER_INVOCATION, missing_key_hint
 from harness.core.errors import DISK_ERRNOS, ConfigError, HarnessError, RunDirBusy, WriteError, write_error
+from harness.entry.elastic_error import tell_torchrun
 from harness.state.run_dir_snapshot import RunDirSnapshot
 from harness.state.run_lock import LOCK_FILE, hold_run_dir, release_all
 from harness.state.rundir import claim_run_dir
@@ -163,6 +164,7 @@ def check_group_choices(command: CommandLine) -> None:
 def fail(err: HarnessError, cleanup_hydra_dir: bool = False) -> NoReturn:
     """Print `error: ...` on one line and exit 2 (1 for a failed write); drop a run dir holding
     nothing but Hydra's files, unless it belongs to the run that holds it."""
+    tell_torchrun(f"error: {err}")
     if os.environ.get("RANK", "0") == "0" or not _said_by_rank_zero(err):
         print(f"error: {err}", file=sys.stderr)
         if err.frames:  # raised in the user's own code: where, in their files

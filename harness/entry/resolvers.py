@@ -8,16 +8,39 @@ own file.
 from __future__ import annotations
 
 import os
+import re
 from datetime import datetime
+from pathlib import Path
 
 from omegaconf import OmegaConf
 
 
+STAMP = "%Y-%m-%d/%H-%M-%S"
+# `torchrun --standalone` draws a random run id (a UUID): one node, whose ranks share one agent
+UUID = re.compile(r"^[0-9a-f]{8}-?[0-9a-f]{4}-?[0-9a-f]{4}-?[0-9a-f]{4}-?[0-9a-f]{12}$")
+
+
 def run_stamp() -> str:
+    """The run dir's name: when the run started, as for any run. Under `torchrun --standalone` that
+    is when its agent (every rank's parent) started, which all ranks read alike; under a named
+    rendezvous (several nodes, several agents) the id the user chose: `torchrun/<id>`."""
     run_id = os.environ.get("TORCHELASTIC_RUN_ID")
     if run_id and "WORLD_SIZE" in os.environ:
-        return f"torchrun/{run_id}"
-    return datetime.now().strftime("%Y-%m-%d/%H-%M-%S")
+        started = agent_start() if UUID.match(run_id) else None
+        return started.strftime(STAMP) if started else f"torchrun/{run_id}"
+    return datetime.now().strftime(STAMP)
+
+
+def agent_start() -> datetime | None:
+    """When this process's parent started (Linux's /proc); None where that cannot be read."""
+    try:
+        fields = Path(f"/proc/{os.getppid()}/stat").read_text().rsplit(")", 1)[1].split()
+        boot = next(int(line.split()[1]) for line in Path("/proc/stat").read_text().splitlines()
+                    if line.startswith("btime"))
+    except (OSError, StopIteration, IndexError, ValueError):
+        return None
+    ticks = int(fields[19])  # starttime, the 22nd field: clock ticks after boot
+    return datetime.fromtimestamp(boot + ticks / os.sysconf("SC_CLK_TCK"))
 
 
 def rank_zero_only(value: str) -> str | None:
