@@ -47,6 +47,11 @@ class CountEvals(Callback):
         self.evals = state.get("evals", 0)
 
 
+class ReturnsTrue(Callback):
+    def on_step_end(self, trainer, tick, result):
+        return True if tick.step == 15 else None
+
+
 class StopAt(Callback):
     def __init__(self, at: int):
         self.at = at
@@ -134,3 +139,27 @@ def test_bad_entries_fail_before_training_in_one_line(tmp_path, monkeypatch):
         with pytest.raises(ConfigError) as refused:
             build_user_callbacks(validate_callbacks_config(node))
         assert refused.value.key == key, (entry, str(refused.value))
+
+
+def test_a_callback_that_returns_a_value_is_refused_in_one_line_and_the_checkpoints_stay(tmp_path):
+    """A stray `True` from on_step_end would end the step's round before the checkpoint: refused."""
+    result = _train(tmp_path, "run", "+callbacks.truthy._target_=mycb.ReturnsTrue")
+    assert result.returncode == 2 and "Traceback" not in result.stderr
+    assert result.stderr.strip() == ("error: callback 'truthy' (mycb.ReturnsTrue) returned True from on_step_end at "
+                                     "step 15: a hook returns None, or Stop(status) from on_step_end to end the run; "
+                                     "the run stopped, the checkpoints written before stay valid")
+    assert (tmp_path / "run" / "checkpoints" / "step_00000010.pt").is_file()
+
+
+def test_callbacks_hear_of_each_checkpoint_and_of_the_failure(tmp_path):
+    from conftest import train
+    from harness.loop.hooks import CallbackError
+    from user_code import Watcher
+
+    Watcher.saved.clear(), Watcher.errors.clear()
+    train([*SMALL, "+callbacks.w._target_=user_code.Watcher"], tmp_path / "ok")
+    assert Watcher.saved == [0, 10, 20, 30] and Watcher.errors == []  # the untrained state is saved too
+    with pytest.raises(CallbackError):
+        train([*SMALL, "+callbacks.w._target_=user_code.Watcher", "+callbacks.w.fail_at=14"], tmp_path / "failed")
+    assert Watcher.errors == ["CallbackError: callback 'w' (user_code.Watcher) raised RuntimeError: a sensor failed "
+                              "in on_step_end at step 14; the run stopped, the checkpoints written before stay valid"]

@@ -11,6 +11,8 @@ import torch
 from torch import nn
 from torch.utils.data import Dataset, IterableDataset, TensorDataset, get_worker_info
 
+from harness.loop.callbacks.base import Callback
+
 
 class LSTMNet(nn.Module):
     """A character LSTM; records the keyword arguments it was built with when RECORD_KWARGS names a file."""
@@ -530,3 +532,23 @@ class BagOfTokens(nn.Module):
 
     def forward(self, input_ids: torch.Tensor) -> torch.Tensor:
         return self.head(self.embed(input_ids))
+
+
+class Watcher(Callback):
+    """Records the checkpoints it is told of and the failure it sees; raises at `fail_at`."""
+    saved: list[int] = []
+    errors: list[str] = []
+
+    def __init__(self, fail_at: int = 0) -> None:
+        self.fail_at = fail_at
+
+    def on_step_end(self, trainer, tick, result):
+        if tick.step == self.fail_at:
+            raise RuntimeError("a sensor failed")
+        return None
+
+    def on_checkpoint_saved(self, trainer, step: int) -> None:
+        Watcher.saved.append(step)
+
+    def on_error(self, trainer, error: BaseException) -> None:
+        Watcher.errors.append(f"{type(error).__name__}: {error}")

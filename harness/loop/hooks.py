@@ -159,8 +159,10 @@ class Callbacks:
         self.all = sorted(callbacks, key=lambda cb: -getattr(cb, "priority", 0))
         self.user = user or {}  # id(callback) -> its name in the `callbacks` config
 
-    def call(self, hook: str, *args: Any) -> Any:
-        """Each callback's `hook` in turn; the first answer that is not None ends the round."""
+    def call(self, hook: str, *args: Any) -> Stop | Restored | None:
+        """Each callback's `hook` in turn; a Stop or Restored ends the round (the trainer saves on a
+        Stop). A user's callback that returns anything else is refused in one line: a stray `True`
+        would otherwise skip the callbacks after it, the checkpoint among them."""
         for cb in self.all:
             method = getattr(cb, hook, None)  # a user's callback need not define every hook
             if method is None:
@@ -171,14 +173,23 @@ class Callbacks:
                 if id(cb) not in self.user:
                     raise
                 log.debug("callback %s raised", self.user[id(cb)], exc_info=True)
-                step = args[1].step if len(args) > 1 and isinstance(args[1], Tick) else None
-                at = f" at step {step}" if step is not None else ""
-                raise CallbackError(f"callback {self.user[id(cb)]!r} ({type(cb).__module__}.{type(cb).__name__}) "
-                                    f"raised {one_line(err)} in {hook}{at}; the run stopped, the checkpoints "
-                                    f"written before stay valid").in_user_code(err) from err
-            if answer is not None:
+                raise CallbackError(f"{self._name(cb)} raised {one_line(err)} in {hook}{self._at(args)}; the run "
+                                    f"stopped, the checkpoints written before stay valid").in_user_code(err) from err
+            if isinstance(answer, (Stop, Restored)):
                 return answer
+            if answer is not None and id(cb) in self.user:
+                raise CallbackError(f"{self._name(cb)} returned {answer!r} from {hook}{self._at(args)}: a hook returns "
+                                    f"None, or Stop(status) from on_step_end to end the run; the run stopped, the "
+                                    f"checkpoints written before stay valid")
         return None
+
+    def _name(self, cb: Any) -> str:
+        return f"callback {self.user[id(cb)]!r} ({type(cb).__module__}.{type(cb).__name__})"
+
+    @staticmethod
+    def _at(args: tuple) -> str:
+        step = args[1].step if len(args) > 1 and isinstance(args[1], Tick) else None
+        return f" at step {step}" if step is not None else ""
 
     def collect(self, hook: str, *args: Any) -> dict[str, Any]:
         """The dicts every callback's `hook` returns, merged in priority order."""

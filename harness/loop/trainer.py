@@ -22,7 +22,7 @@ from harness.state.checkpoint import CheckpointWriter, rng_state, set_rng_state
 from harness.data import DataMeta
 from harness.data.loader import TrainBatches
 from harness.core.distributed import DistInfo, all_gather_objects
-from harness.loop.hooks import Cadence, Callbacks, Stop
+from harness.loop.hooks import CallbackError, Cadence, Callbacks, Stop
 from harness.loop.log_window import LogWindow
 from harness.training.parallel import class_name
 from harness.loop.step import BatchSource, StepResult, TrainStep
@@ -73,7 +73,18 @@ class Trainer:
 
     # ------------------------------------------------------------------ the loop
     def fit(self) -> str:
-        """Train until trainer.max_steps or a callback's stop; returns the run's status."""
+        """Train until trainer.max_steps or a callback's stop; returns the run's status. A failure is
+        shown to every callback's on_error, then raised again."""
+        try:
+            return self._fit()
+        except BaseException as err:
+            try:
+                self.callbacks.call("on_error", self, err)
+            except CallbackError as hook_err:  # the run's own failure stays the one raised
+                log.error("%s", hook_err)
+            raise
+
+    def _fit(self) -> str:
         self.cadence.start_step = self.state.step
         self.callbacks.call("on_fit_start", self)
         if self.state.ended:  # resumed from the checkpoint its stop wrote: a kill came before summary.json
@@ -176,6 +187,7 @@ class Trainer:
         """All ranks build the state (it gathers their RNG states); the writer decides who writes
         (rank 0 a whole file, or every rank its shards)."""
         self.checkpoints.step(self.state_dict(), self.run_dir, self.state.step, self.checkpoints_kept)
+        self.callbacks.call("on_checkpoint_saved", self, self.state.step)
 
     def save_best(self) -> None:
         """checkpoints/best.pt (or best.dcp): the state at the best validation loss so far."""

@@ -26,11 +26,18 @@ class Callback:
         """Right after the update, before anything reads it (a timer stops here)."""
 
     def on_step_end(self, trainer: Trainer, tick: Tick, result: StepResult) -> Stop | Restored | None:
-        """After update `tick.step`; return Stop(status) to end the run."""
+        """After update `tick.step`; return Stop(status) to end the run (a checkpoint is written
+        first), None otherwise: any other value is refused."""
         return None
 
     def before_state_read(self, trainer: Trainer) -> None:
         """Before the training state is read (a checkpoint or a snapshot): settle what is pending."""
+
+    def on_checkpoint_saved(self, trainer: Trainer, step: int) -> None:
+        """A step checkpoint of `step` is on disk, on every rank's word (copy it elsewhere here)."""
+
+    def on_error(self, trainer: Trainer, error: BaseException) -> None:
+        """The run failed with `error` (raised again after every callback saw it): alert, clean up."""
 
     def summary(self, trainer: Trainer) -> dict[str, Any]:
         """Fields this callback adds to summary.json."""
@@ -46,4 +53,5 @@ class Callback:
         """The run is over: release what the callback holds."""
 
 
-HOOKS = ("on_fit_start", "on_step_start", "on_update", "on_step_end", "before_state_read", "summary", "close")
+HOOKS = ("on_fit_start", "on_step_start", "on_update", "on_step_end", "before_state_read", "on_checkpoint_saved",
+         "on_error", "summary", "close")
