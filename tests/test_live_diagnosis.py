@@ -44,6 +44,7 @@ def test_abort_on_critical_stops_the_run_at_that_eval(tmp_path):
     _, summary = train([*BLOWUP, "diagnose.abort_on=critical"], tmp_path)
     assert summary["status"] == "diverged" and summary["steps"] == 40
     assert summary["reason"].startswith("step 40: diverging [critical]")
+    assert summary["stopped_by"] == {"finding": "diverging", "severity": "critical", "step": 40}
     assert step_checkpoints(tmp_path)  # a checkpoint of where it stopped, as for any stop
 
 

@@ -234,8 +234,8 @@ def test_a_rejected_remedy_is_never_the_result_and_a_stopped_base_is_finished_in
     assert _best(story)["number"] == 1
     first = tmp_path / "attempts" / "1"
     (first / "checkpoints").mkdir(parents=True)
-    (first / "summary.json").write_text(json.dumps({"reason": "unnormalised_inputs [critical] ...", "steps": 200,
-                                                    "max_steps": 1000}))
+    stopped_by = {"finding": "unnormalised_inputs", "severity": "critical", "step": 200}
+    (first / "summary.json").write_text(json.dumps({"stopped_by": stopped_by, "steps": 200, "max_steps": 1000}))
     torch.save({"step": 200}, first / "checkpoints" / "step_00000200.pt")
     following = _finish_best(story, tmp_path)
     assert following is not None and following["finishes"] == 1 and following["overrides"] == []

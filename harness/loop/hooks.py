@@ -40,10 +40,12 @@ class Tick:
 
 @dataclass(frozen=True)
 class Stop:
-    """A callback's request to end the run with `status`; `save` writes a checkpoint first."""
+    """A callback's request to end the run with `status`; `save` writes a checkpoint first; `by`
+    says what stopped it, for summary.json's `stopped_by` (a finding: its name, severity and step)."""
 
     status: str
     save: bool = True
+    by: dict[str, Any] | None = None
 
 
 class Restored:

@@ -47,6 +47,7 @@ class TrainState:
     lr_scale: float = 1.0  # product of the rollbacks' LR factors
     events: list[dict[str, Any]] = field(default_factory=list)
     ended: str | None = None  # the status a stop ended the run with, in the checkpoint written at that stop
+    stopped_by: dict[str, Any] | None = None  # what a callback's stop named (a finding: name, severity, step)
 
 
 class Trainer:
@@ -93,6 +94,7 @@ class Trainer:
             result = self.update()
             outcome = self.callbacks.call("on_step_end", self, self.cadence.tick(self.state.step), result)
             if isinstance(outcome, Stop):
+                self.state.stopped_by = outcome.by
                 if outcome.save:
                     self.state.ended = outcome.status
                     self.save_checkpoint()
@@ -199,6 +201,7 @@ class Trainer:
         return {
             "status": status,
             "reason": s.events[-1]["message"] if status not in ("completed", "running") and s.events else None,
+            "stopped_by": s.stopped_by,
             "steps": s.step,
             "max_steps": self.cadence.max_steps,
             "best_val_loss": finite_or_none(s.best_val_loss),

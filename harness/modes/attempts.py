@@ -281,7 +281,8 @@ def _finish_best(story: dict[str, Any], run_dir: Path) -> dict[str, Any] | None:
     best = _best(story)
     best_dir = run_dir / ATTEMPTS / str(best["number"])
     summary = json.loads((best_dir / "summary.json").read_text())
-    if "[critical]" not in str(summary.get("reason") or "") or summary["steps"] >= summary["max_steps"]:
+    stopped_by = summary.get("stopped_by") or {}
+    if stopped_by.get("severity") != Severity.CRITICAL.value or summary["steps"] >= summary["max_steps"]:
         return None
     point = _restart_point(best_dir, None)
     if point is None:

@@ -32,13 +32,14 @@ class LiveDiagnosisCallback(Callback):
     def on_step_end(self, trainer: Trainer, tick: Tick, result: StepResult) -> Stop | None:
         if not tick.eval or self.live is None:
             return None
-        stop = None
+        stop, by = None, None
         if trainer.dist.is_main and self.live.history is not None:  # the metrics it logs are what the rules read
             for finding in self.live.new_findings(trainer.summary("running")):
                 trainer.event("diagnosis", f"step {trainer.state.step}: {finding.headline()} (evidence and fix: "
                                            f"report.md)", finding=finding.name, detail=finding.summary_line())
                 if self.live.abort_on and stop is None and (self.live.abort_on == "critical" or finding.remedy):
                     stop = "diverged" if finding.name == "diverging" else "sick"
+                    by = {"finding": finding.name, "severity": finding.severity.value, "step": trainer.state.step}
         if self.live.abort_on and any_rank(stop is not None, trainer.dist, trainer.device):
-            return Stop(stop or "sick")
+            return Stop(stop or "sick", by=by)  # rank 0 names the finding; its summary is the run's
         return None
