@@ -61,7 +61,7 @@ class DigitsConfig:
     shift: int = setting(1, f"an integer from 0 (no augmentation) to {MAX_SHIFT} pixels", within(0, MAX_SHIFT))
     seed: int = setting(0, "an integer (it fixes the train/val split)")
     val_fraction: float = 0.2
-    test_fraction: float | None = None
+    test_fraction: float | None = 0.0
 
 
 def validate_digits(cfg: DictConfig) -> DigitsConfig:

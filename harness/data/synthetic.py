@@ -31,7 +31,7 @@ class SyntheticConfig:
     seed: int = setting(0, "an integer (the data's own seed)")
     shuffle_labels: bool = setting(False, "true or false")
     sort_by_target: bool = setting(False, "true or false")
-    test_fraction: float | None = None
+    test_fraction: float | None = 0.0
 
     def problems(self) -> list[Problem]:
         if self.task == "classification" and self.num_classes < 2:

@@ -51,7 +51,7 @@ RANKS = "ranks"  # a sharded run's saved masks: one entry per rank
 @dataclass(frozen=True)
 class MonitorConfig:
     level: str = setting("basic", f"one of {list(LEVELS)}", one_of(LEVELS))
-    every: int = setting(1, "an integer >= 1 (steps between collections)", at_least(1))
+    every: int = setting(25, "an integer >= 1 (steps between collections)", at_least(1))
     histograms: bool = setting(False, "true or false")
 
 

@@ -48,9 +48,9 @@ class ScheduleConfig:
     """Every key a schedule option may set (each option's file sets the ones it reads)."""
 
     name: str = setting("cosine", f"one of {list(NAMES)}", one_of(NAMES))
-    warmup: int | float = setting(0, "an integer >= 0 (steps) or a float in (0, 1) (fraction of max_steps)",
+    warmup: int | float = setting(0.1, "an integer >= 0 (steps) or a float in (0, 1) (fraction of max_steps)",
                                   _warmup_ok)
-    min_lr_ratio: float = setting(0.0, "a number in [0, 1]", within(0.0, 1.0))
+    min_lr_ratio: float = setting(0.1, "a number in [0, 1]", within(0.0, 1.0))
     power: float = setting(1.0, "a number > 0", lambda v: v > 0)
     decay_fraction: float = setting(0.2, "a number in (0, 1]", within(0.0, 1.0, low_open=True))
     decay_shape: str = setting("linear", f"one of {list(DECAY_SHAPES)}", one_of(DECAY_SHAPES))
