@@ -175,17 +175,27 @@ def test_a_mid_run_blowup_is_a_divergence_only_when_the_run_is_worse_off(tmp_pat
 def test_single_update_noise_raises_the_blowup_bar(tmp_path):
     """Windows whose worst update sits 1.8x their mean (a batch of one): a first window peaking at
     1.7x chance is that noise; the same peak in a run whose windows hold their mean (1.02x, a
-    steady batch) is a blow-up, one the run came back from."""
+    steady batch) is a blow-up."""
     def peaked(spread: float) -> Run:
         run = Run().set("train/loss_max", lambda s, v: 1.7 * CHANCE if s == 10 else spread * Run.loss_at(s))
         return run.set("train/loss", lambda s, v: CHANCE * 1.03 if s == 10 else Run.loss_at(s))
 
     noisy = peaked(1.8).findings(tmp_path / "noisy")
     assert "diverging" not in noisy and "loss_spikes" not in noisy
-    # in a steady run it is a blow-up; the run then learned to its best, so it came back from it: info
-    spike = peaked(1.02).findings(tmp_path / "steady")
-    assert "diverging" not in spike and spike["loss_spikes"].severity is Severity.INFO
-    assert "1.7x chance" in spike["loss_spikes"].evidence
+    steady = peaked(1.02).set("val/loss", [1.0, 0.8, 0.85, 0.7], kind="eval")  # not a fall at every eval
+    assert "1.7x chance" in steady.findings(tmp_path / "steady")["diverging"].evidence
+
+
+def test_a_first_window_peak_inside_the_untrained_models_own_spread_is_no_blowup(tmp_path):
+    """Raw inputs: the untrained model's losses on a few batches already reach 2x chance, so a
+    first-window peak at 1.7x chance is where it started; batches that all start near chance make
+    the same peak a blow-up."""
+    run = Run().set("train/loss_max", lambda s, v: 1.7 * CHANCE if s == 10 else 1.02 * Run.loss_at(s))
+    run.set("val/loss", [1.0, 0.8, 0.85, 0.7], kind="eval")
+    run.summary["initial_losses"] = [CHANCE, 2.0 * CHANCE, 1.2 * CHANCE]
+    assert "diverging" not in run.findings(tmp_path / "wide")
+    run.summary["initial_losses"] = [CHANCE, 1.01 * CHANCE, 0.99 * CHANCE]
+    assert "loss over 3 batches = 2.33" in run.findings(tmp_path / "tight")["diverging"].evidence
 
 
 def test_a_run_whose_val_loss_keeps_falling_through_a_spike_is_not_diverging(tmp_path):

@@ -11,6 +11,7 @@ import socket
 from functools import partial
 from dataclasses import dataclass, replace
 from pathlib import Path
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -52,7 +53,7 @@ from harness.models.calling import ModelCall
 from harness.models import build_model
 from harness.models.activation_swap import swap_activations
 from harness.models.activation_trace import trace_activations
-from harness.models.forward_facts import forward_facts
+from harness.models.forward_facts import forward_facts, untrained_losses
 from harness.models.output_activation import describe_output, replace_output_activation
 from harness.models.init import apply_init
 from harness.models.output import OutputPicker
@@ -124,6 +125,7 @@ def _run_defining(config: dict[str, Any]) -> dict[str, Any]:
 
 TRACED_SAMPLES = 2
 PARTIAL_BATCH = 3  # samples of the smaller batch the model is also probed on
+INITIAL_BATCHES = range(1, 9)  # seeds of the micro-batches the untrained model's loss spread is read on
 
 
 @dataclass(frozen=True)
@@ -250,8 +252,15 @@ def assemble(config: RunConfig, run_dir: Path, device: torch.device,
                 z_loss=float(config.loss.z_loss), ignore_index=meta.ignore_index, function=meta.loss_function,
                 target_scale=pick_output.target_scale), pick_output, meta.ignore_index)
     if facts is not None:
-        first = (to_device(x, device), None) if open_objective is not None else (x.to(device), y.to(device))
-        facts["forward"] = forward_facts(raw_model, lambda: objective.score(raw_model, *first).loss, batch_size(x))
+        def scored(batch: tuple[Any, Any]) -> Callable[[], torch.Tensor]:
+            inputs = (to_device(batch[0], device), None) if open_objective is not None else (
+                batch[0].to(device), batch[1].to(device))
+            return lambda: objective.score(raw_model, *inputs).loss
+
+        facts["forward"] = forward_facts(raw_model, scored((x, y)), batch_size(x))
+        facts["initial_losses"] = untrained_losses(raw_model, [
+            scored(fetch(train_set, recipe, spread_indices(len(train_set), micro_batch, seed)))
+            for seed in INITIAL_BATCHES])
     user_callbacks = build_user_callbacks(config.callbacks)
     seed_everything(run.seed + dist.rank)  # identical weights on every rank, own dropout draws per rank
     parallel = config.parallel

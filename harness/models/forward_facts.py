@@ -92,3 +92,16 @@ def _where_constant(calls: list[dict[str, Any]]) -> dict[str, Any]:
     return {"after": calls[last]["module"] if last is not None else None,
             "after_type": calls[last]["type"] if last is not None else None,
             "module": culprit["module"] if culprit else None, "type": culprit["type"] if culprit else None}
+
+
+def untrained_losses(model: nn.Module, losses: list[Callable[[], torch.Tensor]]) -> list[float]:
+    """The untrained model's loss on a few batches (each `losses` entry scores one), in eval mode,
+    without gradients and with the RNG streams untouched: how widely its losses spread before any
+    update, which the blow-up test measures a first window's peak against."""
+    training = model.training
+    try:
+        model.eval()
+        with torch.no_grad(), torch.random.fork_rng(devices=[]):
+            return [float(loss_of()) for loss_of in losses]
+    finally:
+        model.train(training)

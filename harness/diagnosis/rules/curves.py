@@ -41,13 +41,18 @@ BLOWUP_OVER_CHANCE = 1.15
 # one sits 1.5x and more above its mean (an SGD MLP: 1.48), so one update far above the first one
 # (itself a single sample) is noise, not a blow-up.
 STEADY_SPREAD = 1.2
+# "Where the untrained model started" includes its own batch-to-batch spread: its largest loss over
+# a few batches scored when the run is built (`initial_losses`). On raw inputs that spread is wide
+# (one batch 2x, another 9x the first), and a first-window peak inside it is no blow-up; an LR 100x
+# too high drives a model whose batches all start near chance far past it.
 # ... unless the run came back from it: the train loss ended within 10% of its best before the
-# blow-up (in the first window, of its best smoothed level over the whole run) and clearly (10%)
-# below where the untrained model started, and the val loss within 5% of its best. A healthy AdamW
-# run without clip or guard had one window at 1.76x its first loss and still ended at its best; a
-# blow-up that cost the run leaves it above where it was, or where it started (an SGD run whose
-# units died in its first 20 updates sat at chance before and after its blow-up). A blow-up the
-# run came back from is `loss_spikes` (info), not a divergence.
+# blow-up and clearly (10%) below where the untrained model started, and the val loss within 5% of
+# its best. A healthy AdamW run without clip or guard had one window at 1.76x its first loss and
+# still ended at its best; a blow-up that cost the run leaves it above where it was, or where it
+# started (an SGD run whose units died in its first 20 updates sat at chance before and after its
+# blow-up). A blow-up past the untrained model's spread in the first window has no "before" and
+# stays a divergence: LR-too-high runs that then settle on a mediocre plateau look recovered by any
+# test that has only the run itself to go by. One the run came back from is `loss_spikes` (info).
 RECOVERED_TRAIN = 1.10
 RECOVERED_PROGRESS = 0.9
 RECOVERED_VAL = 1.05
@@ -295,8 +300,11 @@ def _blowup(run: RunData) -> tuple[int, float, float, str] | None:
     if not chance or not len(peaks):
         return None
     first = run.series(TRAIN_LOSS_FIRST).finite()
-    start, what = (float(first.values[0]), "the first update's loss") if len(first) and first.values[0] > chance \
-        else (float(chance), "chance ln K")
+    initial = [v for v in run.summary.get("initial_losses") or () if math.isfinite(v)]
+    start, what = max([(float(chance), "chance ln K")]
+                      + ([(float(first.values[0]), "the first update's loss")] if len(first) else [])
+                      + ([(max(initial), f"the untrained model's largest loss over {len(initial)} batches")]
+                         if initial else []))
     means = run.series(TRAIN_LOSS).finite()
     mean_at = dict(zip(means.steps.tolist(), means.values.tolist()))
     for i in np.argsort(-peaks.values, kind="stable"):
@@ -331,10 +339,11 @@ def _recovered(run: RunData, blowup: tuple[int, float, float, str], end: float) 
     loss = run.series(TRAIN_LOSS).finite()
     before = loss.values[loss.steps < step]
     val = run.series(VAL_LOSS, kind="eval").finite()
+    if not len(before):  # beyond the untrained model's own spread in the first updates: nothing to come back to
+        return False
     if _kept_learning(val, start_loss):
         return True
-    best = float(before.min()) if len(before) else float(rolling_median(loss).values.min()) if len(loss) else math.inf
-    if end > RECOVERED_TRAIN * best or end > RECOVERED_PROGRESS * start_loss:
+    if end > RECOVERED_TRAIN * float(before.min()) or end > RECOVERED_PROGRESS * start_loss:
         return False
     return not len(val) or float(val.values[-1]) <= RECOVERED_VAL * float(val.values.min())
 
