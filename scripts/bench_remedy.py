@@ -58,7 +58,7 @@ CULPRITS = {
     "accum_sum": ("accum_reduction", "optim.lr"),
     "vanishing_gradients": ("model.activation", "+model.act", "model.ln_position", "model.residual", "model.norm"),
 }
-# preset (conf/experiment/pathology/), the override that undoes its one bad setting (tests/test_pathologies.py's)
+# preset (conf/experiment/pathology/), the override that undoes its one bad setting (tests/unit/diagnosis/test_pathologies.py's)
 PRESETS = {
     "lr_too_high": ("diverging", "optim.lr=0.05"),
     "post_ln_no_warmup": ("vanishing_gradients", "model.ln_position=pre"),

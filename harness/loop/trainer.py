@@ -53,7 +53,7 @@ class TrainState:
 class Trainer:
     """The loop's state and the parts it uses. What other modules read of it: `state` (the one record
     callbacks write), `tracker`, `window`, `batches`, `run_dir`, `dist`, `device` and `raw_model`; the
-    rest is the loop's own (tests/test_trainer_seams.py holds that list). Whatever else a mode needs
+    rest is the loop's own (tests/unit/loop/test_trainer_seams.py holds that list). Whatever else a mode needs
     from the build (the datasets, the optimizer, the unwrapped model) comes from the builder's
     Assembly, not from here."""
 

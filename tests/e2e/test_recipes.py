@@ -1,5 +1,5 @@
 """The reference recipes reach the numbers docs/configuration.md quotes (slow: minutes each). Their debug=smoke
-versions run in the default suite (tests/test_groups_smoke.py runs every experiment option)."""
+versions run in the default suite (tests/e2e/test_groups_smoke.py runs every experiment option)."""
 from __future__ import annotations
 
 import pytest

@@ -18,7 +18,7 @@ from harness.models.output import OutputPicker
 from harness.modes.run import run
 from harness.sinks.tracking import read_metrics
 
-TESTS = Path(__file__).resolve().parent
+TESTS = ROOT / "tests"
 USER_ENV = {"PYTHONPATH": os.pathsep.join(filter(None, [str(TESTS), os.environ.get("PYTHONPATH")]))}
 BLOBS = ["data=custom", "data._target_=user_code.blobs", "data.input_key=features", "data.target_key=label",
          "model=mlp"]

@@ -59,7 +59,7 @@ def extra_for(group: str, option: str, tmp_path) -> list[str]:
     return []
 
 
-# The pathology presets are meant to misbehave; tests/test_pathologies.py runs each of them.
+# The pathology presets are meant to misbehave; tests/unit/diagnosis/test_pathologies.py runs each of them.
 CASES = [(g, o) for g in sorted(p.name for p in CONF.iterdir() if p.is_dir() and p.name not in SKIP_GROUPS)
          for o in options(g) if not o.startswith("pathology/")]
 

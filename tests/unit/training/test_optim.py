@@ -24,7 +24,7 @@ HAS_BNB = importlib.util.find_spec("bitsandbytes") is not None
 
 @pytest.fixture(scope="session")
 def repo_root() -> Path:
-    return Path(__file__).resolve().parents[1]
+    return Path(__file__).resolve().parents[3]
 
 
 @pytest.fixture
