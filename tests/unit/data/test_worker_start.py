@@ -6,6 +6,7 @@ import os
 import subprocess
 import sys
 import threading
+from pathlib import Path
 
 import pytest
 import torch
@@ -44,7 +45,7 @@ def test_auto_forks_when_nothing_but_torch_runs_threads():
             "torch.ones(256, 256) @ torch.ones(256, 256); "  # torch's own pools are started: not a hazard
             "print(fork_hazards(), worker_context('auto', Tensors()))")
     done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=60,
-                          env={**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), str(ROOT / "tests")])})
+                          env={**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), str(ROOT / "tests"), str(Path(__file__).parent)])})
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stdout.strip() == "[] None"
 
