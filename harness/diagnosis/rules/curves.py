@@ -332,14 +332,15 @@ def _spread(run: RunData, peaks: Series, blowup_step: int) -> float:
 def _recovered(run: RunData, blowup: tuple[int, float, float, str], end: float) -> bool:
     """Whether the run ended as well off as before the blow-up, and better off than untrained."""
     step, _, start_loss, _ = blowup
-    # below where it started and below what a model blind to its inputs gets: a run at chance after
-    # a blow-up is below an untrained model's first loss on raw inputs, and has recovered nothing
-    start_loss = min(x for x in (start_loss, run.summary.get("chance_loss"), run.summary.get("val_prior_loss"),
-                                 run.summary.get("prior_loss")) if x)
     loss = run.series(TRAIN_LOSS).finite()
     before = loss.values[loss.steps < step]
     val = run.series(VAL_LOSS, kind="eval").finite()
     if not len(before):  # beyond the untrained model's own spread in the first updates: nothing to come back to
+        return False
+    # a run back at what a model blind to its inputs gets recovered nothing, however far below its
+    # first loss that is (an untrained model on raw inputs starts far above chance)
+    blind = blind_loss(run)
+    if blind and len(val) and float(val.values.min()) >= blind:
         return False
     if _kept_learning(val, start_loss):
         return True
