@@ -52,7 +52,7 @@ from harness.data.batch import batch_size, to_device
 from harness.models.calling import ModelCall
 from harness.models import build_model
 from harness.models.activation_swap import swap_activations
-from harness.models.activation_trace import trace_activations
+from harness.models.activation_trace import ActivationTrace, trace_activations
 from harness.models.forward_facts import forward_facts, untrained_losses
 from harness.models.output_activation import describe_output, replace_output_activation
 from harness.models.init import apply_init
@@ -222,27 +222,29 @@ def assemble(config: RunConfig, run_dir: Path, device: torch.device,
         if dist.is_main:
             note_unused_fields(few, model_call, user_loss)
     swapped = swap_activations(raw_model, run.activation_swap, few, model_call)
+
+    def traced() -> ActivationTrace:
+        """Which activations are hidden and which make the output, on the model as it is now."""
+        return trace_activations(raw_model, few, None if model_call else pick_output.pick, model_call)
+
     output_replaced = []
     if run.output_activation is not None:
-        output_replaced = replace_output_activation(raw_model, run.output_activation,
-                                                    trace_activations(raw_model, few, None if model_call else
-                                                                      pick_output.pick, model_call))
+        output_replaced = replace_output_activation(raw_model, run.output_activation, traced())
     if dist.is_main:
         for key, changed in (("activation_swap", swapped), ("output_activation", output_replaced)):
             if changed:
                 log.info("%s=%s replaced %d module(s): %s", key, getattr(run, key), len(changed), ", ".join(changed))
     facts = None
-    if dist.is_main and run.mode == "train" and user_loss is None:  # what summary.json tells the diagnosis
-        trace = trace_activations(raw_model, few, pick_output.pick)
+    trace = traced() if dist.is_main and run.mode == "train" else None
+    if trace is not None and user_loss is None:  # what summary.json tells the diagnosis
         facts = {"parameters": parameter_counts(raw_model), "hidden_activations": trace.hidden,
                  **split_facts(train_set, val_set, recipe, meta.task, targets),
                  "target_scale": targets.summary() if targets is not None else None,
                  "input_stats": input_stats(train_set, recipe), "activation_swap": swapped,
                  "output_activation": describe_output(raw_model, trace), "output_replaced": output_replaced,
                  "test_samples": len(splits.test) if splits.test is not None else None}
-    elif dist.is_main and run.mode == "train":  # the data and the output are the objective's to read
+    elif trace is not None:  # the data and the output are the objective's to read
         rows = embedding_rows(untrained)
-        trace = trace_activations(raw_model, few, call=model_call)
         facts = {"parameters": parameter_counts(raw_model), "hidden_activations": trace.hidden,
                  "activation_swap": swapped, "output_activation": describe_output(raw_model, trace),
                  "output_replaced": [], "test_samples": len(splits.test) if splits.test is not None else None,

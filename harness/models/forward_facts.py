@@ -9,8 +9,9 @@ activation on large pre-activations) makes the loss non-finite whatever the LR.
 """
 from __future__ import annotations
 
+import contextlib
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import torch
@@ -61,14 +62,11 @@ def forward_facts(model: nn.Module, loss_of: Callable[[], torch.Tensor], batch: 
     hooks = [module.register_forward_hook(lambda m, a, k, o, name=name: record(m, a, k, o, name), with_kwargs=True)
              for name, module in model.named_modules()]
     params = [p for p in model.parameters() if p.requires_grad]
-    training = model.training
     try:
-        model.eval()
-        with torch.random.fork_rng(devices=[]):
+        with _untouched(model):
             loss = loss_of()
             grads = torch.autograd.grad(loss, params, allow_unused=True) if loss.requires_grad and params else ()
     finally:
-        model.train(training)
         for hook in hooks:
             hook.remove()
     norm = math.sqrt(sum(float(g.double().pow(2).sum()) for g in grads if g is not None))
@@ -98,10 +96,18 @@ def untrained_losses(model: nn.Module, losses: list[Callable[[], torch.Tensor]])
     """The untrained model's loss on a few batches (each `losses` entry scores one), in eval mode,
     without gradients and with the RNG streams untouched: how widely its losses spread before any
     update, which the blow-up test measures a first window's peak against."""
+    with torch.no_grad(), _untouched(model):
+        return [float(loss_of()) for loss_of in losses]
+
+
+@contextlib.contextmanager
+def _untouched(model: nn.Module) -> Iterator[None]:
+    """Eval mode (no dropout draws, no batch-norm statistics updated) with the RNG streams forked:
+    the run that follows starts exactly as it would have without the measurement."""
     training = model.training
     try:
         model.eval()
-        with torch.no_grad(), torch.random.fork_rng(devices=[]):
-            return [float(loss_of()) for loss_of in losses]
+        with torch.random.fork_rng(devices=[]):
+            yield
     finally:
         model.train(training)

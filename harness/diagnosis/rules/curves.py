@@ -235,15 +235,17 @@ def fell_at_every_eval(val: Series) -> bool:
 def unrecovered_blowup(run: RunData) -> tuple[int, float, float, str] | None:
     """`_blowup`'s single update the run did not come back from; None when there was none."""
     blowup = _blowup(run)
-    if blowup is None or _recovered(run, blowup, end_level(run.series(TRAIN_LOSS))) or _val_fine(run, blowup[2]):
-        return None
-    return blowup
+    return blowup if blowup is not None and not _came_back(run, blowup) else None
 
 
 def recovered_blowup(run: RunData) -> tuple[int, float, float, str] | None:
     """`_blowup`'s single update when the run learned through it (`loss_spikes` says so)."""
     blowup = _blowup(run)
-    return blowup if blowup is not None and unrecovered_blowup(run) is None else None
+    return blowup if blowup is not None and _came_back(run, blowup) else None
+
+
+def _came_back(run: RunData, blowup: tuple[int, float, float, str]) -> bool:
+    return _recovered(run, blowup, end_level(run.series(TRAIN_LOSS))) or _val_fine(run, blowup[2])
 
 
 def _tail_share(val: Series) -> float:
@@ -307,10 +309,13 @@ def _blowup(run: RunData) -> tuple[int, float, float, str] | None:
                          if initial else []))
     means = run.series(TRAIN_LOSS).finite()
     mean_at = dict(zip(means.steps.tolist(), means.values.tolist()))
+    levels = np.array([mean_at.get(step, 0.0) for step in peaks.steps.tolist()])
+    with np.errstate(divide="ignore", invalid="ignore"):
+        ratios = np.where(levels > 0, peaks.values / levels, np.nan)  # each window's largest update over its mean
     for i in np.argsort(-peaks.values, kind="stable"):
-        value, step = float(peaks.values[i]), int(peaks.steps[i])
-        spread = _spread(run, peaks, step)
-        bar, level = BLOWUP_OVER_CHANCE * start * spread, mean_at.get(step, 0.0)
+        value, step, level = float(peaks.values[i]), int(peaks.steps[i]), float(levels[i])
+        spread = _spread(np.delete(ratios, i))
+        bar = BLOWUP_OVER_CHANCE * start * spread
         if value <= bar:
             return None
         if value > BLOWUP_OVER_CHANCE * spread * level or level > bar:
@@ -318,15 +323,12 @@ def _blowup(run: RunData) -> tuple[int, float, float, str] | None:
     return None
 
 
-def _spread(run: RunData, peaks: Series, blowup_step: int) -> float:
+def _spread(ratios: np.ndarray) -> float:
     """How far the run's single-update noise exceeds a steady batch's: median over log windows of
-    largest update (`peaks`) / window mean, over STEADY_SPREAD (at least 1); the window of the
-    candidate blow-up is left out: it cannot vouch for itself."""
-    means = run.series(TRAIN_LOSS).finite()
-    mean_at = dict(zip(means.steps.tolist(), means.values.tolist()))
-    ratios = [peak / mean_at[step] for step, peak in zip(peaks.steps.tolist(), peaks.values.tolist())
-              if step != blowup_step and mean_at.get(step, 0.0) > 0]
-    return max(1.0, float(np.median(ratios)) / STEADY_SPREAD) if ratios else 1.0
+    largest update / window mean (NaN where a window has no mean), over STEADY_SPREAD (at least 1).
+    The candidate blow-up's own window is left out by the caller: it cannot vouch for itself."""
+    ratios = ratios[~np.isnan(ratios)]
+    return max(1.0, float(np.median(ratios)) / STEADY_SPREAD) if len(ratios) else 1.0
 
 
 def _recovered(run: RunData, blowup: tuple[int, float, float, str], end: float) -> bool:
