@@ -10,6 +10,7 @@ written into the run dir.
 
     python train.py mode=eval hydra.run.dir=outputs/exp1                       # checkpoints/best.pt
     python train.py mode=eval hydra.run.dir=outputs/exp1 eval.checkpoint=last  # the newest step checkpoint
+    python train.py mode=eval hydra.run.dir=outputs/exp1 precision=bf16 batch_size=128  # faster, recorded
 """
 from __future__ import annotations
 
@@ -70,6 +71,7 @@ def run_eval(config: RunConfig, run_dir: Path, device: torch.device, dist: DistI
         shutil.rmtree(scratch, ignore_errors=True)
     result: dict[str, Any] = {"checkpoint": str(path), "step": int(state["step"]),
                               "whole_split": not config.job.eval_batches, "stride": measured.pop("stride"),
+                              "precision": config.precision.name, "micro_batch": measured.pop("micro_batch"),
                               **measured}
     if dist.is_main:
         atomic_json_dump(result, run_dir / EVAL_FILE)
@@ -83,7 +85,7 @@ def _scores(built: Assembly, device: torch.device) -> dict[str, Any]:
     evaluator.train_batches = None  # training samples in eval mode: a training-time check only
     measured = {flat(name): value for name, value in evaluator.evaluate().items()}
     scores: dict[str, Any] = {"val_samples": evaluator.prior["eval_samples"], **measured, "test_samples": None,
-                              "stride": eval_stride(built.config, built.val_set)}
+                              "stride": eval_stride(built.config, built.val_set), "micro_batch": built.micro_batch}
     test_set = built.test_set
     if test_set is None:
         return scores
@@ -108,7 +110,8 @@ def _log_result(result: dict[str, Any], path: Path, data_name: str, written: Pat
                 f"{result[f'{split}_loss']:.4f}" + (f", accuracy {accuracy:.4f}" if accuracy is not None else ""))
 
     tested = f"; on {scored('test')}" if result["test_samples"] is not None else ""
-    log.info("eval of %s (step %d) on %s%s -> %s", path, result["step"], scored("val"), tested, written)
+    precision = f" in {result['precision']}" if result["precision"] != "fp32" else ""
+    log.info("eval of %s (step %d)%s on %s%s -> %s", path, result["step"], precision, scored("val"), tested, written)
     if result["test_samples"] is None:
         log.info("no test split: data=%s holds none (built-in data holds one out with data.test_fraction; a custom "
                  "factory may return (train, val, test); data=hf reads data.test_split, data=tokens DIR/test.bin)",

@@ -1,6 +1,7 @@
 """Find or create the sweep's study: where it is stored, what it is called, its sampler."""
 from __future__ import annotations
 
+import re
 import warnings
 from pathlib import Path
 from typing import Sequence
@@ -16,6 +17,7 @@ from hydra_plugins.harness_optuna_sweeper._space import SearchSpace
 
 STORAGE_FILE = "optuna.db"
 DIGEST_CHARS = 6  # of the search-space fingerprint in a default study name
+PLAIN_NAME = re.compile(r"[\w.+\-/]+")  # a study name that needs no quoting on a command line
 
 
 def storage_url(settings: SweepSettings, sweep_dir: Path) -> str:
@@ -41,16 +43,31 @@ def objective_names(cfg: DictConfig) -> tuple[str, ...]:
 
 def study_name(settings: SweepSettings, job_name: str, space: SearchSpace,
                objectives: Sequence[str]) -> str:
-    """Readable (`train-clip+optim.lr-3f2a9c`: the job, the searched keys, a short hash) and
-    stable across reruns of the same command: the hash covers what defines the study (search
+    """Readable (`train over clip, optim.lr [3f2a9c]`: the job, the searched keys, a short hash)
+    and stable across reruns of the same command: the hash covers what defines the study (search
     space, fixed overrides, directions, objectives), not n_trials, n_jobs or the sampler, so a
-    rerun with a larger n_trials extends the study instead of starting another. `+` and `-`
-    keep the name usable as `hydra.sweeper.study_name=NAME` on a command line."""
+    rerun with a larger n_trials extends the study instead of starting another."""
     if settings.study_name:
         return settings.study_name
+    searched = ", ".join(sorted(p.name for p in space.params))
+    return f"{job_name} over {searched} [{_digest(settings, space, objectives)}]"
+
+
+def _earlier_name(settings: SweepSettings, job_name: str, space: SearchSpace, objectives: Sequence[str]) -> str:
+    """The default name sweeps were given before it read as words: their studies resume under it."""
     searched = "+".join(sorted(p.name for p in space.params))
-    digest = space.fingerprint(*settings.directions, *objectives)[:DIGEST_CHARS]
-    return f"{job_name}-{searched}-{digest}"
+    return f"{job_name}-{searched}-{_digest(settings, space, objectives)}"
+
+
+def _digest(settings: SweepSettings, space: SearchSpace, objectives: Sequence[str]) -> str:
+    return space.fingerprint(*settings.directions, *objectives)[:DIGEST_CHARS]
+
+
+def name_override(name: str) -> str:
+    """`hydra.sweeper.study_name=NAME` as it pastes into a shell: quoted for Hydra and the shell
+    where the name holds spaces or brackets."""
+    return f"\"hydra.sweeper.study_name='{name}'\"" if not PLAIN_NAME.fullmatch(name) else \
+        f"hydra.sweeper.study_name={name}"
 
 
 def open_study(settings: SweepSettings, space: SearchSpace, sweep_dir: Path, job_name: str,
@@ -63,6 +80,10 @@ def open_study(settings: SweepSettings, space: SearchSpace, sweep_dir: Path, job
     url = storage_url(settings, sweep_dir)
     name = study_name(settings, job_name, space, objectives)
     storage = open_storage(url)
+    if not settings.study_name:
+        earlier = _earlier_name(settings, job_name, space, objectives)
+        if earlier in optuna.get_all_study_names(storage=storage):
+            name = earlier
     if settings.storage is None:
         _refuse_foreign_study(storage, name, sweep_dir)
     study = optuna.create_study(
@@ -95,7 +116,7 @@ def _refuse_foreign_study(storage: optuna.storages.BaseStorage, name: str, sweep
         raise ConfigError(
             "hydra.sweep.dir", str(sweep_dir),
             f"it already holds study '{others[0]}' from a different search; use a new "
-            f"hydra.sweep.dir, or hydra.sweeper.study_name={others[0]} to continue that study",
+            f"hydra.sweep.dir, or {name_override(others[0])} to continue that study",
         )
 
 

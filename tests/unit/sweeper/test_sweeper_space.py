@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import re
+import shlex
 
 import optuna
 import pytest
@@ -14,8 +15,8 @@ from optuna.distributions import CategoricalDistribution, FloatDistribution, Int
 from harness.core.errors import ConfigError
 from hydra_plugins.harness_optuna_sweeper._settings import parse_settings
 from hydra_plugins.harness_optuna_sweeper._space import SearchSpace, parse_search_space
-from hydra_plugins.harness_optuna_sweeper._study import (build_sampler, objective_names, open_study, storage_url,
-                                                         study_name)
+from hydra_plugins.harness_optuna_sweeper._study import (build_sampler, name_override, objective_names, open_study,
+                                                         storage_url, study_name)
 
 optuna.logging.set_verbosity(optuna.logging.WARNING)
 
@@ -130,15 +131,28 @@ def test_default_study_name_reads_as_the_search_and_stays_stable() -> None:
         return study_name(parse_settings(options(**changes)), "train", space(*overrides), objectives)
 
     first = name(*searched)
-    assert re.fullmatch(r"train-clip\+optim\.lr-[0-9a-f]{6}", first)
+    assert re.fullmatch(r"train over clip, optim\.lr \[[0-9a-f]{6}\]", first)
     assert name(*searched, n_trials=50, n_jobs=4, sampler={"name": "random"}) == first  # a rerun resumes
     assert name(*searched[:2], "model=gpt") != first  # another fixed override: another study
     assert name(*searched, objectives=("final_val_loss",)) != first
     assert name(*searched, direction="maximize") != first
     assert name(*searched, study_name="mine") == "mine"
-    # the name the refusal message suggests can be pasted back as one plain override
-    pasted = OverridesParser.create().parse_override(f"hydra.sweeper.study_name={first}")
-    assert not pasted.is_sweep_override() and pasted.value() == first
+    # the override the refusal message suggests pastes back, through the shell, as one plain override
+    for study in (first, "mine"):
+        words = shlex.split(name_override(study))
+        pasted = OverridesParser.create().parse_override(words[0])
+        assert len(words) == 1 and not pasted.is_sweep_override() and pasted.value() == study
+
+
+def test_a_study_named_the_earlier_way_is_resumed_under_its_name(tmp_path) -> None:
+    """Sweep dirs from before the readable names resume instead of being refused as foreign."""
+    settings = parse_settings(options())
+    sp = space("optim.lr=tag(log,interval(1e-4,1e-2))", "clip=choice(0.5,1.0)")
+    readable = study_name(settings, "train", sp, ("best_val_loss",))
+    earlier = f"train-clip+optim.lr-{readable[-7:-1]}"
+    optuna.create_study(storage=storage_url(settings, tmp_path), study_name=earlier)
+    assert open_study(settings, sp, tmp_path, "train", ("best_val_loss",)).study_name == earlier
+    assert optuna.get_all_study_names(storage_url(settings, tmp_path)) == [earlier]
 
 
 def test_objective_names_come_from_the_app_config() -> None:
