@@ -36,7 +36,7 @@ if os.getcwd() not in sys.path:
 
 @hydra.main(version_base="1.3", config_path="conf", config_name="train")
 def main(cfg: DictConfig) -> float | list[float]:
-    from harness.loop.hooks import EXIT_INTERRUPTED, interrupted_by_user
+    from harness.loop.signals import EXIT_INTERRUPTED, interrupted_by_user
     from harness.modes.run import run
 
     try:

@@ -37,8 +37,8 @@ from omegaconf import DictConfig
 
 from hydra import compose, initialize_config_dir  # noqa: E402
 
-from harness.build.assembly import Assembly, assemble  # noqa: E402
-from harness.build.config import validate_config  # noqa: E402
+from harness.assembly.assemble import Assembly, assemble  # noqa: E402
+from harness.config.run_config import validate_config  # noqa: E402
 from harness.data.base import TokenWindows  # noqa: E402
 from harness.core.distributed import DistInfo, init_process_group  # noqa: E402
 from harness.core.errors import HarnessError  # noqa: E402

@@ -51,7 +51,7 @@ def main() -> None:
 
     import optuna
 
-    from harness.loop.trial import open_storage
+    from harness.loop.callbacks.sweep_trial import open_storage
     from hydra_plugins.harness_optuna_sweeper._report import best_line, write_report
 
     optuna.logging.set_verbosity(optuna.logging.WARNING)

@@ -181,7 +181,7 @@ def _signal_group(pgid: int, sig: signal.Signals) -> None:
 def _die_with_parent() -> Optional[Callable[[], None]]:
     """Linux: have the kernel send SIGTERM to the trial when the sweeper dies, SIGKILL included
     (the trial saves a checkpoint and stops). Elsewhere the trial watches its parent itself
-    (harness.loop.trial.watch_sweeper). The C function is resolved here, in the parent: the child of
+    (harness.loop.callbacks.sweep_trial.watch_sweeper). The C function is resolved here, in the parent: the child of
     a threaded process must not load libraries."""
     if not sys.platform.startswith("linux"):
         return None

@@ -1,1 +1,1 @@
-"""The training loop: the Trainer, one optimizer update (step.py), what the loop tells callbacks (hooks.py), the callbacks, evaluation passes and a sweep trial's link to its study."""
+"""The training loop: the Trainer, one optimizer update (step.py), what the loop tells callbacks and what they may answer (hooks.py), when things fall due (cadence.py), stop signals (signals.py), the callbacks, evaluation passes and a sweep trial's link to its study."""

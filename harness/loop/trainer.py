@@ -22,7 +22,8 @@ from harness.state.checkpoint import CheckpointWriter, rng_state, set_rng_state
 from harness.data import DataMeta
 from harness.data.loader import TrainBatches
 from harness.core.distributed import DistInfo, all_gather_objects
-from harness.loop.hooks import CallbackError, Cadence, Callbacks, Stop
+from harness.loop.hooks import CallbackError, Callbacks, Stop
+from harness.loop.cadence import Cadence
 from harness.loop.log_window import LogWindow
 from harness.training.parallel import class_name
 from harness.loop.step import BatchSource, StepResult, TrainStep

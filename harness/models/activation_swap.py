@@ -13,7 +13,6 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-import torch
 from torch import nn
 
 from harness.core.errors import ConfigError

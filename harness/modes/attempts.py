@@ -38,9 +38,10 @@ from typing import Any, Callable
 import numpy as np
 from omegaconf import DictConfig, OmegaConf
 
-from harness.state.checkpoint import (atomic_json_dump, best_checkpoints, checkpoint_problem, copy_checkpoint, load_checkpoint,
-                               step_checkpoints, step_of)
-from harness.build.config import RunConfig, validate_config
+from harness.state.checkpoint import (best_checkpoints, checkpoint_problem, copy_checkpoint, load_checkpoint,
+                                      step_checkpoints, step_of)
+from harness.state.files import atomic_json_dump
+from harness.config.run_config import RunConfig, validate_config
 from harness.core.config_keys import CONF_DIR
 from harness.diagnosis import diagnose, load_run
 from harness.diagnosis.load import RunData, Series

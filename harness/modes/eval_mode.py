@@ -24,15 +24,10 @@ from typing import Any
 import torch
 from omegaconf import open_dict
 
-from harness.build.assembly import Assembly, assemble, eval_batches, eval_stride
-from harness.build.config import RunConfig, validate_config
-from harness.state.checkpoint import (
-    atomic_json_dump,
-    best_checkpoints,
-    is_sharded_checkpoint,
-    step_checkpoints,
-    verified_checkpoint,
-)
+from harness.assembly.assemble import Assembly, assemble, eval_batches, eval_stride
+from harness.config.run_config import RunConfig, validate_config
+from harness.state.checkpoint import best_checkpoints, is_sharded_checkpoint, step_checkpoints, verified_checkpoint
+from harness.state.files import atomic_json_dump
 from harness.data import check_test_split
 from harness.core.distributed import DistInfo
 from harness.core.errors import ConfigError, Interrupted

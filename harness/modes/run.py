@@ -11,10 +11,11 @@ from typing import Any
 import torch
 from omegaconf import DictConfig
 
-from harness.build.assembly import assemble
+from harness.assembly.assemble import assemble
 from harness.modes.attempts import run_attempts
-from harness.state.checkpoint import atomic_json_dump, is_sharded_checkpoint, latest_valid_checkpoint, verified_checkpoint
-from harness.build.config import RunConfig, validate_config
+from harness.state.checkpoint import is_sharded_checkpoint, latest_valid_checkpoint, verified_checkpoint
+from harness.state.files import atomic_json_dump
+from harness.config.run_config import RunConfig, validate_config
 from harness.core.distributed import DistInfo, barrier, destroy_process_group, dist_info_from_env, init_process_group
 from harness.core.errors import ConfigError, WriteError
 from harness.training.objective import FINAL_PART

@@ -8,7 +8,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from harness.state.checkpoint import atomic_write
+from harness.state.files import atomic_write
 from harness.core.errors import write_error
 from harness.sinks.base import Sink
 

@@ -10,12 +10,10 @@ by every rank together: harness/state/sharded_checkpoint.py.
 """
 from __future__ import annotations
 
-import json
 import os
 import random
 import re
 import shutil
-import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -27,56 +25,13 @@ import torch
 from harness.state.checksums import ChecksumWriter, footer_problem, manifest_problem
 from harness.core.distributed import DistInfo, all_gather_objects
 from harness.core.errors import WriteError, one_line, write_error
-from harness.state.rundir import BEST_LINK, CKPT_DIR, remove_path
+from harness.state.rundir import BEST_LINK, CKPT_DIR
+from harness.state.files import atomic_write, fsync_dir, fsync_file, remove_path
 
 STEP_PATTERN = re.compile(r"step_(\d{8})\.(pt|dcp)$")
 SHARDED_SUFFIX = ".dcp"
 SHARDED_STATE = "state.pt"  # in a .dcp directory, beside DCP's files: the state that is not sharded
 SHARDED_KEYS = ("model", "optimizer")
-
-
-def atomic_write(path: Path, write: Callable[[IO[bytes]], None]) -> None:
-    """Write through `write` to a temporary file beside `path`, fsync it, rename it over `path`
-    and fsync the directory: readers see the old file or the new one, never a torn one. A write
-    that fails (a full disk) removes its temporary file and raises WriteError naming `path`."""
-    tmp = None
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-        os.fchmod(fd, 0o666 & ~process_umask())  # mkstemp's 0600 would hide the file from the user's group
-        with os.fdopen(fd, "wb") as f:
-            write(f)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-        fsync_dir(path.parent)  # make the rename itself durable
-    except OSError as err:
-        raise write_error(path, err) from None
-    finally:
-        if tmp is not None:
-            Path(tmp).unlink(missing_ok=True)  # gone already when the rename happened
-
-
-def process_umask() -> int:
-    """The process umask, read without changing it where /proc shows it (setting it to read it back
-    races with other threads creating files)."""
-    try:
-        for line in Path("/proc/self/status").read_text().splitlines():
-            if line.startswith("Umask:"):
-                return int(line.split()[1], 8)
-    except OSError:
-        pass
-    mask = os.umask(0o022)
-    os.umask(mask)
-    return mask
-
-
-def fsync_dir(folder: Path) -> None:
-    dir_fd = os.open(folder, os.O_RDONLY)
-    try:
-        os.fsync(dir_fd)
-    finally:
-        os.close(dir_fd)
 
 
 def atomic_torch_save(obj: Any, path: Path) -> None:
@@ -105,7 +60,7 @@ def copy_checkpoint(source: Path, target: Path) -> None:
         else:
             shutil.copy2(source, tmp)
         for path in [tmp, *tmp.rglob("*")] if tmp.is_dir() else [tmp]:
-            fsync_dir(path) if path.is_dir() else _fsync_file(path)
+            fsync_dir(path) if path.is_dir() else fsync_file(path)
         problem = checkpoint_problem(tmp)
         if problem is not None:
             raise WriteError(f"the copy of {source} to {target} is {problem}")
@@ -115,15 +70,6 @@ def copy_checkpoint(source: Path, target: Path) -> None:
         raise write_error(target, err) from None
     finally:
         remove_path(tmp)
-
-
-def _fsync_file(path: Path) -> None:
-    with path.open("rb") as f:
-        os.fsync(f.fileno())
-
-
-def atomic_json_dump(obj: Any, path: Path) -> None:
-    atomic_write(path, lambda f: f.write(json.dumps(obj, indent=2).encode()))
 
 
 def rng_state() -> dict[str, Any]:

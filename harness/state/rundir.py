@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.core.errors import ConfigError
+from harness.state.files import remove_path
 
 CKPT_DIR = "checkpoints"
 BEST_LINK = "best.dcp"  # a sharded run's best checkpoint: a link to its best_NNNNNNNN.dcp directory
@@ -41,14 +42,9 @@ def claim_run_dir(run_dir: Path, resume: object, overwrite: bool) -> None:
         shutil.rmtree(path) if path.is_dir() else path.unlink()
 
 
-def remove_path(path: Path) -> None:
-    """A file, a link (not what it points to) or a folder, gone; nothing if it is already gone."""
-    shutil.rmtree(path) if path.is_dir() and not path.is_symlink() else path.unlink(missing_ok=True)
-
-
 def remove_stale_temp_files(run_dir: Path) -> list[Path]:
     """What a checkpoint write that a kill interrupted left: temporary files and directories
-    (checkpoint.atomic_write's and sharded_checkpoint's names), and a sharded best checkpoint
+    (files.atomic_write's and sharded_checkpoint's names), and a sharded best checkpoint
     written but never linked as best.dcp."""
     folder = run_dir / CKPT_DIR
     link = folder / BEST_LINK

@@ -22,8 +22,9 @@ import torch
 import torch.distributed as dist
 from torch import nn
 
-from harness.state.checkpoint import (SHARDED_KEYS, SHARDED_STATE, SHARDED_SUFFIX, Shards, atomic_torch_save, fsync_dir,
-                                raise_if_any_failed, step_checkpoints)
+from harness.state.checkpoint import (SHARDED_KEYS, SHARDED_STATE, SHARDED_SUFFIX, Shards, atomic_torch_save,
+                                      raise_if_any_failed, step_checkpoints)
+from harness.state.files import fsync_dir
 from harness.state.checksums import file_sums, write_manifest
 from harness.core.distributed import DistInfo, all_gather_objects
 from harness.core.errors import WriteError, one_line, write_error

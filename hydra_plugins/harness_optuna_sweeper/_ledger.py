@@ -14,7 +14,7 @@ from typing import Any, Callable, Iterable, Mapping, Optional, Sequence
 import optuna
 from optuna.trial import FrozenTrial, TrialState
 
-from harness.loop.trial import pid_alive
+from harness.loop.callbacks.sweep_trial import pid_alive
 from hydra_plugins.harness_optuna_sweeper._space import SearchSpace
 
 ATTR_REASON = "reason"  # why a trial failed (or was pruned)

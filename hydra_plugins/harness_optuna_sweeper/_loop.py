@@ -34,7 +34,7 @@ from optuna.distributions import (
 )
 from optuna.trial import FrozenTrial, TrialState
 
-from harness.loop import trial as trial_env
+from harness.loop.callbacks import sweep_trial as trial_env
 from hydra_plugins.harness_optuna_sweeper import _ledger
 from hydra_plugins.harness_optuna_sweeper._outcome import Outcome, judge
 from hydra_plugins.harness_optuna_sweeper._space import SearchSpace

@@ -61,7 +61,7 @@ class SweepSettings:
         return self.sampler.name == "grid"
 
     def pruner_spec(self) -> dict[str, Any]:
-        """What a trial process needs to rebuild the pruner (see harness.loop.trial.build_pruner)."""
+        """What a trial process needs to rebuild the pruner (see harness.loop.callbacks.sweep_trial.build_pruner)."""
         return {"class": PRUNERS[self.pruner.name], "kwargs": dict(self.pruner.kwargs)}
 
 

@@ -11,7 +11,7 @@ from omegaconf import DictConfig, OmegaConf
 from sqlalchemy.engine import make_url
 
 from harness.core.errors import ConfigError
-from harness.loop.trial import build_pruner, open_storage
+from harness.loop.callbacks.sweep_trial import build_pruner, open_storage
 from hydra_plugins.harness_optuna_sweeper._settings import SAMPLERS, SweepSettings
 from hydra_plugins.harness_optuna_sweeper._space import SearchSpace
 

@@ -28,7 +28,7 @@ from typing import Any, List, Mapping, Optional, Tuple
 
 from omegaconf import OmegaConf
 
-from harness.loop.trial import ENV_SWEEPER_PID
+from harness.loop.callbacks.sweep_trial import ENV_SWEEPER_PID
 from harness.launch.runner import AppCommand, ProcessResult, TrialRunner, TrialSpec
 from hydra_plugins.harness_slurm_launcher.config import launcher_params
 from harness.launch.torchrun import torchrun_prefix

@@ -24,7 +24,7 @@ def submit_run(cfg: DictConfig) -> int:
     """Queue this run as a job; with `wait`, follow it. Returns the exit status for train.py."""
     from hydra.core.hydra_config import HydraConfig
 
-    from harness.build.config import validate_config
+    from harness.config.run_config import validate_config
     from harness.core.errors import ConfigError
     from harness.state.run_lock import release_run_dir
     from harness.state.rundir import claim_run_dir

@@ -1,7 +1,7 @@
 """A stand-in for train.py that keeps its contract with the sweeper and runs in well under 1 s.
 
 It writes summary.json into its Hydra run dir like the real app, reports intermediate values
-through harness.loop.trial.TrialReporter when `evals` > 0, and can be told to misbehave (`mode`).
+through harness.loop.callbacks.sweep_trial.TrialReporter when `evals` > 0, and can be told to misbehave (`mode`).
 `mode=eval` in a trial's run dir stands in for train.py's: eval.json with a test loss derived
 from that trial's summary. It also records when it ran, so tests can check that trials overlapped, and can hold trials until
 a test opens a gate (a file), so a test stops a sweep mid-run by an event, not by a sleep.
@@ -49,7 +49,7 @@ def main(cfg: DictConfig) -> float:
     status, reason, steps = "completed", None, 0
     reporter = None
     if cfg.evals > 0:
-        from harness.loop.trial import TrialReporter
+        from harness.loop.callbacks.sweep_trial import TrialReporter
 
         reporter = TrialReporter.from_env()
     for k in range(1, cfg.evals + 1):

@@ -6,20 +6,16 @@ from __future__ import annotations
 
 import json
 import os
-import sys
-from pathlib import Path
 
 import torch
 import torch.distributed as dist
 from torch import nn
 from torch.distributed.tensor import DTensor
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
-
-from harness.training.clipping import MODES, clip_gradients, global_grad_norm  # noqa: E402
-from harness.core.distributed import dist_info_from_env  # noqa: E402
-from harness.training.monitor import Monitor, MonitorConfig  # noqa: E402
-from harness.training.parallel import parallel_config, parallelize  # noqa: E402
+from harness.training.clipping import MODES, clip_gradients, global_grad_norm
+from harness.core.distributed import dist_info_from_env
+from harness.training.monitor import Monitor, MonitorConfig
+from harness.training.parallel import parallel_config, parallelize
 
 CLIPS = {"norm": 0.5, "value": 0.01, "layer": 0.05, "adaptive": 0.02}
 

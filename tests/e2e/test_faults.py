@@ -387,10 +387,10 @@ def test_ctrl_c_checkpoints_the_current_step_and_stops_without_a_traceback(tmp_p
 
 def test_a_second_ctrl_c_stops_at_once(monkeypatch):
     """The first Ctrl-C arms the second: it ends the process on the spot, exit status 130."""
-    from harness.loop import hooks
-    from harness.loop.hooks import StopRequest, _stop_now
+    from harness.loop import signals
+    from harness.loop.signals import StopRequest, _stop_now
 
-    monkeypatch.setattr(hooks, "_interrupted", False)
+    monkeypatch.setattr(signals, "_interrupted", False)
     before = signal.getsignal(signal.SIGINT)
     try:
         request = StopRequest()
@@ -399,7 +399,7 @@ def test_a_second_ctrl_c_stops_at_once(monkeypatch):
         assert request.interrupted and signal.getsignal(signal.SIGINT) is _stop_now
     finally:
         signal.signal(signal.SIGINT, before)
-    code = "import os, signal; from harness.loop.hooks import _stop_now; _stop_now(signal.SIGINT, None)"
+    code = "import os, signal; from harness.loop.signals import _stop_now; _stop_now(signal.SIGINT, None)"
     result = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=60)
     assert result.returncode == 130 and result.stderr.startswith("Ctrl-C again: stopped now")
 

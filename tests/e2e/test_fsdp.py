@@ -17,7 +17,7 @@ from torch.distributed.checkpoint.format_utils import dcp_to_torch_save
 
 from conftest import CPU_RANKS, ROOT, compose_cfg, one_line_error, run_cli, torchrun, train, wait_until
 from harness.state.checkpoint import load_checkpoint, step_checkpoints
-from harness.build.config import validate_config
+from harness.config.run_config import validate_config
 from harness.core.errors import ConfigError
 from harness.training.optim import validate_optim_config
 from harness.training.parallel import optimizer_config, parallel_config

@@ -3,13 +3,12 @@ from __future__ import annotations
 
 import json
 import math
-import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-from conftest import CONF, ROOT, TINY_GPT, compose_cfg, train
+from conftest import CONF, TINY_GPT, compose_cfg, train
 
 VECTOR = ["model=mlp", "data=synthetic", "model.width=32"]
 SKIP_GROUPS = {"hydra", "hparams_search", "debug"}
@@ -96,8 +95,7 @@ def test_experiment_stable_turns_every_safeguard_on():
 
 
 def test_lr_sensitivity_range_is_the_contiguous_run_around_the_best():
-    sys.path.insert(0, str(ROOT / "scripts"))
-    from bench_lr_sensitivity import good_range
+    from bench.lr_sensitivity import good_range
 
     losses = {1e-4: 3.9, 1e-3: 2.45, 1e-2: 2.4, 1e-1: 2.9, 3e-1: 2.5}  # 0.3 is good again, but not contiguous
     best, decades, largest = good_range(losses)

@@ -5,7 +5,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from harness.loop.callbacks.base import Callback
-from harness.loop.hooks import Stop, StopRequest, Tick
+from harness.loop.hooks import Stop, Tick
+from harness.loop.signals import StopRequest
 from harness.loop.step import StepResult
 
 if TYPE_CHECKING:

@@ -10,7 +10,7 @@ from harness.loop.callbacks.base import Callback
 from harness.core.distributed import all_reduce_min
 from harness.loop.hooks import Stop, Tick
 from harness.loop.step import StepResult
-from harness.loop.trial import TrialReporter
+from harness.loop.callbacks.sweep_trial import TrialReporter
 
 if TYPE_CHECKING:
     from harness.loop.trainer import Trainer

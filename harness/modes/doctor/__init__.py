@@ -9,8 +9,8 @@ from pathlib import Path
 
 import torch
 
-from harness.build.assembly import Assembly, assemble
-from harness.build.config import RunConfig
+from harness.assembly.assemble import Assembly, assemble
+from harness.config.run_config import RunConfig
 from harness.modes.doctor.config import DoctorConfig
 from harness.modes.doctor.data_checks import check_inputs, check_labels
 from harness.modes.doctor.gradcheck import check_gradients

@@ -9,7 +9,7 @@ from harness.data import DataMeta
 from harness.data.batch import tensors
 from harness.modes.doctor.result import Outcome, Status
 from harness.modes.doctor.sampling import read, sample_indices
-from harness.build.assembly import Assembly
+from harness.assembly.assemble import Assembly
 
 SAMPLES_PER_SPLIT = 2048  # enough to see any realistic label set vary; a single cheap gather
 

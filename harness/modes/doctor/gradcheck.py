@@ -19,7 +19,7 @@ from harness.modes.doctor.result import Outcome, Status
 from harness.modes.doctor.sampling import read, sample_indices
 from harness.models import build_model
 from harness.models.init import apply_init
-from harness.build.assembly import Assembly
+from harness.assembly.assemble import Assembly
 from harness.training.loss import REGRESSION_LOSSES
 
 SHRINK = {"n_layer": 2, "n_head": 2, "n_embd": 16, "depth": 2, "width": 16}  # upper bounds per size key

@@ -10,7 +10,7 @@ from harness.modes.doctor.data_checks import num_classes
 from harness.modes.doctor.result import Outcome, Status
 from harness.modes.doctor.sampling import batches, sample_indices
 from harness.modes.lr_find.driver import driven
-from harness.build.assembly import Assembly
+from harness.assembly.assemble import Assembly
 
 # Logits drawn i.i.d. N(0, s^2) cost ln K + s^2/2 nats on average. Above ln K + 1 the untrained
 # model is confidently wrong (logit std > 1.4) and its first updates only undo the init.

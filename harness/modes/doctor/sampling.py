@@ -10,7 +10,7 @@ from torch.utils.data import Dataset
 from harness.data.checks import spread_indices
 from harness.data.batch import to_device
 from harness.data.loader import fetch
-from harness.build.assembly import Assembly
+from harness.assembly.assemble import Assembly
 
 
 def sample_indices(dataset: Dataset, count: int) -> torch.Tensor:

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from torch.optim.lr_scheduler import LRScheduler
 
-from harness.build.assembly import Assembly
+from harness.assembly.assemble import Assembly
 from harness.modes.doctor.result import Outcome, Status
 from harness.training.schedule import ENDS_AT_MIN_LR, ScheduleConfig, steps_of
 

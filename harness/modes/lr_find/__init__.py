@@ -9,8 +9,8 @@ from pathlib import Path
 import torch
 from omegaconf import OmegaConf
 
-from harness.build.assembly import Assembly, assemble
-from harness.build.config import RunConfig
+from harness.assembly.assemble import Assembly, assemble
+from harness.config.run_config import RunConfig
 from harness.core.errors import ConfigError
 from harness.modes.lr_find.config import LRFindConfig
 from harness.modes.lr_find.report import as_json, plot, summary_line, write_json

@@ -10,7 +10,7 @@ import contextlib
 import math
 from collections.abc import Iterator
 
-from harness.build.assembly import Assembly
+from harness.assembly.assemble import Assembly
 from harness.loop.step import BatchSource
 from harness.training.rollback_point import host_copy
 

@@ -8,7 +8,7 @@ import numpy as np
 
 from harness.modes.lr_find.config import LRFindConfig
 from harness.modes.lr_find.driver import driven
-from harness.build.assembly import Assembly
+from harness.assembly.assemble import Assembly
 
 
 @dataclass

@@ -1,4 +1,4 @@
-"""scripts/bench_external.py: its cases compose, its split, its sources, its scoring, and one real
+"""bench/external.py: its cases compose, its split, its sources, its scoring, and one real
 invocation through train.py."""
 from __future__ import annotations
 
@@ -9,12 +9,11 @@ import sys
 import pytest
 
 from conftest import ROOT, compose_cfg
-from harness.build.config import validate_config
+from harness.config.run_config import validate_config
 from harness.diagnosis.rules import RULES
 
 pytest.importorskip("sklearn")  # the ports' data (iris, digits, splits) come from scikit-learn
-sys.path.insert(0, str(ROOT / "scripts"))
-import bench_external as bench  # noqa: E402
+from bench import external as bench
 
 RULE_NAMES = {rule.__name__ for rule in RULES}
 
@@ -96,7 +95,7 @@ def test_the_round_option_selects_one_round(capsys):
 
 def test_the_remedy_benchmark_reads_only_the_rounds_whose_held_out_part_was_scored(monkeypatch):
     """A round's held-out part must not be diagnosed before it is scored."""
-    import bench_remedy
+    from bench import remedy as bench_remedy
 
     def names():
         return {s.name.split("/", 1)[1] for s in bench_remedy.external_runs()}
@@ -242,9 +241,9 @@ def test_evidence_records_the_twin_measures_and_the_report_totals_each_round(tmp
 @pytest.mark.slow  # two whole runs; the scoring it drives is unit-tested above
 def test_a_real_invocation_writes_results(tmp_path):
     out = tmp_path / "bench"
-    cmd = [sys.executable, str(ROOT / "scripts" / "bench_external.py"), "--only", "so_50306988", "--out", str(out),
+    cmd = [sys.executable, "-m", "bench.external", "--only", "so_50306988", "--out", str(out),
            "--no-diagnosis"]
-    done = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+    done = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]
     results = json.loads((out / "results.json").read_text())
     (row,) = results["cases"]
@@ -262,7 +261,7 @@ def test_keras_binary_crossentropy_on_float_targets_is_bce_on_the_ports_logits()
     import torch
     from torch.nn import functional as F
 
-    from external.keras_like import EPSILON, bce_logits
+    from bench.ports.keras_like import EPSILON, bce_logits
 
     p = torch.tensor([[0.0, 0.3, 1.0], [0.5, 1e-9, 0.999]], dtype=torch.float64)
     y = torch.tensor([[0.0, 1.0, 0.25], [1.0, 0.0, 1.0]], dtype=torch.float64)

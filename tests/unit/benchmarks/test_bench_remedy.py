@@ -1,4 +1,4 @@
-"""scripts/bench_remedy.py: which runs it trains, what their cures undo, how it scores, and one
+"""bench/remedy.py: which runs it trains, what their cures undo, how it scores, and one
 real invocation through train.py."""
 from __future__ import annotations
 
@@ -9,10 +9,9 @@ import sys
 import pytest
 
 from conftest import ROOT, compose_cfg
-from harness.build.config import validate_config
+from harness.config.run_config import validate_config
 
-sys.path.insert(0, str(ROOT / "scripts"))
-import bench_remedy as bench  # noqa: E402
+from bench import remedy as bench
 
 pytestmark = pytest.mark.trajectory  # follows unstable runs: checked under other kernels too (docs/testing.md)
 
@@ -30,7 +29,7 @@ def test_enough_sick_and_healthy_runs_across_every_remedy_class_and_family():
     assert len({s.name for s in [*SICK, *HEALTHY]}) == len(SICK) + len(HEALTHY)
     models = {_keys(s.given).get("model") for s in SICK} | {_keys(s.given).get("model._target_") for s in SICK}
     assert {"gpt", "mlp", "rnn", "resnet"} <= models
-    assert {"suite_models.Net", "suite_models.CharRNN"} <= models  # user models through model._target_
+    assert {"bench.suite_models.Net", "bench.suite_models.CharRNN"} <= models  # user models through model._target_
     held_lr = [h for h in HEALTHY if "schedule=constant" in h.given]  # where slow_progress reads a run's pace
     assert len(held_lr) >= 4 and {h.name for h in held_lr} < {h.name for h in HEALTHY}
 
@@ -83,8 +82,8 @@ def test_a_run_without_a_val_loss_ranks_below_every_finite_loss():
 @pytest.mark.slow  # three whole runs; the scoring it drives is unit-tested above
 def test_a_real_invocation_heals_a_preset_and_rescoring_reproduces_it(tmp_path):
     out = tmp_path / "bench"
-    cmd = [sys.executable, str(ROOT / "scripts" / "bench_remedy.py"), "--only", "preset/accum_sum", "--out", str(out)]
-    done = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+    cmd = [sys.executable, "-m", "bench.remedy", "--only", "preset/accum_sum", "--out", str(out)]
+    done = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr[-3000:]
     results = json.loads((out / "results.json").read_text())
     (row,) = results["sick"]
@@ -102,7 +101,7 @@ def test_a_real_invocation_heals_a_preset_and_rescoring_reproduces_it(tmp_path):
     trained = first["steps"] + second["steps"] - (second["restart_step"] or 0)
     assert trained == round(row["compute"] * summary["max_steps"]) and 1.0 < row["compute"] <= 2.0
     assert "sick runs healed: 1/1" in (out / "results.md").read_text()
-    rescored = subprocess.run([*cmd, "--rescore"], capture_output=True, text=True, timeout=300)
+    rescored = subprocess.run([*cmd, "--rescore"], cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert rescored.returncode == 0, rescored.stderr[-3000:]
     assert json.loads((out / "results.json").read_text()) == results
 

@@ -1,4 +1,4 @@
-"""scripts/pathology_suite.py: its catalogue, its dev/held-out split, its scoring and one real invocation."""
+"""bench/pathology_suite.py: its catalogue, its dev/held-out split, its scoring and one real invocation."""
 from __future__ import annotations
 
 import json
@@ -10,10 +10,9 @@ from collections import Counter
 import pytest
 
 from conftest import ROOT, compose_cfg
-from harness.build.config import validate_config
+from harness.config.run_config import validate_config
 
-sys.path.insert(0, str(ROOT / "scripts"))
-import pathology_suite as suite  # noqa: E402
+from bench import pathology_suite as suite
 
 pytestmark = pytest.mark.trajectory  # follows unstable runs: checked under other kernels too (docs/testing.md)
 
@@ -26,7 +25,7 @@ def test_the_held_out_part_is_big_enough_and_spans_the_families():
     options = {o.split("=", 1)[1] for c in held for o in c.overrides if o.startswith("model=")}
     targets = {o.split("=", 1)[1] for c in held for o in c.overrides if o.startswith("model._target_=")}
     assert {"gpt", "mlp", "rnn", "resnet"} <= options
-    assert {"suite_models.Net", "suite_models.CharRNN"} <= targets  # user models through model._target_
+    assert {"bench.suite_models.Net", "bench.suite_models.CharRNN"} <= targets  # user models through model._target_
 
 
 def test_names_are_unique_and_every_sick_case_says_what_names_it():
@@ -63,9 +62,9 @@ def test_scoring_and_a_real_invocation(tmp_path):
     """Four lion cases of the dev part train in their own processes; results.json scores them, and
     --rescore reproduces the score from the run directories alone."""
     out = tmp_path / "suite"
-    cmd = [sys.executable, str(ROOT / "scripts" / "pathology_suite.py"), "--part", "dev", "--only", "lion",
+    cmd = [sys.executable, "-m", "bench.pathology_suite", "--part", "dev", "--only", "lion",
            "--out", str(out)]
-    done = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+    done = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr[-3000:]
     results = json.loads((out / "results.json").read_text())
     names = {r["name"] for r in results["runs"]}
@@ -82,14 +81,14 @@ def test_scoring_and_a_real_invocation(tmp_path):
     assert len(firsts) == 1 and abs(firsts[0] - math.log(10)) < 0.1  # the untrained model, read once
 
     assert "sick runs named" in (out / "results.md").read_text()
-    rescored = subprocess.run([*cmd[:-2], "--rescore", str(out)], capture_output=True, text=True, timeout=300)
+    rescored = subprocess.run([*cmd[:-2], "--rescore", str(out)], cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert rescored.returncode == 0, rescored.stderr[-3000:]
     assert json.loads((out / "results.json").read_text())["tally"] == results["tally"]
 
 
 def test_rescoring_a_directory_without_runs_is_a_one_line_error(tmp_path):
-    done = subprocess.run([sys.executable, str(ROOT / "scripts" / "pathology_suite.py"), "--part", "dev", "--rescore",
-                           str(tmp_path / "nothing")], capture_output=True, text=True, timeout=120)
+    done = subprocess.run([sys.executable, "-m", "bench.pathology_suite", "--part", "dev", "--rescore",
+                           str(tmp_path / "nothing")], cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert done.returncode == 2 and "Traceback" not in done.stderr
     assert done.stderr.strip().splitlines() == [f"error: --rescore='{tmp_path / 'nothing'}' is invalid: a directory "
                                                 "holding runs of the dev part (none found)"]

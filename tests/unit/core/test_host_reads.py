@@ -5,8 +5,8 @@ import pytest
 import torch
 
 from conftest import TINY_GPT, compose_cfg
-from harness.build.assembly import assemble
-from harness.build.config import validate_config
+from harness.assembly.assemble import assemble
+from harness.config.run_config import validate_config
 from harness.core.host_reads import count_host_reads
 
 LOG_EVERY = 5

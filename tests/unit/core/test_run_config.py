@@ -8,14 +8,14 @@ import pytest
 import torch
 
 from conftest import compose_cfg
-from harness.build.assembly import assemble
-from harness.build.config import RunConfig, validate_config
+from harness.assembly.assemble import assemble
+from harness.config.run_config import RunConfig, validate_config
 from harness.data import LoadingConfig
 from harness.data.synthetic import SyntheticConfig
 from harness.models import ModelSpec
 from harness.models.init import InitConfig
 from harness.training.optim import OptimSpec
-from harness.loop.hooks import TrainerConfig
+from harness.loop.cadence import TrainerConfig
 from harness.training.early_stop import EarlyStopConfig
 from harness.training.faults import FaultConfig
 from harness.training.flops import PerfConfig

@@ -105,8 +105,8 @@ def test_building_a_run_starts_no_thread(tmp_path):
     assembling a run (data, model, optimizer, loaders) must leave this process's thread count alone."""
     from conftest import TINY_GPT, compose_cfg
 
-    from harness.build.assembly import assemble
-    from harness.build.config import validate_config
+    from harness.assembly.assemble import assemble
+    from harness.config.run_config import validate_config
 
     before = {t.ident for t in threading.enumerate()}
     cfg = compose_cfg([*TINY_GPT, "debug=smoke", "logger=none", "diagnose=false"])

@@ -9,8 +9,8 @@ import torch
 import torch.nn.functional as F
 
 from conftest import compose_cfg, train
-from harness.build.assembly import assemble
-from harness.build.config import validate_config
+from harness.assembly.assemble import assemble
+from harness.config.run_config import validate_config
 from harness.data.targets import target_shares
 from harness.training.loss import compute_loss, per_sample_loss
 

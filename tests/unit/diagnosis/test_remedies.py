@@ -134,7 +134,7 @@ def test_a_pinned_clip_is_raised_to_at_least_the_usual_1():
 def test_a_user_model_gets_no_architecture_remedy_even_when_the_mlp_option_left_its_keys_in_the_config():
     """model=mlp model._target_=mypkg.Net keeps mlp.yaml's residual: false in the composed config;
     model.residual=true would be refused by the user's class, so only the init (any model) is offered."""
-    offered = clear_gradient_path(run_with(model={"_target_": "suite_models.Net", "residual": False,
+    offered = clear_gradient_path(run_with(model={"_target_": "bench.suite_models.Net", "residual": False,
                                                   "activation": "sigmoid", "ln_position": "post"}))
     assert [r.kind for r in offered] == ["init"]
 

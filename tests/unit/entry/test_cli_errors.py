@@ -4,7 +4,7 @@ from __future__ import annotations
 import pytest
 
 from conftest import TINY_GPT, compose_cfg, one_line_error, run_cli, train
-from harness.build.config import validate_config
+from harness.config.run_config import validate_config
 from harness.core.errors import ConfigError
 
 BAD_VALUES = [

@@ -9,7 +9,7 @@ from torch.nn.attention import SDPBackend, sdpa_kernel
 
 from conftest import compose_cfg, train
 from harness.state.checkpoint import load_checkpoint, step_checkpoints
-from harness.build.config import validate_config
+from harness.config.run_config import validate_config
 from harness.training.flops import flops_per_update, gpt_flops_per_token, measure_flops, mfu, peak_flops, peak_for_name
 from harness.models.gpt import GPT, GPTConfig
 from harness.sinks.tracking import read_metrics

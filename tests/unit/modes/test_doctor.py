@@ -13,8 +13,8 @@ from harness.modes.doctor.data_checks import check_inputs, judge_inputs, judge_l
 from harness.modes.doctor.gradcheck import check_gradients
 from harness.modes.doctor.model_checks import check_gradient_flow, check_initial_loss, check_overfit
 from harness.modes.doctor.schedule_check import check_schedule, judge_schedule
-from harness.build.assembly import assemble
-from harness.build.config import validate_config
+from harness.assembly.assemble import assemble
+from harness.config.run_config import validate_config
 
 # one thread per subprocess: spin-waiting OpenMP threads crawl on a busy shared machine
 ONE_THREAD = {"OMP_NUM_THREADS": "1"}

@@ -11,7 +11,7 @@ import torch.nn.functional as F
 
 from conftest import ROOT, compose_cfg, one_line_error, run_cli
 from harness.state.checkpoint import load_checkpoint
-from harness.build.config import validate_config
+from harness.config.run_config import validate_config
 from harness.data import build_splits, validate_data_config
 from harness.core.errors import ConfigError
 from harness.models import build_model, model_spec

@@ -9,13 +9,13 @@ import pytest
 import torch
 
 from conftest import TINY_GPT, compose_cfg, run_cli
-from harness.build.config import validate_config
+from harness.config.run_config import validate_config
 from harness.core.errors import ConfigError
 from harness.modes.lr_find import LRFindConfig, find_lr, sweep_config
 from harness.core.typed_config import read_typed
 from harness.modes.lr_find.driver import driven
 from harness.modes.lr_find.suggest import suggest_lr
-from harness.build.assembly import assemble
+from harness.assembly.assemble import assemble
 
 # one thread per subprocess: spin-waiting OpenMP threads crawl on a busy shared machine
 ONE_THREAD = {"OMP_NUM_THREADS": "1"}

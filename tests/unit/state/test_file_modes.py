@@ -11,7 +11,7 @@ from conftest import ROOT
 
 
 def test_atomic_writes_follow_the_umask(tmp_path):
-    script = ("import os, sys; from pathlib import Path; from harness.state.checkpoint import atomic_json_dump; "
+    script = ("import os, sys; from pathlib import Path; from harness.state.files import atomic_json_dump; "
               "os.umask(int(sys.argv[2], 8)); atomic_json_dump({'a': 1}, Path(sys.argv[1]))")
     for umask, mode in (("022", 0o644), ("077", 0o600), ("002", 0o664)):
         path = tmp_path / f"summary_{umask}.json"

@@ -14,7 +14,7 @@ from optuna.distributions import CategoricalDistribution, FloatDistribution
 from optuna.trial import TrialState
 
 from apps.sweep_helpers import REPO, sweep_env
-from harness.loop.trial import open_storage
+from harness.loop.callbacks.sweep_trial import open_storage
 from hydra_plugins.harness_optuna_sweeper._report import best_line, display_url, write_report
 
 optuna.logging.set_verbosity(optuna.logging.WARNING)

@@ -1,4 +1,4 @@
-"""harness.loop.trial.TrialReporter: the trial-process side of pruning. The reporter is built from
+"""harness.loop.callbacks.sweep_trial.TrialReporter: the trial-process side of pruning. The reporter is built from
 environment variables exactly as a trial process builds it, against a study that another
 Study object (standing for the sweeper) writes to the same sqlite file."""
 from __future__ import annotations
@@ -14,8 +14,8 @@ import pytest
 
 from apps.sweep_helpers import run_sweep, start_sweep
 from conftest import wait_until
-from harness.loop import trial as trial_env
-from harness.loop.trial import TrialReporter, build_pruner, open_storage
+from harness.loop.callbacks import sweep_trial as trial_env
+from harness.loop.callbacks.sweep_trial import TrialReporter, build_pruner, open_storage
 
 optuna.logging.set_verbosity(optuna.logging.WARNING)
 STEPS = (10, 20, 30)

@@ -9,8 +9,8 @@ import torch
 
 from conftest import compose_cfg, train
 from harness.state.checkpoint import load_checkpoint, step_checkpoints
-from harness.build.assembly import assemble
-from harness.build.config import validate_config
+from harness.assembly.assemble import assemble
+from harness.config.run_config import validate_config
 from harness.core.distributed import DistInfo
 from harness.training.guard import Guard, GuardConfig, Verdict
 from harness.sinks.tracking import read_metrics

@@ -4,7 +4,7 @@ import pytest
 from omegaconf import OmegaConf
 
 from conftest import compose_cfg, train
-from harness.build.config import validate_config
+from harness.config.run_config import validate_config
 from harness.core.errors import ConfigError
 
 

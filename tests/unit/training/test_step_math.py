@@ -7,8 +7,8 @@ from torch import nn
 
 from conftest import compose_cfg
 from harness.training.clipping import clip_gradients, global_grad_norm
-from harness.build.assembly import assemble
-from harness.build.config import validate_config
+from harness.assembly.assemble import assemble
+from harness.config.run_config import validate_config
 
 VECTOR = ["model=mlp", "data=synthetic", "model.width=32", "model.dropout=0.0", "logger=none"]
 

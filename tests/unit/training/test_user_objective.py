@@ -14,8 +14,8 @@ import pytest
 import torch
 
 from conftest import ROOT, compose_cfg, one_line_error, run_cli, run_dirs, torchrun, train, wait_until
-from harness.build.assembly import assemble
-from harness.build.config import validate_config
+from harness.assembly.assemble import assemble
+from harness.config.run_config import validate_config
 from harness.core.errors import ConfigError
 from harness.models.calling import ModelCall
 from harness.modes.run import run

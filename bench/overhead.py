@@ -7,11 +7,11 @@ noise hits every variant alike. Prints ratios to the raw loop.
 It pins torch to one thread (--threads 1) so the variants' ratios stay steady when other work
 shares the cores. That makes it blind to costs that only show at the default thread count or
 across a whole process (a side thread's OpenMP team throttling the training thread's cost ~40% of
-a step that this benchmark could not see): scripts/bench_vs_nanogpt.py measures those, as whole
+a step that this benchmark could not see): bench/vs_nanogpt.py measures those, as whole
 processes against nanoGPT's own train.py.
 
-    python scripts/bench_overhead.py                 # baby GPT and a small MLP
-    python scripts/bench_overhead.py --rounds 8 --block 20
+    python -m bench.overhead                 # baby GPT and a small MLP
+    python -m bench.overhead --rounds 8 --block 20
 """
 from __future__ import annotations
 
@@ -23,10 +23,10 @@ from pathlib import Path
 
 import torch
 
-from hydra import compose, initialize_config_dir  # noqa: E402
+from hydra import compose, initialize_config_dir
 
-from harness.build.assembly import Assembly, assemble  # noqa: E402
-from harness.build.config import validate_config  # noqa: E402
+from harness.assembly.assemble import Assembly, assemble
+from harness.config.run_config import validate_config
 
 CONF = Path(__file__).resolve().parent.parent / "conf"
 WORKLOADS = {

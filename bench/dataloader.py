@@ -7,8 +7,8 @@
 
 Variants run in interleaved blocks in this one process; per-step medians are compared.
 
-    python scripts/bench_dataloader.py
-    python scripts/bench_dataloader.py --rounds 8 --block 20
+    python -m bench.dataloader
+    python -m bench.dataloader --rounds 8 --block 20
 """
 from __future__ import annotations
 
@@ -23,10 +23,10 @@ import torch
 from torch import nn
 from torch.utils.data import Dataset
 
-from bench_overhead import make_run
+from bench.overhead import make_run
 
 GPT = ["trainer.max_steps=100000"]
-IMAGES = ["data=custom", "data._target_=bench_dataloader.costly_images", "model._target_=bench_dataloader.ConvNet",
+IMAGES = ["data=custom", "data._target_=bench.dataloader.costly_images", "model._target_=bench.dataloader.ConvNet",
           "batch_size=32", "trainer.max_steps=100000"]
 WORKLOADS = {
     "default GPT": {"in-process gather (before)": (GPT, True), "DataLoader, 0 workers": (GPT, False),

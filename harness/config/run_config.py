@@ -23,7 +23,7 @@ from harness.core.errors import ConfigError
 from harness.training.faults import FaultConfig, fault_config
 from harness.training.flops import PerfConfig, perf_config
 from harness.training.guard import GuardConfig, guard_config
-from harness.loop.hooks import TrainerConfig, trainer_config
+from harness.loop.cadence import TrainerConfig, trainer_config
 from harness.training.loss import LossConfig, loss_config
 from harness.training.objective import FINAL_PART, ObjectiveSpec
 from harness.training.lr_scaling import ScaleLRConfig, scale_lr_config, scaled_lr

@@ -1,17 +1,17 @@
 """Does the diagnosis name the pathologies of training programs other people wrote?
 
-    python scripts/bench_external.py                      # every case of every round (~11 min on 2 cores)
-    python scripts/bench_external.py --part dev           # the part rules may be looked at against
-    python scripts/bench_external.py --part held-out --no-diagnosis   # train and check the evidence only
-    python scripts/bench_external.py --rescore --part dev # re-read the run dirs, train nothing
-    python scripts/bench_external.py --round 2 --no-diagnosis   # one round's cases (each round has its own split)
-    python scripts/bench_external.py --list
+    python -m bench.external                      # every case of every round (~11 min on 2 cores)
+    python -m bench.external --part dev           # the part rules may be looked at against
+    python -m bench.external --part held-out --no-diagnosis   # train and check the evidence only
+    python -m bench.external --rescore --part dev # re-read the run dirs, train nothing
+    python -m bench.external --round 2 --no-diagnosis   # one round's cases (each round has its own split)
+    python -m bench.external --list
 
 The programs are the buggy Keras programs of the DeepLocalize benchmark (github.com/Wardat-ISU/
 DeepLocalize, Benchmark/StackOverflow and Benchmark/GitHub; rounds 1 and 2) and buggy Keras and
 TensorFlow programs of defects4ml (github.com/mohmehmo/defects4ml) and TensorFlow-Program-Bugs
 (github.com/ForeverZyh/TensorFlow-Program-Bugs; round 3), each beside its fixed twin, ported to
-PyTorch in scripts/external/ (docs/external_benchmark.md). Each program trains as
+PyTorch in bench/ports/ (docs/external_benchmark.md). Each program trains as
 `python train.py ...` in a process of its own (one thread), with the harness's own stability knobs
 off (no clip unless the program clips, constant LR, no guard) so it runs as its author ran it.
 
@@ -35,11 +35,12 @@ from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
 
-from harness.core.metric_names import (ACT_DEAD, TRAIN_LOSS, TRAIN_LOSS_FIRST, VAL_ACCURACY,  # noqa: E402
+from harness.core.metric_names import (ACT_DEAD, TRAIN_LOSS, TRAIN_LOSS_FIRST, VAL_ACCURACY,
                                        VAL_LOSS, VAL_LOSS_ON_TRAIN)
-from train_process import run_train  # noqa: E402
+from bench.train_process import run_train
+
+ROOT = Path(__file__).resolve().parents[1]
 
 # seconds per train.py process: so_39217567's fixed run (256000 batch-1 steps) takes ~5 min on a free
 # core and took 600 s beside other jobs on 2 cores
@@ -105,7 +106,7 @@ def run(model: str, batch: int, steps: int, val: int, *extra: str, eval_every: i
     """One program's overrides: its model class, batch size, optimizer steps, evals that read all
     `val` validation samples, and anything else."""
     every = eval_every or max(steps // 10, 1)
-    return (f"model._target_=external.{model}", f"batch_size={batch}", f"trainer.max_steps={steps}",
+    return (f"model._target_=bench.ports.{model}", f"batch_size={batch}", f"trainer.max_steps={steps}",
             f"trainer.eval_every={every}", f"trainer.eval_batches={math.ceil(val / batch)}",
             f"trainer.ckpt_every={steps}", f"trainer.log_every={min(25, every)}", *extra)
 
@@ -125,7 +126,7 @@ class Case:
     round: int = 1  # the round that ported it: each round is split into dev and held-out on its own
     # When the fix also trains another loss on the same data: the overrides under which `mode=eval`
     # scores the fixed run's weights by the buggy program's loss, through a model class that gives
-    # the fix's predictions in the form that loss reads (scripts/bench_remedy.py compares there).
+    # the fix's predictions in the form that loss reads (bench/remedy.py compares there).
     twin_scored_by: tuple[str, ...] = ()
     # What the fixed twin's own recorded metrics show it still suffers from, set from its evidence
     # (never from its diagnosis): findings it may carry without a false alarm, each backed by its
@@ -139,7 +140,7 @@ class Case:
 
     def overrides(self, variant: str) -> tuple[str, ...]:
         task = self.fixed_task if variant == "fixed" and self.fixed_task else self.task
-        return (*COMMON, f"data._target_=external.{self.id}.build", f"data.task={task}", *getattr(self, variant))
+        return (*COMMON, f"data._target_=bench.ports.{self.id}.build", f"data.task={task}", *getattr(self, variant))
 
 
 # Round 2's expected findings, fixed from each source's fault and the port's own metrics (`--round 2
@@ -330,7 +331,7 @@ CASES = [
          EXPECTED_R2["so_31556268"],
          run("so_31556268.Buggy", 4, 10000, 4, *sgd(0.05, 0.11, True), "loss.function=l1", *SAME_ROWS),
          run("so_31556268.Fixed", 4, 10000, 4, *adam(), *SAME_ROWS), round=2,
-         twin_scored_by=("loss.function=l1", "model._target_=external.so_31556268.Buggy")),
+         twin_scored_by=("loss.function=l1", "model._target_=bench.ports.so_31556268.Buggy")),
     Case("so_31627380", f"{SO}/31627380/Buggy Code/31627380.py",
          "Activation('softmax') + categorical_crossentropy -> Activation('sigmoid') + binary_crossentropy on the two "
          "one-hot outputs; loss 1.2377, accuracy 0.5829 before, 0.8325 / 0.6334 after",
@@ -358,7 +359,7 @@ CASES = [
          EXPECTED_R2["so_34673164"],
          run("so_34673164.Buggy", 9, 20, 9, *sgd(0.1, 0.9, True), *SAME_ROWS),
          run("so_34673164.Fixed", 9, 20, 9, *sgd(0.1, 0.9, True), "loss.function=bce", *SAME_ROWS), round=2,
-         twin_scored_by=("loss.function=auto", "model._target_=external.so_34673164.FixedScored"),
+         twin_scored_by=("loss.function=auto", "model._target_=bench.ports.so_34673164.FixedScored"),
          twin_sick=("bn_eval_gap", "plateau_at_prior"),
          twin_metric="eval-mode loss of training samples 9.8x their train-mode loss; best val 0.98 of the prior"),
     Case("so_38648195", f"{SO}/38648195/Buggy Code/38648195.py",
@@ -371,7 +372,7 @@ CASES = [
          EXPECTED_R2["so_38648195"],
          run("so_38648195.Buggy", 20, 48000, 12000, *sgd()),
          run("so_38648195.Fixed", 20, 48000, 12000, *sgd(), "loss.function=bce"), round=2,
-         twin_scored_by=("loss.function=auto", "model._target_=external.so_38648195.FixedScored")),
+         twin_scored_by=("loss.function=auto", "model._target_=bench.ports.so_38648195.FixedScored")),
     Case("so_39217567", f"{SO}/39217567/Buggy Code/39217567.py",
          "sigmoid -> ReLU on the two hidden layers; batch 50 -> 1; loss 'mse' -> 'binary_crossentropy', and the "
          "targets' shuffle commented out (identity instead of a random mapping); loss 0.25, accuracy 0.5 before, "
@@ -432,7 +433,7 @@ CASES = [
          EXPECTED_R2["gh_gol_nn"],
          run("gh_gol_nn.Buggy", 64, 250, 2000, *adam(), "loss.function=bce", *SAME_ROWS),  # 512 fields exist
          run("gh_gol_nn.Fixed", 64, 250, 2000, *adam(0.01), *SAME_ROWS), round=2,
-         twin_scored_by=("loss.function=bce", "model._target_=external.gh_gol_nn.Buggy")),
+         twin_scored_by=("loss.function=bce", "model._target_=bench.ports.gh_gol_nn.Buggy")),
     # Round 3: two other collections, defects4ml (mohmehmo/defects4ml, bugs/NNN) and TensorFlow-Program-
     # Bugs (ForeverZyh/TensorFlow-Program-Bugs, Zhang et al., ISSTA 2018). Case list, split and expected
     # findings fixed from each source's fault description before any of its runs existed.
@@ -541,9 +542,9 @@ CASES = [
          "own-objective feature (loss._target_), which also returns the best constant's loss as its prior part",
          ("plateau_at_prior",),
          run("tfpb_so_38447935.Net", 3, 50000, 3, *tf_adam(1e-4),
-             "loss._target_=external.tfpb_so_38447935.broadcast_mse", *SAME_ROWS),
+             "loss._target_=bench.ports.tfpb_so_38447935.broadcast_mse", *SAME_ROWS),
          run("tfpb_so_38447935.Net", 3, 50000, 3, *tf_adam(1e-4),
-             "loss._target_=external.tfpb_so_38447935.aligned_mse", *SAME_ROWS), round=3),
+             "loss._target_=bench.ports.tfpb_so_38447935.aligned_mse", *SAME_ROWS), round=3),
     Case("tfpb_so_39939881", f"{TFPB_SO}/IPS-5/39939881-buggy/simple_regression.py",
          "GradientDescentOptimizer(0.1) -> AdamOptimizer(0.1) on a linear fit with x in [-8, 8]",
          "regression", "the program's 8 points exactly (Python's random seeded as it seeds it); the stream's "

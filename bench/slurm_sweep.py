@@ -6,8 +6,8 @@ ways on this machine (the SLURM side needs a cluster: scripts/slurm_local_cluste
 one-node one as root), interleaved round by round, and prints each one's median wall time,
 trials per minute and the ratio.
 
-    python scripts/bench_slurm_sweep.py                 # 6 trials x 2 at once, 2 rounds
-    python scripts/bench_slurm_sweep.py --trials 8 --steps 2000 --rounds 3
+    python -m bench.slurm_sweep                 # 6 trials x 2 at once, 2 rounds
+    python -m bench.slurm_sweep --trials 8 --steps 2000 --rounds 3
 """
 from __future__ import annotations
 
@@ -18,8 +18,9 @@ import sys
 import tempfile
 from pathlib import Path
 
+from bench.startup import wall
+
 ROOT = Path(__file__).resolve().parent.parent
-from bench_startup import wall  # noqa: E402 - a whole process's wall time, exiting on failure
 
 
 def sweep_command(sweep_dir: Path, launcher: list[str], trials: int, parallel: int, steps: int) -> list[str]:

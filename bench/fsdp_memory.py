@@ -8,7 +8,7 @@
 2. ms/step of the small GPT under `python -m torch.distributed.run ... train.py parallel=X`,
    DDP and FSDP interleaved over `--rounds` rounds, medians (what users run, on CPU with gloo).
 
-    python scripts/bench_fsdp_memory.py [--ranks 2] [--rounds 3] [--steps 60]
+    python -m bench.fsdp_memory [--ranks 2] [--rounds 3] [--steps 60]
 """
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 """Fault battery: every trial must end bitwise equal to an uninterrupted run, or refused in one
 line, with nothing left running.
 
-    python scripts/bench_faults.py [--trials 3] [--seed 0] [--out outputs/bench_faults]
+    python -m bench.faults [--trials 3] [--seed 0] [--out outputs/bench_faults]
 
 Faults, each against its own uninterrupted reference run:
   kill -9     at a random moment of a single-process, a DDP, an FSDP and a remedy=auto run
@@ -28,11 +28,12 @@ from collections import Counter
 from pathlib import Path
 
 
-ROOT = Path(__file__).resolve().parent.parent
 
-from harness.state.checkpoint import load_checkpoint, step_checkpoints  # noqa: E402
-from harness.core.metric_names import TRAIN_LOSS, VAL_LOSS  # noqa: E402
-from harness.sinks.jsonl import read_metrics  # noqa: E402
+from harness.state.checkpoint import load_checkpoint, step_checkpoints
+from harness.core.metric_names import TRAIN_LOSS, VAL_LOSS
+from harness.sinks.jsonl import read_metrics
+
+ROOT = Path(__file__).resolve().parent.parent
 
 BASE = ["model=mlp", "data=synthetic", "model.width=64", "model.dropout=0.1", "logger=none", "diagnose=false",
         "trainer.max_steps=300", "trainer.log_every=1", "trainer.eval_every=50", "trainer.ckpt_every=25",

@@ -1,9 +1,9 @@
 """Score the diagnosis on sick and healthy runs that the rules were not written against.
 
-    python scripts/pathology_suite.py --part heldout          # train and score the held-out part
-    python scripts/pathology_suite.py --part dev --only diverging
-    python scripts/pathology_suite.py --rescore outputs/pathology_suite/heldout   # re-diagnose, no training
-    python scripts/pathology_suite.py --list
+    python -m bench.pathology_suite --part heldout          # train and score the held-out part
+    python -m bench.pathology_suite --part dev --only diverging
+    python -m bench.pathology_suite --rescore outputs/pathology_suite/heldout   # re-diagnose, no training
+    python -m bench.pathology_suite --list
 
 Every case varies family (GPT, MLP, char RNN, ResNet, user models through `model._target_`),
 size, optimizer, schedule, precision, data and seed around one pathology class, and records the
@@ -31,10 +31,11 @@ from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
 
-from harness.entry.cli import fail  # noqa: E402
-from harness.core.errors import ConfigError  # noqa: E402
+from harness.entry.cli import fail
+from harness.core.errors import ConfigError
+
+ROOT = Path(__file__).resolve().parents[1]
 
 HEALTHY = "healthy"
 RESULT_FILE = "suite_result.json"
@@ -67,22 +68,22 @@ GPT = ("model=gpt", "data=stdlib", "model.n_layer=2", "model.n_embd=64", "model.
 RNN = ("model=rnn", "data=stdlib", "model.hidden=64", "model.n_embd=32", "model.n_layer=1", "model.block_size=32",
        "batch_size=16")
 RESNET = ("model=resnet", "data=digits", "model.width=8")
-USER_NET = ("model=mlp", "data=synthetic", "model._target_=suite_models.Net")
-USER_LM = ("data=stdlib", "model._target_=suite_models.CharRNN", "model.block_size=32", "batch_size=16")
-SKEWED = ("data=custom", "data._target_=suite_models.skewed_blobs")
-FUNCTIONAL_NET = ("model=mlp", "data=synthetic", "model._target_=suite_models.FunctionalNet")
-OUTLIERS = ("model=mlp", "data=custom", "data._target_=suite_models.blobs_with_outliers")
-RAW_FEATURES = ("model=mlp", "data=custom", "data._target_=suite_models.raw_feature_blobs")
-APART = ("data=custom", "data._target_=suite_models.digits_prepared_apart", "data.num_classes=10")
-LEAKY = ("model=mlp", "data=custom", "data._target_=suite_models.leaky_blobs", "model.width=128", "optim.weight_decay=0.0",
+USER_NET = ("model=mlp", "data=synthetic", "model._target_=bench.suite_models.Net")
+USER_LM = ("data=stdlib", "model._target_=bench.suite_models.CharRNN", "model.block_size=32", "batch_size=16")
+SKEWED = ("data=custom", "data._target_=bench.suite_models.skewed_blobs")
+FUNCTIONAL_NET = ("model=mlp", "data=synthetic", "model._target_=bench.suite_models.FunctionalNet")
+OUTLIERS = ("model=mlp", "data=custom", "data._target_=bench.suite_models.blobs_with_outliers")
+RAW_FEATURES = ("model=mlp", "data=custom", "data._target_=bench.suite_models.raw_feature_blobs")
+APART = ("data=custom", "data._target_=bench.suite_models.digits_prepared_apart", "data.num_classes=10")
+LEAKY = ("model=mlp", "data=custom", "data._target_=bench.suite_models.leaky_blobs", "model.width=128", "optim.weight_decay=0.0",
          "batch_size=32")
-TASKS = ("data=digits", "model._target_=suite_models.SharedTrunk", "loss._target_=suite_models.two_tasks")
-VIEWS = ("data=custom", "data._target_=suite_models.cluster_views", "data.task=null",
-         "model._target_=suite_models.Siamese")
-ALIGNED = (*VIEWS, "loss._target_=suite_models.alignment_only")  # no term keeps different inputs apart
+TASKS = ("data=digits", "model._target_=bench.suite_models.SharedTrunk", "loss._target_=bench.suite_models.two_tasks")
+VIEWS = ("data=custom", "data._target_=bench.suite_models.cluster_views", "data.task=null",
+         "model._target_=bench.suite_models.Siamese")
+ALIGNED = (*VIEWS, "loss._target_=bench.suite_models.alignment_only")  # no term keeps different inputs apart
 FULL = ("monitor=full", "monitor.every=5")
 NO_CLIP = "clip=null"
-VAE = ("data=digits", "model._target_=suite_models.GaussianVAE", "loss._target_=suite_models.elbo", NO_CLIP)
+VAE = ("data=digits", "model._target_=bench.suite_models.GaussianVAE", "loss._target_=bench.suite_models.elbo", NO_CLIP)
 
 
 def steps(n: int, evals: int = 6) -> tuple[str, ...]:
@@ -126,18 +127,18 @@ def catalogue() -> list[Case]:
             "mlp-k10-bf16": (*MLP, "data.shuffle_labels=true", "precision=bf16", "schedule=constant", *steps(120)),
         }),
         *sick("plateau_at_prior", ("plateau_at_prior",), {
-            "position-lm-adamw": (*USER_LM, "model._target_=suite_models.PositionOnlyLM", "optim.lr=3e-3",
+            "position-lm-adamw": (*USER_LM, "model._target_=bench.suite_models.PositionOnlyLM", "optim.lr=3e-3",
                                   *steps(200)),
-            "position-lm-sgd": (*USER_LM, "model._target_=suite_models.PositionOnlyLM", "optim=sgd", "optim.lr=0.5",
+            "position-lm-sgd": (*USER_LM, "model._target_=bench.suite_models.PositionOnlyLM", "optim=sgd", "optim.lr=0.5",
                                 *steps(200)),
-            "position-lm-lion-b16": (*USER_LM, "model._target_=suite_models.PositionOnlyLM", "model.block_size=16",
+            "position-lm-lion-b16": (*USER_LM, "model._target_=bench.suite_models.PositionOnlyLM", "model.block_size=16",
                                      "optim=lion", "optim.lr=1e-3", *steps(200)),
-            "blind-net-skewed-adamw": (*SKEWED, "model._target_=suite_models.InputBlindNet", *steps(150)),
-            "blind-net-skewed-sgd": (*SKEWED, "model._target_=suite_models.InputBlindNet", "optim=sgd",
+            "blind-net-skewed-adamw": (*SKEWED, "model._target_=bench.suite_models.InputBlindNet", *steps(150)),
+            "blind-net-skewed-sgd": (*SKEWED, "model._target_=bench.suite_models.InputBlindNet", "optim=sgd",
                                      "+data.classes=6", *steps(150)),
-            "blind-net-skewed-k12": (*SKEWED, "model._target_=suite_models.InputBlindNet", "+data.classes=12",
+            "blind-net-skewed-k12": (*SKEWED, "model._target_=bench.suite_models.InputBlindNet", "+data.classes=12",
                                      "seed=3", *steps(150)),
-            "position-lm-wide-cosine": (*USER_LM, "model._target_=suite_models.PositionOnlyLM", "+model.hidden=128",
+            "position-lm-wide-cosine": (*USER_LM, "model._target_=bench.suite_models.PositionOnlyLM", "+model.hidden=128",
                                         "optim.lr=1e-2", *steps(250)),
         }),
         *sick("slow_progress", ("slow_progress", "underfitting"), {
@@ -280,10 +281,10 @@ def catalogue() -> list[Case]:
                                          *steps(100)),
         }, mention="accum_reduction"),
         *sick("unused_parameters", ("unused_parameters",), {
-            "spare-head-adamw": (*USER_NET, "model._target_=suite_models.SpareHeadNet", *steps(150)),
-            "spare-head-sgd": (*USER_NET, "model._target_=suite_models.SpareHeadNet", "optim=sgd", *steps(150)),
-            "detached-branch": (*USER_NET, "model._target_=suite_models.DetachedBranchNet", *steps(150)),
-            "detached-branch-lion": (*USER_NET, "model._target_=suite_models.DetachedBranchNet", "optim=lion",
+            "spare-head-adamw": (*USER_NET, "model._target_=bench.suite_models.SpareHeadNet", *steps(150)),
+            "spare-head-sgd": (*USER_NET, "model._target_=bench.suite_models.SpareHeadNet", "optim=sgd", *steps(150)),
+            "detached-branch": (*USER_NET, "model._target_=bench.suite_models.DetachedBranchNet", *steps(150)),
+            "detached-branch-lion": (*USER_NET, "model._target_=bench.suite_models.DetachedBranchNet", "optim=lion",
                                      "optim.lr=3e-4", *steps(150)),
             "user-lm-spare": (*USER_LM, "+model.spare=true", "optim.lr=3e-3", *steps(150)),
         }),
@@ -328,43 +329,43 @@ def catalogue() -> list[Case]:
         }),
         *sick("outlier_samples", ("outlier_samples",), {
             "mlp-adamw-2pct-x1e3": (*OUTLIERS, *steps(200)),
-            "user-net-sgd-3pct-x300": (*OUTLIERS, "model._target_=suite_models.Net", "optim=sgd", "+data.share=0.03",
+            "user-net-sgd-3pct-x300": (*OUTLIERS, "model._target_=bench.suite_models.Net", "optim=sgd", "+data.share=0.03",
                                        "+data.scale=300", *steps(200)),
-            "functional-net-adamw-1pct-x1e4": (*OUTLIERS, "model._target_=suite_models.FunctionalNet",
+            "functional-net-adamw-1pct-x1e4": (*OUTLIERS, "model._target_=bench.suite_models.FunctionalNet",
                                                "+data.share=0.01", "+data.scale=1e4", *steps(200)),
             "mlp-lion-2pct-x1e3-constant": (*OUTLIERS, "optim=lion", "optim.lr=3e-4",
                                             "schedule=constant", *steps(200)),
-            "user-net-adam-5pct-x1e3-seed5": (*OUTLIERS, "model._target_=suite_models.Net", "optim=adam",
+            "user-net-adam-5pct-x1e3-seed5": (*OUTLIERS, "model._target_=bench.suite_models.Net", "optim=adam",
                                               "+data.share=0.05", "seed=5", *steps(200)),
             "mlp-sgd-2pct-x1e3-clip1": (*OUTLIERS, "optim=sgd", "clip=1.0", *steps(200)),
         }),
         *sick("unnormalised_inputs", ("unnormalised_inputs",), {
             "mlp-adamw-scale100": (*RAW_FEATURES, *steps(200)),
-            "user-net-sgd-scale1000": (*RAW_FEATURES, "model._target_=suite_models.Net", "optim=sgd",
+            "user-net-sgd-scale1000": (*RAW_FEATURES, "model._target_=bench.suite_models.Net", "optim=sgd",
                                        "+data.scale=1000", *steps(200)),
-            "functional-net-adamw-scale300": (*RAW_FEATURES, "model._target_=suite_models.FunctionalNet",
+            "functional-net-adamw-scale300": (*RAW_FEATURES, "model._target_=bench.suite_models.FunctionalNet",
                                               "+data.scale=300", *steps(200)),
             "mlp-lion-scale100-offset500": (*RAW_FEATURES, "optim=lion", "optim.lr=3e-4",
                                             "+data.offset=500", *steps(200)),
-            "user-net-adam-scale100-tanh": (*RAW_FEATURES, "model._target_=suite_models.Net", "+model.act=tanh",
+            "user-net-adam-scale100-tanh": (*RAW_FEATURES, "model._target_=bench.suite_models.Net", "+model.act=tanh",
                                             "optim=adam", *steps(200)),
             "mlp-adamw-scale1000-k4-seed6": (*RAW_FEATURES, "+data.scale=1000", "+data.classes=4",
                                              "seed=6", *steps(200)),
         }),
         *sick("val_train_overlap", ("val_train_overlap",), {
             "mlp-adamw-all-leaked": (*LEAKY, *steps(300)),
-            "user-net-sgd-half-leaked": (*LEAKY, "model._target_=suite_models.Net", "optim=sgd",
+            "user-net-sgd-half-leaked": (*LEAKY, "model._target_=bench.suite_models.Net", "optim=sgd",
                                          "+data.leaked=0.5", *steps(300)),
-            "functional-net-adamw-30pct": (*LEAKY, "model._target_=suite_models.FunctionalNet", "+data.leaked=0.3",
+            "functional-net-adamw-30pct": (*LEAKY, "model._target_=bench.suite_models.FunctionalNet", "+data.leaked=0.3",
                                            *steps(300)),
             "mlp-lion-all-leaked-wide": (*LEAKY, "model.width=256", "optim=lion", "optim.lr=3e-4",
                                          *steps(300)),
-            "user-net-adamw-20pct-seed3": (*LEAKY, "model._target_=suite_models.Net", "+data.leaked=0.2", "seed=3",
+            "user-net-adamw-20pct-seed3": (*LEAKY, "model._target_=bench.suite_models.Net", "+data.leaked=0.2", "seed=3",
                                            *steps(300)),
         }),
         *sick("split_mismatch", ("split_mismatch",), {
             "resnet-digits-labels-over-255": (*APART, "model=resnet", "model.width=8", *steps(200)),
-            "user-net-digits-train-pixels-scaled": (*APART, "model=mlp", "model._target_=suite_models.Net",
+            "user-net-digits-train-pixels-scaled": (*APART, "model=mlp", "model._target_=bench.suite_models.Net",
                                                     "+data.slip=pixels", *steps(200)),
             "mlp-digits-train-filtered": (*APART, "model=mlp", "+data.slip=filtered", *steps(200)),
             "mlp-sgd-digits-labels-over-255": (*APART, "model=mlp", "optim=sgd", *steps(200)),
@@ -372,14 +373,14 @@ def catalogue() -> list[Case]:
                                                         "seed=2", *steps(200)),
         }),
         *sick("frozen_parameters", ("frozen_parameters",), {
-            "frozen-body-adamw": (*USER_NET, "model._target_=suite_models.FrozenBodyNet", *steps(200)),
-            "frozen-body-sgd-d3": (*USER_NET, "model._target_=suite_models.FrozenBodyNet", "model.depth=3",
+            "frozen-body-adamw": (*USER_NET, "model._target_=bench.suite_models.FrozenBodyNet", *steps(200)),
+            "frozen-body-sgd-d3": (*USER_NET, "model._target_=bench.suite_models.FrozenBodyNet", "model.depth=3",
                                    "optim=sgd", *steps(200)),
-            "frozen-char-rnn": (*USER_LM, "model._target_=suite_models.FrozenCharRNN", "optim.lr=3e-3",
+            "frozen-char-rnn": (*USER_LM, "model._target_=bench.suite_models.FrozenCharRNN", "optim.lr=3e-3",
                                 *steps(200)),
-            "frozen-body-lion-wide": (*USER_NET, "model._target_=suite_models.FrozenBodyNet", "+model.hidden=256",
+            "frozen-body-lion-wide": (*USER_NET, "model._target_=bench.suite_models.FrozenBodyNet", "+model.hidden=256",
                                       "optim=lion", "optim.lr=3e-4", *steps(200)),
-            "frozen-char-gru-seed8": (*USER_LM, "model._target_=suite_models.FrozenCharRNN", "+model.cell=gru",
+            "frozen-char-gru-seed8": (*USER_LM, "model._target_=bench.suite_models.FrozenCharRNN", "+model.cell=gru",
                                       "optim.lr=3e-3", "seed=8", *steps(200)),
         }),
         *sick("attention_entropy_collapse", ("attention_entropy_collapse",), {
@@ -392,15 +393,15 @@ def catalogue() -> list[Case]:
                                          "schedule=constant", c, "seed=9", *steps(300)),
         }),
         *sick("capacity_limit", ("capacity_limit", "underfitting"), {
-            "bottleneck2-k20-adamw": (*USER_NET, "model._target_=suite_models.BottleneckNet", "data.num_classes=20",
+            "bottleneck2-k20-adamw": (*USER_NET, "model._target_=bench.suite_models.BottleneckNet", "data.num_classes=20",
                                       *steps(400)),
-            "bottleneck1-k10-sgd": (*USER_NET, "model._target_=suite_models.BottleneckNet", "+model.bottleneck=1",
+            "bottleneck1-k10-sgd": (*USER_NET, "model._target_=bench.suite_models.BottleneckNet", "+model.bottleneck=1",
                                     "optim=sgd", *steps(400)),
-            "bottleneck2-k50-lion": (*USER_NET, "model._target_=suite_models.BottleneckNet", "data.num_classes=50",
+            "bottleneck2-k50-lion": (*USER_NET, "model._target_=bench.suite_models.BottleneckNet", "data.num_classes=50",
                                      "optim=lion", "optim.lr=1e-3", *steps(400)),
-            "bottleneck2-k20-skewed": (*SKEWED, "model._target_=suite_models.BottleneckNet", "+data.classes=20",
+            "bottleneck2-k20-skewed": (*SKEWED, "model._target_=bench.suite_models.BottleneckNet", "+data.classes=20",
                                        *steps(400)),
-            "bottleneck1-k20-adam-seed2": (*USER_NET, "model._target_=suite_models.BottleneckNet",
+            "bottleneck1-k20-adam-seed2": (*USER_NET, "model._target_=bench.suite_models.BottleneckNet",
                                            "+model.bottleneck=1", "data.num_classes=20", "optim=adam", "seed=2",
                                            *steps(400)),
         }),
@@ -470,8 +471,8 @@ def missed_forms() -> list[Case]:
     """Forms of four classes that an independent suite missed: a warmup over most of the run; an LR
     10x too low where batch norm keeps the loss moving; outliers whose spikes the clip absorbs, in
     inputs or in regression targets; weight decay collapse under Adam's and RMSprop's coupled L2."""
-    bright = ("data=custom", "data._target_=suite_models.digits_with_bright_images", "data.num_classes=10")
-    bad_targets = ("model=mlp", "data=custom", "data._target_=suite_models.regression_with_bad_targets",
+    bright = ("data=custom", "data._target_=bench.suite_models.digits_with_bright_images", "data.num_classes=10")
+    bad_targets = ("model=mlp", "data=custom", "data._target_=bench.suite_models.regression_with_bad_targets",
                    "data.task=regression")
     digits_mlp = ("model=mlp", "data=digits")
     forms = "missed-forms"
@@ -539,8 +540,8 @@ def healthy_cases() -> list[Case]:
         "user-net-gelu-d3-sgd": (*USER_NET, "+model.act=gelu", "model.depth=3", "optim=sgd", *steps(300)),
         "user-net-wide-lion": (*USER_NET, "+model.hidden=256", "optim=lion", "optim.lr=3e-4", *steps(250)),
         "user-net-regression": (*USER_NET, "data.task=regression", *steps(300)),
-        "user-net-skewed": (*SKEWED, "model._target_=suite_models.Net", *steps(200)),
-        "user-net-skewed-sgd-k6": (*SKEWED, "model._target_=suite_models.Net", "+data.classes=6", "optim=sgd",
+        "user-net-skewed": (*SKEWED, "model._target_=bench.suite_models.Net", *steps(200)),
+        "user-net-skewed-sgd-k6": (*SKEWED, "model._target_=bench.suite_models.Net", "+data.classes=6", "optim=sgd",
                                    *steps(200)),
         "user-lm-lstm": (*USER_LM, "optim.lr=3e-3", *steps(300)),
         "user-lm-gru-cosine": (*USER_LM, "+model.cell=gru", "optim.lr=3e-3", *steps(250)),
@@ -565,12 +566,12 @@ def healthy_cases() -> list[Case]:
         "vae-beta1-sgd": (*VAE, "optim=sgd", "optim.lr=1e-2", *steps(300)),
         "vae-beta2-latent2-lion": (*VAE, "+loss.beta=2", "+model.latent=2", "optim=lion", "optim.lr=3e-4",
                                    *steps(300)),
-        "views-nt-xent": (*VIEWS, "loss._target_=suite_models.nt_xent", *steps(300)),
-        "views-nt-xent-t0.5-sgd": (*VIEWS, "loss._target_=suite_models.nt_xent", "+loss.temperature=0.5",
+        "views-nt-xent": (*VIEWS, "loss._target_=bench.suite_models.nt_xent", *steps(300)),
+        "views-nt-xent-t0.5-sgd": (*VIEWS, "loss._target_=bench.suite_models.nt_xent", "+loss.temperature=0.5",
                                    "optim=sgd", "optim.lr=0.3", *steps(300)),
-        "views-nt-xent-k4-dim32": (*VIEWS, "loss._target_=suite_models.nt_xent", "+data.clusters=4",
+        "views-nt-xent-k4-dim32": (*VIEWS, "loss._target_=bench.suite_models.nt_xent", "+data.clusters=4",
                                    "+model.dim=32", *steps(300)),
-        "views-nt-xent-noise1-seed5": (*VIEWS, "loss._target_=suite_models.nt_xent", "+data.noise=1.0", "seed=5",
+        "views-nt-xent-noise1-seed5": (*VIEWS, "loss._target_=bench.suite_models.nt_xent", "+data.noise=1.0", "seed=5",
                                        *steps(300)),
         "tasks-sgd-w1": (*TASKS, "optim=sgd", "optim.lr=0.05", *steps(400)),
         "tasks-adamw-w1": (*TASKS, *steps(400)),

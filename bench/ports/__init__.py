@@ -1,5 +1,5 @@
 """PyTorch ports of the buggy Keras programs of the DeepLocalize benchmark (Wardat-ISU/DeepLocalize;
 so_*, gh_*) and of buggy Keras/TensorFlow programs of defects4ml (mohmehmo/defects4ml; d4ml_*) and
 TensorFlow-Program-Bugs (ForeverZyh/TensorFlow-Program-Bugs; tfpb_*), each beside its fixed twin, for
-scripts/bench_external.py: plain torch, no harness imports, reached through
-`model._target_=external.<case>.Buggy` and `data._target_=external.<case>.build`."""
+bench/external.py: plain torch, no harness imports, reached through
+`model._target_=bench.ports.<case>.Buggy` and `data._target_=bench.ports.<case>.build`."""

@@ -4,8 +4,8 @@ Runs `mode=lr_find` on the baby GPT (for a few seeds, to show how far noise move
 suggestion), then trains the same recipe shortened to `--steps` updates at each grid LR and
 compares validation losses. The issue's bar: the suggestion lies within 3x of the grid's best LR.
 
-    python scripts/bench_lr_find.py                       # ~3-6 min on 2 cores
-    python scripts/bench_lr_find.py --steps 150 --seeds 1337
+    python -m bench.lr_find                       # ~3-6 min on 2 cores
+    python -m bench.lr_find --steps 150 --seeds 1337
 """
 from __future__ import annotations
 
@@ -16,9 +16,9 @@ import tempfile
 import time
 from pathlib import Path
 
-from hydra import compose, initialize_config_dir  # noqa: E402
+from hydra import compose, initialize_config_dir
 
-from harness.modes.run import run  # noqa: E402
+from harness.modes.run import run
 
 CONF = Path(__file__).resolve().parent.parent / "conf"
 RECIPE = ["experiment=baby_gpt", "logger=none", "diagnose=false"]

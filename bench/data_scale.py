@@ -7,8 +7,8 @@ file pages of the memmap included) are printed beside the smallest size's. The f
 OS file cache, as after any first read. The epoch boundary is timed in this process: the batch
 that starts the second epoch of a stream over the same number of samples.
 
-    python scripts/bench_data_scale.py                      # 1M, 20M, 100M, 400M, 1B tokens
-    python scripts/bench_data_scale.py --sizes 1e6 1e8 --dir /mnt/scratch
+    python -m bench.data_scale                      # 1M, 20M, 100M, 400M, 1B tokens
+    python -m bench.data_scale --sizes 1e6 1e8 --dir /mnt/scratch
 """
 from __future__ import annotations
 
@@ -24,8 +24,9 @@ from pathlib import Path
 
 import numpy as np
 
+from harness.data.sampler import BatchStream
+
 ROOT = Path(__file__).resolve().parent.parent
-from harness.data.sampler import BatchStream  # noqa: E402
 
 VOCAB = 4096
 BLOCK = 64

@@ -8,7 +8,7 @@ the wall time runs from the first trial's start to the last trial's end. For com
 replays the same trial durations through batch-blocking scheduling (Hydra's Launcher.launch:
 n_jobs trials at a time, the next batch after the slowest one ends).
 
-    python scripts/bench_sweep.py [--trials 24] [--jobs 2] [--min-s 0.3] [--max-s 2.0]
+    python -m bench.sweep [--trials 24] [--jobs 2] [--min-s 0.3] [--max-s 2.0]
 """
 from __future__ import annotations
 

@@ -8,8 +8,8 @@ For each setting it prints the best final val loss over the grid, the width in d
 LR range around the best LR whose loss is within 10% of it, and the largest LR in that range.
 Every run is its own short training in this process (same data, seed and model).
 
-    python scripts/bench_lr_sensitivity.py                       # 300 steps, 8 LRs from 1e-4 to 3e-1
-    python scripts/bench_lr_sensitivity.py --steps 100 --lrs 1e-3 1e-2
+    python -m bench.lr_sensitivity                       # 300 steps, 8 LRs from 1e-4 to 3e-1
+    python -m bench.lr_sensitivity --steps 100 --lrs 1e-3 1e-2
 """
 from __future__ import annotations
 
@@ -21,9 +21,9 @@ from pathlib import Path
 
 import torch
 
-from hydra import compose, initialize_config_dir  # noqa: E402
+from hydra import compose, initialize_config_dir
 
-from harness.modes.run import run  # noqa: E402
+from harness.modes.run import run
 
 CONF = Path(__file__).resolve().parent.parent / "conf"
 GRID = [1e-4, 3e-4, 1e-3, 3e-3, 1e-2, 3e-2, 1e-1, 3e-1]

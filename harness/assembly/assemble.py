@@ -26,7 +26,7 @@ from harness.loop.callbacks.evaluation import BestCheckpoint, EarlyStop, Evaluat
 from harness.loop.callbacks.guard_watch import GuardWatch
 from harness.loop.callbacks.live_diagnosis import LiveDiagnosisCallback
 from harness.loop.callbacks.metrics import MetricsLog
-from harness.build.config import RunConfig
+from harness.config.run_config import RunConfig
 from harness.core.config_keys import PER_INVOCATION
 from harness.loop.callbacks.sweep import SweepReport
 from harness.loop.callbacks.user import build_user_callbacks
@@ -45,7 +45,8 @@ from harness.loop.evaluation import Evaluator
 from harness.training.faults import FaultInjector
 from harness.training.flops import flops_per_update, peak_flops
 from harness.training.guard import Guard
-from harness.loop.hooks import Cadence, Callbacks
+from harness.loop.hooks import Callbacks
+from harness.loop.cadence import Cadence
 from harness.training.loss import compute_loss
 from harness.training.objective import Objective, OpenObjective, TargetLoss, note_unused_fields
 from harness.data.batch import batch_size, to_device
@@ -70,7 +71,7 @@ from harness.loop.step import ClipSettings, TrainStep
 from harness.sinks.base import RunInfo
 from harness.sinks.tracking import Tracker
 from harness.loop.trainer import Trainer
-from harness.loop.trial import TrialReporter, watch_sweeper
+from harness.loop.callbacks.sweep_trial import TrialReporter, watch_sweeper
 
 log = logging.getLogger("harness")
 

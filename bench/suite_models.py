@@ -1,5 +1,5 @@
-"""Models and data for scripts/pathology_suite.py, written the way a user writes them: plain torch,
-no harness imports, reached through `model._target_=suite_models.X` / `data._target_=...`."""
+"""Models and data for bench/pathology_suite.py, written the way a user writes them: plain torch,
+no harness imports, reached through `model._target_=bench.suite_models.X` / `data._target_=...`."""
 from __future__ import annotations
 
 import torch

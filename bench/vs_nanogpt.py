@@ -12,8 +12,8 @@ last val loss of each, and the ratios harness / nanoGPT.
 nanoGPT is the yardstick, not a dependency: pass a checkout with --nanogpt, or the pinned commit is
 cloned into ~/.cache/stable-harness/ (that needs git and network access).
 
-    python scripts/bench_vs_nanogpt.py --nanogpt ~/src/nanoGPT            # 3 rounds of 300 steps
-    python scripts/bench_vs_nanogpt.py --nanogpt ~/src/nanoGPT --steps 2000 --rounds 1 --threads 0
+    python -m bench.vs_nanogpt --nanogpt ~/src/nanoGPT            # 3 rounds of 300 steps
+    python -m bench.vs_nanogpt --nanogpt ~/src/nanoGPT --steps 2000 --rounds 1 --threads 0
 """
 from __future__ import annotations
 
@@ -32,9 +32,10 @@ from pathlib import Path
 
 import numpy as np
 
-ROOT = Path(__file__).resolve().parent.parent
-from harness.data.chars import encode_chars, split  # noqa: E402
+from harness.data.chars import encode_chars, split
 from harness.core.metric_names import PERF_STEP_MS
+
+ROOT = Path(__file__).resolve().parent.parent
 
 NANOGPT_URL = "https://github.com/karpathy/nanoGPT"
 NANOGPT_COMMIT = "3adf61e154c3fe3fca428ad6bc3818b27a3b8291"

@@ -4,8 +4,8 @@ Short sweep trials are mostly start-up, so this is the number that decides how m
 time trains. Both commands run as fresh processes, interleaved round by round so machine noise hits
 both alike; the table gives each one's median process wall time and the overhead of the harness.
 
-    python scripts/bench_startup.py              # 5 rounds
-    python scripts/bench_startup.py --rounds 9
+    python -m bench.startup              # 5 rounds
+    python -m bench.startup --rounds 9
 """
 from __future__ import annotations
 
@@ -17,8 +17,9 @@ import tempfile
 import time
 from pathlib import Path
 
+from harness.diagnosis.report import PLOTS_PENDING, REPORT_FILE
+
 ROOT = Path(__file__).resolve().parent.parent
-from harness.diagnosis.report import PLOTS_PENDING, REPORT_FILE  # noqa: E402
 
 TARGET_OVERHEAD_S = 0.5
 BARE_CODE = "import torch; torch.optim.AdamW(torch.nn.Linear(8, 8).parameters())"

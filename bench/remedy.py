@@ -1,13 +1,13 @@
 """How often does `diagnose.remedy=auto` heal a sick run, at what compute, and does it ever
 restart a healthy one?
 
-    python scripts/bench_remedy.py                      # the whole benchmark (~8 min on 2 cores)
-    python scripts/bench_remedy.py --only diverging --workers 2
-    python scripts/bench_remedy.py --rescore outputs/bench_remedy   # the tables again, no training
-    python scripts/bench_remedy.py --list
+    python -m bench.remedy                      # the whole benchmark (~8 min on 2 cores)
+    python -m bench.remedy --only diverging --workers 2
+    python -m bench.remedy --rescore outputs/bench_remedy   # the tables again, no training
+    python -m bench.remedy --list
 
 The sick runs are the pathology presets with a remedy plus, for every class whose finding carries
-one, `--per-class` cases of the pathology suite's catalogue (scripts/pathology_suite.py) across
+one, `--per-class` cases of the pathology suite's catalogue (bench/pathology_suite.py) across
 GPT, MLP, RNN, ResNet and user models, redrawn with seeds, synthetic tasks and lengths of their
 own (`--draw`; the suite's figures use draws 1-5). Checkpoints fall at every eval, as in a
 typical config, so remedies that continue from a checkpoint can. Each sick run trains three
@@ -33,12 +33,13 @@ from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
 
-from bench_external import relative_loss, reproduced  # noqa: E402
-from harness.modes.attempts import ranked_loss  # noqa: E402
-from pathology_suite import HEALTHY, Case, catalogue, redrawn  # noqa: E402
-from train_process import run_train  # noqa: E402
+from bench.external import relative_loss, reproduced
+from harness.modes.attempts import ranked_loss
+from bench.pathology_suite import HEALTHY, Case, catalogue, redrawn
+from bench.train_process import run_train
+
+ROOT = Path(__file__).resolve().parents[1]
 
 HEALED_WITHIN = 1.10  # best val loss at most 10% above the cured run's
 RUN_TIMEOUT = 900.0  # seconds per train.py process
@@ -124,10 +125,10 @@ def sick_runs(per_class: int, draw: int) -> list[Sick]:
 
 
 def external_runs() -> list[Sick]:
-    """Other people's buggy programs (scripts/bench_external.py) whose source shows a pathology, each
+    """Other people's buggy programs (bench/external.py) whose source shows a pathology, each
     cured by its author's fix (its fixed twin) on the same task, so their losses compare; live
     diagnosis on, so an attempt stops where its finding holds."""
-    import bench_external
+    from bench import external as bench_external
 
     # Scored rounds only: a round's held-out part must not be diagnosed before it is scored.
     return [Sick(f"{EXTERNAL}/{c.id}", EXTERNAL, with_evals_as_checkpoints((*c.overrides("buggy"), "diagnose.live=true")),
@@ -227,7 +228,7 @@ def worse(auto: dict, given: dict) -> bool:
 
 
 def _first_nonfinite(run_dir: Path) -> int | None:
-    from bench_external import evidence
+    from bench.external import evidence
 
     return evidence(run_dir).get("first_nonfinite_step") if (run_dir / "metrics.jsonl").is_file() else None
 

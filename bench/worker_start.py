@@ -6,8 +6,8 @@ process group's threads). Each method runs the same job in interleaved rounds, `
 at a time to load the machine as a test suite does; a job still running after `--timeout`
 seconds counts as a hang and is killed. The table gives hangs and the median job wall time.
 
-    python scripts/bench_worker_start.py                                   # auto, fork, forkserver, spawn; 8 rounds
-    python scripts/bench_worker_start.py --methods auto --rounds 30        # auto alone, 30 jobs
+    python -m bench.worker_start                                   # auto, fork, forkserver, spawn; 8 rounds
+    python -m bench.worker_start --methods auto --rounds 30        # auto alone, 30 jobs
 """
 from __future__ import annotations
 
@@ -50,7 +50,7 @@ def points() -> tuple[Dataset, Dataset]:
 
 def job(method: str, run_dir: Path) -> list[str]:
     return [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2",
-            str(ROOT / "train.py"), "data=custom", "data._target_=bench_worker_start.points", "data.task=classification",
+            str(ROOT / "train.py"), "data=custom", "data._target_=bench.worker_start.points", "data.task=classification",
             "data.num_classes=2", "model=mlp", "model.width=32", "batch_size=64", "data.num_workers=2",
             f"data.worker_start={method}", "trainer.max_steps=30", "trainer.eval_every=10", "trainer.log_every=10",
             "trainer.ckpt_every=30", "logger=none", "diagnose=false", f"hydra.run.dir={run_dir}"]
@@ -58,7 +58,7 @@ def job(method: str, run_dir: Path) -> list[str]:
 
 def run_job(method: str, run_dir: Path, timeout: float) -> float | None:
     """The job's wall time in seconds, or None when it hung (killed after `timeout`)."""
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT / "scripts"), os.environ.get("PYTHONPATH", "")])}
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
     started = time.perf_counter()
     proc = subprocess.Popen(job(method, run_dir), cwd=run_dir.parent, env=env, stdout=subprocess.DEVNULL,
                             stderr=subprocess.PIPE, text=True, start_new_session=True)

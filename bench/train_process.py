@@ -1,6 +1,6 @@
 """`python train.py ...` as the benchmarks run it: a process of its own at one thread (they run
-several side by side on few cores), with scripts/ on PYTHONPATH so that the user-written models
-and data they name by `_target_` import."""
+several side by side on few cores), with the repository root on PYTHONPATH so that the user-written
+models and data they name by `_target_` (bench.ports.*, bench.suite_models.*) import."""
 from __future__ import annotations
 
 import os
@@ -16,7 +16,7 @@ def run_train(overrides: tuple[str, ...], run_dir: Path, timeout: float) -> dict
     """{"error": None, or why it failed (the exit code and stderr's last line, or the timeout),
     "seconds": its wall time}; the run itself is in `run_dir`."""
     cmd = [sys.executable, str(ROOT / "train.py"), *overrides, f"hydra.run.dir={run_dir}", "overwrite=true"]
-    paths = [str(ROOT / "scripts"), os.environ.get("PYTHONPATH")]
+    paths = [str(ROOT), os.environ.get("PYTHONPATH")]
     env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": os.pathsep.join(p for p in paths if p)}
     started = time.monotonic()
     try:

@@ -1,0 +1,1 @@
+"""The run config: the composed Hydra config checked once, before any work, into a typed RunConfig."""
