@@ -1,6 +1,7 @@
 """Programs written the way a user writes plain torch, for the judgement tests: MLPs on raw
-tabular columns, a net with an exponential activation, and three models whose output cannot vary
-(a softmax or log-softmax over one unit, a softmax along a dimension of size 1)."""
+tabular columns, a net with an exponential activation, three models whose output cannot vary
+(a softmax or log-softmax over one unit, a softmax along a dimension of size 1), and rows that
+were never filled in."""
 import numpy as np
 import torch
 from torch import nn
@@ -35,6 +36,13 @@ def sequences(n: int = 900, n_val: int = 300, seed: int = 0, length: int = 12, c
     x = x + 0.2 * rng.standard_normal(x.shape)
     d = lambda a, b: TensorDataset(torch.tensor(a, dtype=torch.float32), torch.tensor(b))
     return d(x[:n], y[:n]), d(x[n:], y[n:])
+
+
+def blank_rows(n: int = 1200, n_val: int = 300, seed: int = 0):
+    """Rows left as allocated (zeros, as np.empty often gives) with binary labels: every input alike."""
+    tr, va = binary_float(n, n_val, seed)
+    return (TensorDataset(torch.zeros_like(tr.tensors[0]), tr.tensors[1]),
+            TensorDataset(torch.zeros_like(va.tensors[0]), va.tensors[1]))
 
 
 class MLP(nn.Module):

@@ -1,6 +1,7 @@
 """What one forward and backward of the untrained model on the first micro-batch shows before
-training: whether its output depends on its input, whether any gradient leaves the loss, and the
-first module whose output went non-finite on finite inputs.
+training: whether its output depends on its input, whether any gradient leaves the loss (and where
+it stops when none reaches a weight), and the first module whose output went non-finite on finite
+inputs.
 
 A constant output (a softmax or log-softmax over one unit, a softmax along a dimension of size 1,
 a saturated final activation) passes no gradient back, so every unit behind it looks dead: the
@@ -52,9 +53,13 @@ def forward_facts(model: nn.Module, loss_of: Callable[[], torch.Tensor], batch: 
             return
         given = _first_batched((args, kwargs), batch)
         finite = bool(torch.isfinite(out).all())
-        calls.append({"module": name, "type": type(module).__name__, "varies": finite and _varies(out),
-                      "finite": finite, "input_finite": given is None or bool(torch.isfinite(given).all()),
-                      "input_max": float(given.detach().abs().max()) if given is not None and given.numel() else None})
+        call = {"module": name, "type": type(module).__name__, "varies": finite and _varies(out), "finite": finite,
+                "input_finite": given is None or bool(torch.isfinite(given).all()),
+                "input_max": float(given.detach().abs().max()) if given is not None and given.numel() else None,
+                "weights": any(True for _ in module.parameters(recurse=False)), "gradient": 0.0}
+        if out.requires_grad:
+            out.register_hook(lambda g, call=call: call.update(gradient=float(g.detach().abs().max())))
+        calls.append(call)
         if name == "":
             inputs["varies"] = given is None or _varies(given)
             inputs["value"] = float(out.detach().reshape(-1)[0]) if finite else None
@@ -78,7 +83,18 @@ def forward_facts(model: nn.Module, loss_of: Callable[[], torch.Tensor], batch: 
         facts["constant_output"] = {**_where_constant(calls), "value": inputs.get("value")}
     facts["nonfinite"] = next(({k: c[k] for k in ("module", "type", "input_max")} for c in calls
                                if not c["finite"] and c["input_finite"] and c["module"]), None)
+    facts["gradient_stop"] = _where_gradient_stops(calls) if norm == 0 and facts["loss_finite"] else None
     return facts
+
+
+def _where_gradient_stops(calls: list[dict[str, Any]]) -> dict[str, Any]:
+    """Where the loss's gradient ends, when no weight gets any: `reached` is the deepest module call
+    whose output still got a gradient ("" the model's own output; None not even that), and
+    `last_layer` the last module with weights the forward called (the output layer)."""
+    reached = next((c for c in calls if c["gradient"] > 0), None)
+    last = next((c for c in reversed(calls) if c["weights"]), None)
+    return {"reached": reached["module"] if reached else None, "reached_type": reached["type"] if reached else None,
+            "last_layer": last["module"] if last else None, "last_layer_type": last["type"] if last else None}
 
 
 def _where_constant(calls: list[dict[str, Any]]) -> dict[str, Any]:

@@ -18,7 +18,7 @@ OUT_OF_REACH_CRITICAL = 0.10
 
 
 def output_activation(run: RunData) -> Finding | None:
-    constant = _constant_output(run)
+    constant = _constant_output(run) or _no_gradient_at_the_output(run)
     out = run.summary.get("output_activation")
     task = run.summary.get("task")
     if constant or run.summary.get("user_loss") or not out or task not in ("regression", "classification"):
@@ -65,6 +65,31 @@ def _constant_output(run: RunData) -> Finding | None:
     target = _constant_output_target(run, out)
     return Finding("output_activation", Severity.CRITICAL, "the model's output is the same for every input", evidence,
                    fix + f" (output_activation={target} replaces it).", output_fix(run, target, constant=True))
+
+
+def _no_gradient_at_the_output(run: RunData) -> Finding | None:
+    """No weight got a gradient from a finite loss, and the gradient already ended at or after the
+    output layer (summary.json's `forward.gradient_stop`): whatever the inputs, nothing can train.
+    A gradient that reached a module inside the model and ended there is a layer's doing (dead or
+    saturated units), named by those rules."""
+    forward = run.summary.get("forward") or {}
+    stop = forward.get("gradient_stop")
+    if not stop or forward.get("gradient_norm") != 0 or stop["reached"] not in (None, ""):
+        return None
+    layer = (f"`{stop['last_layer']}` ({stop['last_layer_type']}), the last layer with weights" if stop["last_layer"]
+             else "the last layer with weights")
+    where = ("the loss passes no gradient to the model's output (a loss of a detached, rounded or arg-maxed output, "
+             "or one that does not read it)" if stop["reached"] is None else
+             f"the gradient reaches the model's output but not {layer}: the forward's own code after that layer "
+             "passes none (a softmax or log-softmax over one unit or along a dimension of size 1, a clamp it "
+             "saturates, a rounding)")
+    evidence = (f"before any update, the loss on the first batch is finite but no weight gets a gradient (norm 0): "
+                f"{where}. The layers behind it get no signal, so units that look dead or gradients that look "
+                "vanished beside this finding are its doing, and no LR, init or activation change reaches it.")
+    return Finding("output_activation", Severity.CRITICAL, "no gradient reaches the model's output layer", evidence,
+                   "a probability of one class is a sigmoid over one unit, of one of several classes a softmax over "
+                   "the class dimension; the loss reads the output as computed (no detach, rounding or argmax on "
+                   "its way): change it in the model's forward or the loss.")
 
 
 def _constant_output_target(run: RunData, out: dict) -> str:

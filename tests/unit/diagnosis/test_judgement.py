@@ -53,6 +53,27 @@ def test_a_constant_output_is_traced_to_the_module_that_makes_it(model, inputs, 
     assert constant["after"] is not None and facts["gradient_norm"] == 0.0
 
 
+def test_where_the_gradient_ends_is_found_when_no_weight_gets_one():
+    """Alike inputs hide a constant output; where the gradient stops does not depend on them."""
+    torch.manual_seed(0)
+    net, x = programs.FunctionalOneUnitSoftmax(), torch.zeros(8, 5)
+    facts = forward_facts(net, lambda: net(x).sum(), len(x))
+    assert not facts["inputs_vary"] and facts["constant_output"] is None and facts["gradient_norm"] == 0.0
+    assert facts["gradient_stop"] == {"reached": "", "reached_type": "FunctionalOneUnitSoftmax",
+                                      "last_layer": "net.2", "last_layer_type": "Linear"}
+    rounded = programs.MLP()
+    stop = forward_facts(rounded, lambda: (rounded(x).round() - 1).pow(2).mean(), len(x))["gradient_stop"]
+    assert stop["reached"] is None and stop["last_layer"] == "net.4"  # the loss reads a rounded output
+    dead = nn.Sequential(nn.Linear(5, 16, bias=False), nn.ReLU(), nn.Linear(16, 2, bias=False))
+    with torch.no_grad():
+        dead[0].weight.fill_(-1.0)
+    x = torch.rand(8, 5)  # positive inputs: every unit below zero
+    stop = forward_facts(dead, lambda: dead(x).logsumexp(1).mean(), len(x))["gradient_stop"]
+    assert stop["reached"] == "1" and stop["reached_type"] == "ReLU"  # ends inside: the units' doing
+    healthy = programs.MLP()
+    assert forward_facts(healthy, lambda: healthy(x).sum(), len(x))["gradient_stop"] is None
+
+
 def test_a_healthy_model_varies_passes_a_gradient_and_leaves_no_trace():
     torch.manual_seed(0)
     net, x = programs.MLP(), torch.randn(8, 5)
@@ -145,6 +166,15 @@ def test_a_softmax_along_a_size_one_dimension_is_named_before_the_units_it_starv
     assert findings[0].remedies[0].overrides == ("output_activation=identity",)
     summary = json.loads((tmp_path / "summary.json").read_text())
     assert summary["forward"]["gradient_norm"] == 0.0
+
+
+def test_a_one_unit_softmax_on_rows_never_filled_in_is_named_at_the_output(tmp_path):
+    """Inputs all alike: the output cannot be seen to be constant, but no gradient leaves it."""
+    train([*BINARY, "data._target_=sick_programs.blank_rows", "model._target_=sick_programs.FunctionalOneUnitSoftmax",
+           "loss._target_=sick_programs.bce", "trainer.max_steps=120"], tmp_path)
+    first = _findings(tmp_path)[0]
+    assert first.name == "output_activation" and first.severity is Severity.CRITICAL
+    assert "not `net.2` (Linear), the last layer with weights" in first.evidence and not first.remedies
 
 
 def test_remedy_auto_replaces_a_constant_output_under_the_users_own_objective(tmp_path):
