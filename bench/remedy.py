@@ -35,7 +35,7 @@ from pathlib import Path
 
 
 from bench.external import relative_loss, reproduced
-from harness.modes.attempts import ranked_loss
+from harness.remedy.judge import ranked_loss
 from bench.pathology_suite import HEALTHY, Case, catalogue, redrawn
 from bench.train_process import run_train
 

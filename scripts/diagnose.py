@@ -13,13 +13,13 @@ import argparse
 import sys
 from pathlib import Path
 
-
-from harness.modes.attempts import ATTEMPTS, load_story, write_top  # noqa: E402
-from harness.entry.cli import fail  # noqa: E402
-from harness.diagnosis import MissingMetricsError, write_report  # noqa: E402
-from harness.diagnosis.load import METRICS_FILE  # noqa: E402
-from harness.diagnosis.report import REPORT_FILE  # noqa: E402
-from harness.core.errors import ConfigError  # noqa: E402
+from harness.core.errors import ConfigError
+from harness.diagnosis import MissingMetricsError, write_report
+from harness.diagnosis.load import METRICS_FILE
+from harness.diagnosis.report import REPORT_FILE
+from harness.entry.cli import fail
+from harness.remedy.report import write_top
+from harness.remedy.story import attempt_dir, load_story
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -28,11 +28,11 @@ def main(argv: list[str] | None = None) -> int:
     run_dir = Path(parser.parse_args(argv).run_dir)
     story = load_story(run_dir)
     if story is not None:  # a diagnose.remedy=auto run: each attempt is a run of its own
-        for attempt in story["attempts"]:
-            if (run_dir / ATTEMPTS / str(attempt["number"]) / METRICS_FILE).is_file():
-                print(f"attempt {attempt['number']} ({attempt['restart']}):")
-                diagnose_one(run_dir / ATTEMPTS / str(attempt["number"]))
-        if story.get("best_attempt"):
+        for attempt in story.attempts:
+            if (attempt_dir(run_dir, attempt) / METRICS_FILE).is_file():
+                print(f"attempt {attempt.number} ({attempt.restart}):")
+                diagnose_one(attempt_dir(run_dir, attempt))
+        if story.best_attempt:
             write_top(run_dir, story)
         print(f"report: {run_dir / REPORT_FILE}")
         return 0

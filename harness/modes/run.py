@@ -12,7 +12,7 @@ import torch
 from omegaconf import DictConfig
 
 from harness.assembly.assemble import assemble
-from harness.modes.attempts import run_attempts
+from harness.remedy.driver import run_attempts
 from harness.state.checkpoint import is_sharded_checkpoint, latest_valid_checkpoint, verified_checkpoint
 from harness.state.files import atomic_json_dump
 from harness.config.run_config import RunConfig, validate_config

@@ -16,7 +16,8 @@ import pytest
 import torch
 
 from conftest import CPU_RANKS, ROOT, compose_cfg, one_line_error, run_cli, train, wait_until
-from harness.modes.attempts import attempt_config
+from harness.remedy.driver import attempt_config
+from harness.remedy.story import Attempt
 from harness.state.checkpoint import checkpoint_problem, load_checkpoint, step_checkpoints
 from harness.core.errors import ConfigError
 from harness.state.run_lock import LOCK_FILE
@@ -338,8 +339,7 @@ def test_a_killed_runs_lock_is_taken_over_with_a_line(tmp_path):
 def test_the_remedy_restart_copy_is_atomic_and_checked_against_the_story(tmp_path, monkeypatch):
     train([*SMALL, "trainer.stop_after=8"], tmp_path / "attempts" / "1")
     source = tmp_path / "attempts" / "1" / "checkpoints" / "step_00000008.pt"
-    attempt = {"number": 2, "overrides": ["optim.lr=0.0005"], "restart": "from step 8 of attempt 1",
-               "restart_checkpoint": str(source), "restart_step": 8}
+    attempt = Attempt(2, ["optim.lr=0.0005"], "from step 8 of attempt 1", str(source), 8)
     attempt_dir = tmp_path / "attempts" / "2"
     cfg = compose_cfg([o for o in SMALL if o != "diagnose=false"])
 

@@ -12,7 +12,8 @@ import pytest
 import torch
 
 from conftest import ROOT, compose_cfg, one_line_error, run_cli, torchrun, train, wait_until
-from harness.modes.attempts import ranked_loss
+from harness.remedy.judge import ranked_loss
+from harness.remedy.story import Applied, Attempt, Story
 
 pytestmark = pytest.mark.trajectory  # follows unstable runs: checked under other kernels too (docs/testing.md)
 
@@ -204,12 +205,30 @@ def test_remedy_scope_training_never_changes_the_model_and_the_run_as_given_is_f
     assert summary["best_val_loss"] <= without["best_val_loss"]
 
 
+def test_a_story_written_before_it_was_typed_reads_and_writes_back_the_same():
+    """attempts.json of runs already on disk: a resume reads it, and writes it back unchanged."""
+    told = {"max_attempts": 3, "verdict": "healed", "best_attempt": 2, "attempts": [
+        {"number": 1, "overrides": [], "restart": "as given", "restart_checkpoint": None, "restart_step": None,
+         "status": "sick", "steps": 200, "best_val_loss": 2.3, "best_val_accuracy": 0.1, "final_train_loss": 2.31,
+         "critical": ["diverging"], "learned": False},
+        {"number": 2, "overrides": ["optim.lr=0.1"], "restart": "from step 100 of attempt 1",
+         "restart_checkpoint": "/r/attempts/1/checkpoints/step_00000100.pt", "restart_step": 100, "base": 1,
+         "applied": {"finding": "diverging", "overrides": ["optim.lr=0.1"], "restart": "checkpoint", "why": "lower",
+                     "before_step": 150, "kind": "lr_down", "changes_model": False},
+         "status": "completed", "steps": 300, "best_val_loss": 0.9, "best_val_accuracy": None,
+         "final_train_loss": 0.8, "critical": [], "learned": True, "outcome": "kept"}],
+        "refused": [{"finding": "diverging", "overrides": ["precision=fp16"], "why": "error: ..."}]}
+    story = Story.from_json(told)
+    assert story.attempts[1].applied.idea == "lr_down" and story.attempts[1].kept and story.remedies_applied == 1
+    assert story.to_json() == told
+
+
 def test_the_verdict_needs_a_better_attempt_without_critical_findings_that_learned():
-    from harness.modes.attempts import _conclude
+    from harness.remedy.judge import conclude
 
     def story(*attempts):
-        return {"attempts": [{"number": i, "best_val_loss": loss, "critical": critical, "learned": learned}
-                             for i, (loss, critical, learned) in enumerate(attempts, 1)], "verdict": None}
+        return Story(5, [Attempt(i, [], "", best_val_loss=loss, critical=critical, learned=learned)
+                         for i, (loss, critical, learned) in enumerate(attempts, 1)])
 
     cases = [(story((2.3, ["dead_relu"], False), (1.2, [], True)), "healed", 2),
              (story((2.3, ["dead_relu"], False), (2.29, [], False)), "sick", 2),  # no critical, but at chance
@@ -217,28 +236,28 @@ def test_the_verdict_needs_a_better_attempt_without_critical_findings_that_learn
              (story((2.3, ["dead_relu"], False), (1.9, ["dead_relu"], True)), "sick", 2),
              (story((0.5, [], True)), "healthy", 1)]
     for told, verdict, best in cases:
-        _conclude(told)
-        assert (told["verdict"], told["best_attempt"]) == (verdict, best)
+        conclude(told)
+        assert (told.verdict, told.best_attempt) == (verdict, best)
 
 
 def test_a_rejected_remedy_is_never_the_result_and_a_stopped_base_is_finished_instead(tmp_path):
     """The live diagnosis stopped the run as given at step 200; the remedy trained 1000 steps to a
     hair below it, but was not better where both had trained (rejected): the result is the run
     as given, finished to its end, not the rejected attempt (which ended above remedy=off)."""
-    from harness.modes.attempts import _best, _finish_best
+    from harness.remedy.judge import best
+    from harness.remedy.policy import finish_best
 
-    attempts = [{"number": 1, "overrides": [], "best_val_loss": 1188.87, "critical": ["unnormalised_inputs"]},
-                {"number": 2, "overrides": ["data.standardize=true"], "best_val_loss": 1188.79, "critical": [],
-                 "base": 1, "outcome": "rejected"}]
-    story = {"attempts": attempts, "verdict": None}
-    assert _best(story)["number"] == 1
+    story = Story(5, [Attempt(1, [], "as given", best_val_loss=1188.87, critical=["unnormalised_inputs"]),
+                      Attempt(2, ["data.standardize=true"], "from scratch", best_val_loss=1188.79, critical=[], base=1,
+                              outcome="rejected")])
+    assert best(story).number == 1
     first = tmp_path / "attempts" / "1"
     (first / "checkpoints").mkdir(parents=True)
     stopped_by = {"finding": "unnormalised_inputs", "severity": "critical", "step": 200}
     (first / "summary.json").write_text(json.dumps({"stopped_by": stopped_by, "steps": 200, "max_steps": 1000}))
     torch.save({"step": 200}, first / "checkpoints" / "step_00000200.pt")
-    following = _finish_best(story, tmp_path)
-    assert following is not None and following["finishes"] == 1 and following["overrides"] == []
+    following = finish_best(story, tmp_path)
+    assert following is not None and following.finishes == 1 and following.overrides == []
 
 
 def test_a_kept_lr_move_is_followed_by_the_same_factor_and_an_overshoot_is_halved_once():
@@ -247,66 +266,64 @@ def test_a_kept_lr_move_is_followed_by_the_same_factor_and_an_overshoot_is_halve
     midpoint is tried once; after the midpoint the search ends. A move that did not help, or a
     remedy of another kind, starts no search; a training change of another kind the findings still
     name (AdamW for SGD) comes before the search."""
-    from harness.modes.attempts import _next_attempt
+    from harness.remedy.policy import next_attempt
     from harness.diagnosis.findings import Finding, Remedy, Restart, Severity
 
     cfg = compose_cfg(["optim=sgd", "optim.lr=2.0"])
-    given = {"number": 1, "overrides": [], "restart": "as given", "restart_checkpoint": None, "restart_step": None}
-    cut = {"number": 2, "overrides": ["optim.lr=0.2", "clip=1.0"], "restart": "from scratch", "restart_checkpoint": None,
-           "restart_step": None, "base": 1, "outcome": "kept",
-           "applied": {"finding": "diverging", "kind": "lr_down", "overrides": ["optim.lr=0.2", "clip=1.0"]}}
-    story = {"attempts": [given, cut], "max_attempts": 5, "verdict": None}
+    given = Attempt(1, [], "as given")
+    cut = Attempt(2, ["optim.lr=0.2", "clip=1.0"], "from scratch", base=1, outcome="kept",
+                  applied=Applied("diverging", ["optim.lr=0.2", "clip=1.0"], kind="lr_down"))
+    story = Story(5, [given, cut])
 
     def following(attempt, current, findings=()):
-        return _next_attempt(cfg, story, attempt, current, Path("unused"), list(findings), "all", 1)
+        return next_attempt(cfg, story, attempt, current, Path("unused"), list(findings), "all", 1)
 
     further = following(cut, cut)
-    assert further["overrides"] == ["clip=1.0", "optim.lr=0.02"] and further["base"] == 2
-    assert further["applied"]["search"] == "further" and further["applied"]["kind"] == "lr_down"
-    assert further["restart"] == "from scratch"
+    assert further.overrides == ["clip=1.0", "optim.lr=0.02"] and further.base == 2
+    assert further.applied.search == "further" and further.applied.kind == "lr_down"
+    assert further.restart == "from scratch"
 
-    further.update(outcome="rejected")
-    story["attempts"].append(further)
+    further.outcome = "rejected"
+    story.attempts.append(further)
     midpoint = following(further, cut)
-    assert midpoint["overrides"] == ["clip=1.0", "optim.lr=0.0632"] and midpoint["base"] == 2
-    assert midpoint["applied"]["search"] == "midpoint"
-    midpoint.update(outcome="rejected")
-    story["attempts"].append(midpoint)
+    assert midpoint.overrides == ["clip=1.0", "optim.lr=0.0632"] and midpoint.base == 2
+    assert midpoint.applied.search == "midpoint"
+    midpoint.outcome = "rejected"
+    story.attempts.append(midpoint)
     assert following(midpoint, cut) is None  # the search is over and no finding names anything else
 
-    story["attempts"][2:] = []
-    cut["outcome"] = "rejected"
+    story.attempts[2:] = []
+    cut.outcome = "rejected"
     assert following(cut, given) is None  # a cut that did not help starts no search
-    cut.update(outcome="kept", applied={**cut["applied"], "kind": "clip"})
+    cut.outcome, cut.applied.kind = "kept", "clip"
     assert following(cut, cut) is None  # nor does a remedy of another kind
-    cut["applied"]["kind"] = "lr_down"
+    cut.applied.kind = "lr_down"
     switch = Remedy(("optim=adamw", "optim.lr=0.001"), Restart.SCRATCH, "AdamW", kind="optimizer")
     still = Finding("diverging", Severity.CRITICAL, "still diverging", "", "", (switch,))
-    assert following(cut, cut, [still])["applied"]["kind"] == "optimizer"
+    assert following(cut, cut, [still]).applied.kind == "optimizer"
 
 
 def test_a_remedy_rejected_where_its_base_stopped_early_is_kept_if_it_ends_better_than_the_finished_base():
     """The base stopped at step 48 for a remedy; the remedy (from scratch) trailed there and was
     rejected, then ended at 2.08. Finished, the run as given ends at 2.24: the remedy is kept at
     the end and is the result. One that ends only 0.5% better stays rejected."""
-    from harness.modes.attempts import _best, _rejudge_at_the_end
+    from harness.remedy.judge import best, rejudge_at_the_end
 
     def told(remedy_loss):
-        return {"verdict": None, "attempts": [
-            {"number": 1, "overrides": [], "best_val_loss": 2.243, "steps": 48, "critical": ["vanishing_gradients"]},
-            {"number": 2, "overrides": ["activation_swap=gelu"], "best_val_loss": remedy_loss, "steps": 150,
-             "critical": [], "base": 1, "outcome": "rejected"},
-            {"number": 3, "overrides": ["init=xavier"], "best_val_loss": 2.0, "steps": 48, "critical": ["x"],
-             "base": 1, "outcome": "rejected"},  # stopped early itself: not comparable at the end
-            {"number": 4, "overrides": [], "best_val_loss": 2.238, "steps": 150, "critical": [], "base": 1,
-             "finishes": 1, "outcome": "rejected"}]}
+        return Story(5, [
+            Attempt(1, [], "as given", best_val_loss=2.243, steps=48, critical=["vanishing_gradients"]),
+            Attempt(2, ["activation_swap=gelu"], "", best_val_loss=remedy_loss, steps=150, critical=[], base=1,
+                    outcome="rejected"),
+            Attempt(3, ["init=xavier"], "", best_val_loss=2.0, steps=48, critical=["x"], base=1,
+                    outcome="rejected"),  # stopped early itself: not comparable at the end
+            Attempt(4, [], "", best_val_loss=2.238, steps=150, critical=[], base=1, finishes=1, outcome="rejected")])
 
     better, hair = told(2.078), told(2.227)
     for story in (better, hair):
-        _rejudge_at_the_end(story, story["attempts"][3], noise=0.005)
-    assert better["attempts"][1]["outcome"] == "kept at the end" and _best(better)["number"] == 2
-    assert better["attempts"][2]["outcome"] == "rejected"
-    assert hair["attempts"][1]["outcome"] == "rejected" and _best(hair)["number"] == 4
+        rejudge_at_the_end(story, story.attempts[3], noise=0.005)
+    assert better.attempts[1].outcome == "kept at the end" and best(better).number == 2
+    assert better.attempts[2].outcome == "rejected"
+    assert hair.attempts[1].outcome == "rejected" and best(hair).number == 4
 
 
 def test_an_attempt_is_judged_by_ratios_against_its_bases_noise():
@@ -315,32 +332,32 @@ def test_an_attempt_is_judged_by_ratios_against_its_bases_noise():
     not by one that only reaches 0.15. A steady base is not beaten by a remedy within its noise, at
     any scale."""
     from harness.diagnosis.load import RunData
-    from harness.modes.attempts import _better
+    from harness.remedy.judge import better
 
     def run(*val):
         return RunData(Path("run"), {}, {}, [], [{"step": 100 * (i + 1), "val/loss": v} for i, v in enumerate(val)])
 
     oscillating = run(7.41, 2.52, 1.29, 0.702, 0.574, 0.37, 2.01, 0.202, 7.16, 1.24)
-    assert _better(run(0.146, 0.00109, 0.00102, 0.000978, 0.000963, 0.000935, 0.000941, 6750.0, 3.51, 0.803),
+    assert better(run(0.146, 0.00109, 0.00102, 0.000978, 0.000963, 0.000935, 0.000941, 6750.0, 3.51, 0.803),
                    oscillating)
-    assert not _better(run(2.0, 1.0, 0.6, 0.4, 0.3, 0.25, 0.2, 0.18, 0.16, 0.15), oscillating)
+    assert not better(run(2.0, 1.0, 0.6, 0.4, 0.3, 0.25, 0.2, 0.18, 0.16, 0.15), oscillating)
     # the LR search's next step on that port: 10% lower than a base that blew up after its best, and
     # clean: within the base's noise, but it cleared its critical finding, so it is kept
     blew_up = run(0.00106, 0.00138, 0.00107, 0.000977, 0.000914, 0.000879, 0.000846, 6750.0, 3.51, 0.803)
     clean = run(0.00106, 0.00138, 0.00107, 0.000977, 0.000914, 0.000879, 0.000846, 0.000857, 0.000904, 0.000935)
-    assert not _better(clean, blew_up) and _better(clean, blew_up, cleared=True)
-    assert not _better(run(*(1.01 * v for v in clean.series("val/loss", kind="eval").values)), blew_up, cleared=True)
+    assert not better(clean, blew_up) and better(clean, blew_up, cleared=True)
+    assert not better(run(*(1.01 * v for v in clean.series("val/loss", kind="eval").values)), blew_up, cleared=True)
     for scale in (1.0, 1e-6, 1e6):
         steady = run(*(scale * v for v in (1.0, 0.8, 0.7, 0.62, 0.6, 0.61, 0.59, 0.6)))
-        assert not _better(run(*(scale * v for v in (1.0, 0.8, 0.7, 0.62, 0.6, 0.6, 0.585, 0.59))), steady)
-        assert _better(run(*(scale * v for v in (1.0, 0.7, 0.5, 0.45, 0.4, 0.41, 0.4, 0.4))), steady)
+        assert not better(run(*(scale * v for v in (1.0, 0.8, 0.7, 0.62, 0.6, 0.6, 0.585, 0.59))), steady)
+        assert better(run(*(scale * v for v in (1.0, 0.7, 0.5, 0.45, 0.4, 0.41, 0.4, 0.4))), steady)
 
 
 def test_a_run_that_finished_with_a_warning_tries_its_remedies_and_a_stopped_one_only_its_criticals():
     """A warning never stops a run; one that ran to its end with a warning that names a remedy (a
     run still falling slowly at the end) gets that remedy tried, judged like any other. A run a
     critical finding stopped acts on the critical one only."""
-    from harness.modes.attempts import _next_candidate
+    from harness.remedy.policy import next_candidate
     from harness.diagnosis.findings import Finding, Remedy, Restart, Severity
 
     cfg = compose_cfg(["optim.lr=1e-4"])
@@ -348,16 +365,15 @@ def test_a_run_that_finished_with_a_warning_tries_its_remedies_and_a_stopped_one
     clip = Remedy(("clip=1.0",), Restart.SCRATCH, "clip", kind="clip")
     slow = Finding("slow_progress", Severity.WARNING, "slow", "", "", (faster,))
     bursts = Finding("exploding_gradients", Severity.CRITICAL, "bursts", "", "", (clip,))
-    given = {"number": 1, "overrides": [], "restart": "as given", "restart_checkpoint": None, "restart_step": None,
-             "status": "completed"}
-    story = {"attempts": [given], "max_attempts": 3, "verdict": None}
+    given = Attempt(1, [], "as given", status="completed")
+    story = Story(3, [given])
 
     def following(findings):
-        return _next_candidate(cfg, story, given, Path("unused"), findings, "all", 1)
+        return next_candidate(cfg, story, given, Path("unused"), findings, "all", 1)
 
-    assert following([slow])["overrides"] == ["optim.lr=0.001"]
-    assert following([slow, bursts])["overrides"] == ["clip=1.0"]  # a critical finding comes first
-    given["status"] = "sick"  # stopped by a critical finding: its warnings wait
+    assert following([slow]).overrides == ["optim.lr=0.001"]
+    assert following([slow, bursts]).overrides == ["clip=1.0"]  # a critical finding comes first
+    given.status = "sick"  # stopped by a critical finding: its warnings wait
     assert following([slow]) is None
 
 

@@ -1,0 +1,197 @@
+"""Which attempt comes next. A finding lists candidate remedies, the likeliest cause first; the next
+attempt applies the first candidate of a kind this run has not tried yet (a second LR cut is not a
+new idea), on top of the attempt it builds on (an attempt that ran to its end with no critical
+finding has its warnings' candidates tried):
+- from a copy of that attempt's last checkpoint before the symptom (LR, clip, precision, accumulation);
+- from scratch (init, activation, architecture, optimizer, schedule shape), or when no checkpoint qualifies.
+A kept LR move names the LR as the cause, so an LR search follows it: the same factor again from
+the same point while each step is kept, and the geometric midpoint once after a 10x step that
+overshot. A critical finding that blames the data code stops the remedies.
+"""
+from __future__ import annotations
+
+import json
+import logging
+import math
+from pathlib import Path
+
+from omegaconf import DictConfig, OmegaConf
+
+from harness.config.run_config import validate_config
+from harness.core.config_keys import CONF_DIR
+from harness.core.errors import ConfigError
+from harness.diagnosis.findings import Finding, Remedy, Restart, Severity
+from harness.diagnosis.remedies import LR_KINDS, lr_step
+from harness.diagnosis.rules import DATA_CODE_CAUSES
+from harness.remedy.judge import best
+from harness.remedy.story import FURTHER, KEPT, MIDPOINT, REJECTED, Applied, Attempt, Refusal, Story, attempt_dir
+from harness.state.checkpoint import best_checkpoints, checkpoint_problem, load_checkpoint, step_checkpoints, step_of
+
+log = logging.getLogger("harness")
+FINISHED = ("completed", "early_stopped")  # an attempt that ran its course: its warnings may be acted on
+Point = tuple[Path, int]  # a checkpoint to start from, and its step
+
+
+def next_attempt(cfg: DictConfig, story: Story, attempt: Attempt, current: Attempt, current_dir: Path,
+                 findings: list[Finding], scope: str, world_size: int) -> Attempt | None:
+    """What follows the attempt that just ended. An LR move that measurably helped names the LR as
+    the cause, so the search goes on along it (see `_lr_further`), unless the findings still name a
+    training change of another kind (AdamW for an SGD run still diverging); a further LR step that
+    overshot is halved first. Otherwise the findings' next untried candidate. None while a critical
+    finding blames the data code: that fix needs a person."""
+    in_the_data = [f.name for f in findings if f.severity is Severity.CRITICAL and f.name in DATA_CODE_CAUSES]
+    if in_the_data:
+        log.warning("remedy: %s: the fix is in the data code, so no training change is tried", in_the_data[0])
+        return None
+    midpoint = _lr_midpoint(cfg, story, attempt, current, world_size)
+    if midpoint is not None:
+        return midpoint
+    further = _lr_further(cfg, story, current, world_size)
+    if further is not None:
+        return next_candidate(cfg, story, current, current_dir, findings, "training", world_size) or further
+    return next_candidate(cfg, story, current, current_dir, findings, scope, world_size)
+
+
+def next_candidate(cfg: DictConfig, story: Story, current: Attempt, current_dir: Path, findings: list[Finding],
+                   scope: str, world_size: int) -> Attempt | None:
+    """The next attempt: the first critical finding's first candidate of a kind not tried yet (and
+    allowed by `diagnose.remedy_scope`), on top of `current`; None when there is none. When
+    `current` ran to its end with no critical finding, its warnings' candidates are tried the same
+    way: a warning never stops a run, but a run that finished with one may still do measurably
+    better. A candidate the config checks refuse is recorded and skipped."""
+    tried = {a.applied.idea for a in story.attempts if a.applied is not None}
+    refused_before = [r.overrides for r in story.refused]  # a scope-limited pass may have met them
+    acted_on = [f for f in findings if f.severity is Severity.CRITICAL]
+    if not acted_on and current.status in FINISHED:
+        acted_on = [f for f in findings if f.severity is Severity.WARNING]
+    for finding in acted_on:
+        for remedy in finding.remedies:
+            idea = remedy.kind or " ".join(remedy.overrides)
+            if idea in tried or (remedy.changes_model and scope == "training") or list(remedy.overrides) in refused_before:
+                continue
+            following = _follow(story, current, current_dir, finding, remedy)
+            why = refused(cfg, following.overrides, world_size)
+            if why is None:
+                return following
+            story.refused.append(Refusal(finding.name, list(remedy.overrides), why))
+            log.warning("remedy: %s names %s, which this run's config refuses (%s)", finding.name,
+                        " ".join(remedy.overrides), why)
+            tried.add(idea)
+    return None
+
+
+def _lr_further(cfg: DictConfig, story: Story, current: Attempt, world_size: int) -> Attempt | None:
+    """`current` is a kept LR move not followed yet: the same factor once more, from the point that
+    move started at (the two are compared there). None otherwise."""
+    applied = current.applied
+    if (applied is None or applied.kind not in LR_KINDS or applied.search == MIDPOINT or current.outcome != KEPT
+            or any(a.base == current.number and a.applied is not None and a.applied.search for a in story.attempts)):
+        return None
+    factor = _lr_factor(cfg, story.attempt(current.base), current)
+    return None if factor is None else _lr_step(cfg, story, current, current, factor, FURTHER, world_size)
+
+
+def _lr_midpoint(cfg: DictConfig, story: Story, attempt: Attempt, current: Attempt,
+                 world_size: int) -> Attempt | None:
+    """A further LR step of 10x or more that was rejected overshot: the geometric midpoint between
+    it and the kept move it followed (`current`), once. None otherwise."""
+    if attempt.applied is None or attempt.applied.search != FURTHER or attempt.outcome != REJECTED:
+        return None
+    factor = _lr_factor(cfg, current, attempt)
+    if factor is None or abs(math.log10(factor)) < 1 - 1e-9:
+        return None
+    return _lr_step(cfg, story, current, attempt, math.sqrt(factor), MIDPOINT, world_size)
+
+
+def _lr_factor(cfg: DictConfig, before: Attempt, after: Attempt) -> float | None:
+    lr_before, lr_after = (_lr(cfg, a.overrides) for a in (before, after))
+    if lr_before is None or lr_after is None or lr_before <= 0 or lr_after <= 0:
+        return None
+    return lr_after / lr_before
+
+
+def _lr_step(cfg: DictConfig, story: Story, start: Attempt, started_like: Attempt, factor: float, search: str,
+             world_size: int) -> Attempt | None:
+    """`start`'s LR times `factor`, on top of `start`, from the restart point `started_like` used
+    (from scratch when that checkpoint is gone); None when the config checks refuse it."""
+    point = None
+    source = started_like.restart_checkpoint
+    if source and checkpoint_problem(Path(source).resolve()) is None:
+        point = (Path(source), started_like.restart_step)
+    remedy = lr_step(_lr(cfg, start.overrides), factor, start.applied.kind, search == MIDPOINT,
+                     Restart.CHECKPOINT if point else Restart.SCRATCH)
+    overrides = [o for o in start.overrides if not o.startswith("optim.lr=")] + list(remedy.overrides)
+    if refused(cfg, overrides, world_size) is not None:
+        return None
+    return _attempt(story, overrides, started_like.restart if point else "from scratch", point, base=start.number,
+                    applied=Applied.of(start.applied.finding, remedy, search))
+
+
+def _lr(cfg: DictConfig, overrides: list[str]) -> float | None:
+    lr = remedied_config(cfg, overrides).optim.get("lr")
+    return float(lr) if isinstance(lr, (int, float)) and not isinstance(lr, bool) else None
+
+
+def finish_best(story: Story, run_dir: Path) -> Attempt | None:
+    """When the best attempt is one the live diagnosis stopped early (to try a remedy), it is
+    continued to its end without stopping: remedy=auto must not end worse than the same run
+    without it, which would have trained on. None when it ran to its end or stopped on its own."""
+    result = best(story)
+    result_dir = attempt_dir(run_dir, result)
+    summary = json.loads((result_dir / "summary.json").read_text())
+    stopped_by = summary.get("stopped_by") or {}
+    if stopped_by.get("severity") != Severity.CRITICAL.value or summary["steps"] >= summary["max_steps"]:
+        return None
+    point = restart_point(result_dir, None)
+    if point is None:
+        return None
+    return _attempt(story, list(result.overrides), f"from step {point[1]} of attempt {result.number}, to its end",
+                    point, base=result.number, finishes=result.number)
+
+
+def _follow(story: Story, current: Attempt, current_dir: Path, finding: Finding, remedy: Remedy) -> Attempt:
+    point = None if remedy.restart is Restart.SCRATCH else restart_point(current_dir, remedy.before_step)
+    restart = f"from step {point[1]} of attempt {current.number}" if point else "from scratch"
+    return _attempt(story, [*current.overrides, *remedy.overrides], restart, point, base=current.number,
+                    applied=Applied.of(finding.name, remedy))
+
+
+def _attempt(story: Story, overrides: list[str], restart: str, point: Point | None, **more: object) -> Attempt:
+    return Attempt(len(story.attempts) + 1, overrides, restart, str(point[0]) if point else None,
+                   point[1] if point else None, **more)
+
+
+def restart_point(run_dir: Path, before_step: int | None) -> Point | None:
+    """The attempt's last checkpoint before `before_step` (the symptom; None: any) and before its
+    end: a step checkpoint, or best.pt (best.dcp, sharded) when the rotation (trainer.keep_last)
+    already removed the older ones."""
+    steps = [(path, step_of(path)) for path in step_checkpoints(run_dir)]
+    for found in best_checkpoints(run_dir):
+        if found.exists():  # its step is inside it (a broken best.dcp link holds none)
+            steps.append((found, int(load_checkpoint(found)["step"])))
+    end = json.loads((run_dir / "summary.json").read_text())["max_steps"]  # a checkpoint there trains nothing
+    before = [(path, step) for path, step in steps if 0 < step < end and (before_step is None or step < before_step)]
+    return max(before, key=lambda point: point[1]) if before else None
+
+
+def remedied_config(cfg: DictConfig, overrides: list[str]) -> DictConfig:
+    """The run's config with `overrides` applied, as Hydra would apply them."""
+    new = OmegaConf.create(OmegaConf.to_container(cfg, resolve=True))
+    for override in overrides:
+        key, value = override.split("=", 1)
+        if (CONF_DIR / key).is_dir():  # a config group: precision=bf16 takes that option's whole node
+            option = OmegaConf.load(CONF_DIR / key / f"{value}.yaml")  # OmegaConf's YAML reads 1e-8 as a float
+            option.pop("defaults", None)
+            new[key] = option
+        else:
+            OmegaConf.update(new, key, OmegaConf.create(f"value: {value}")["value"], merge=False)  # 1e-7: a float
+    return new
+
+
+def refused(cfg: DictConfig, overrides: list[str], world_size: int) -> str | None:
+    """Why the config checks refuse these remedies, before anything of the next attempt is written."""
+    try:
+        validate_config(remedied_config(cfg, overrides), world_size)
+    except ConfigError as err:
+        return str(err)
+    return None

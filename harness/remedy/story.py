@@ -1,0 +1,152 @@
+"""The remedy story: the attempts a run made, what each applied and how it ended, and the verdict.
+
+RUN_DIR/attempts.json holds it, written before each attempt starts, so `resume=auto` after a kill
+continues the attempt that was running. Its JSON leaves out what an attempt has not got yet (no
+outcome before it is judged, nothing applied to the run as given); summary.json's `attempts` is
+the same list.
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field, fields
+from pathlib import Path
+from typing import Any
+
+from harness.core.errors import ConfigError
+from harness.diagnosis.findings import Remedy
+from harness.state.files import atomic_json_dump
+
+STORY = "attempts.json"
+ATTEMPTS = "attempts"  # RUN_DIR/attempts/N/: attempt N's run dir
+FURTHER, MIDPOINT = "further", "midpoint"  # the LR search's steps: the same factor again; half of an overshoot
+KEPT, REJECTED = "kept", "rejected"
+KEPT_AT_THE_END = "kept at the end"  # rejected where its base stopped early, better once the base was finished
+JUDGED = ("status", "steps", "best_val_loss", "best_val_accuracy", "final_train_loss", "critical", "learned")
+
+
+@dataclass
+class Applied:
+    """The remedy an attempt applied on top of the attempt it builds on, and the finding that named it."""
+
+    finding: str
+    overrides: list[str]
+    restart: str | None = None  # a Restart's value: from a checkpoint or from scratch
+    why: str = ""
+    before_step: int | None = None
+    kind: str | None = None
+    changes_model: bool = False
+    search: str | None = None  # FURTHER or MIDPOINT: a step of the LR search, not a finding's candidate
+
+    @classmethod
+    def of(cls, finding: str, remedy: Remedy, search: str | None = None) -> Applied:
+        return cls(finding, list(remedy.overrides), remedy.restart.value, remedy.why, remedy.before_step,
+                   remedy.kind, remedy.changes_model, search)
+
+    @property
+    def idea(self) -> str:
+        """What counts as the same idea twice: its kind (a second LR cut is not a new idea), else its overrides."""
+        return self.kind or " ".join(self.overrides)
+
+
+@dataclass
+class Attempt:
+    """One attempt: its config (the run's, plus `overrides`), where it starts, and once it has
+    trained, how it ended and whether it beat the attempt it builds on (`outcome`)."""
+
+    number: int
+    overrides: list[str]
+    restart: str  # "as given", "from scratch", "from step N of attempt M", ...
+    restart_checkpoint: str | None = None
+    restart_step: int | None = None
+    base: int | None = None  # the attempt it builds on
+    applied: Applied | None = None
+    finishes: int | None = None  # continues that attempt, stopped early by its finding, to its end
+    status: str | None = None
+    steps: int | None = None
+    best_val_loss: float | None = None
+    best_val_accuracy: float | None = None
+    final_train_loss: float | None = None
+    critical: list[str] | None = None  # its critical findings, once judged
+    learned: bool | None = None
+    outcome: str | None = None  # KEPT, REJECTED or KEPT_AT_THE_END; None for the run as given
+
+    @property
+    def kept(self) -> bool:
+        return self.outcome in (KEPT, KEPT_AT_THE_END)
+
+    def to_json(self) -> dict[str, Any]:
+        always = ("restart_checkpoint", "restart_step", *(JUDGED if self.status is not None else ()))
+        data = {f.name: getattr(self, f.name) for f in fields(self)
+                if getattr(self, f.name) is not None or f.name in always}
+        if self.applied is not None:
+            data["applied"] = {k: v for k, v in asdict(self.applied).items() if v is not None or k != "search"}
+        return data
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> Attempt:
+        applied = data.get("applied")
+        known = {f.name for f in fields(cls)} - {"applied"}
+        return cls(**{k: v for k, v in data.items() if k in known},
+                   applied=None if applied is None else Applied(**applied))
+
+
+@dataclass
+class Refusal:
+    """A remedy a finding named that the config checks refused: recorded, not tried."""
+
+    finding: str
+    overrides: list[str]
+    why: str
+
+
+@dataclass
+class Story:
+    max_attempts: int
+    attempts: list[Attempt]
+    verdict: str | None = None  # healthy, healed, unchanged or sick, once no remedy is left
+    best_attempt: int | None = None
+    refused: list[Refusal] = field(default_factory=list)
+
+    @classmethod
+    def start(cls, max_attempts: int) -> Story:
+        return cls(max_attempts, [Attempt(1, [], "as given")])
+
+    def attempt(self, number: int | None) -> Attempt | None:
+        return None if number is None else self.attempts[number - 1]
+
+    @property
+    def remedies_applied(self) -> int:
+        return sum(1 for a in self.attempts if a.applied is not None)
+
+    def to_json(self) -> dict[str, Any]:
+        data: dict[str, Any] = {"max_attempts": self.max_attempts, "attempts": [a.to_json() for a in self.attempts],
+                                "verdict": self.verdict}
+        if self.best_attempt is not None:
+            data["best_attempt"] = self.best_attempt
+        if self.refused:
+            data["refused"] = [asdict(r) for r in self.refused]
+        return data
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> Story:
+        return cls(data["max_attempts"], [Attempt.from_json(a) for a in data["attempts"]], data.get("verdict"),
+                   data.get("best_attempt"), [Refusal(**r) for r in data.get("refused", [])])
+
+
+def attempt_dir(run_dir: Path, attempt: Attempt | int) -> Path:
+    return run_dir / ATTEMPTS / str(attempt if isinstance(attempt, int) else attempt.number)
+
+
+def load_story(run_dir: Path) -> Story | None:
+    path = run_dir / STORY
+    if not path.is_file():
+        return None
+    try:
+        return Story.from_json(json.loads(path.read_text()))
+    except (json.JSONDecodeError, KeyError, TypeError) as err:
+        raise ConfigError("resume", "auto", f"a run dir whose {STORY} is readable ({err})") from None
+
+
+def save_story(run_dir: Path, story: Story) -> None:
+    run_dir.mkdir(parents=True, exist_ok=True)
+    atomic_json_dump(story.to_json(), run_dir / STORY)
