@@ -673,8 +673,8 @@ def run_in_child(case: Case, which: list[str], out: Path, timeout: float = CASE_
     result_file.unlink(missing_ok=True)
     started = time.monotonic()
     try:
-        proc = subprocess.run([sys.executable, __file__, *which, "--case", case.name, "--out", str(out)],
-                              capture_output=True, text=True, timeout=timeout,
+        proc = subprocess.run([sys.executable, "-m", "bench.pathology_suite", *which, "--case", case.name, "--out",
+                               str(out.resolve())], capture_output=True, text=True, timeout=timeout, cwd=ROOT,
                               env={**os.environ, "OMP_NUM_THREADS": "1"})
         last_line = (proc.stderr.strip().splitlines() or [""])[-1]
         failure = None if result_file.is_file() else f"exit {proc.returncode}: {last_line}"

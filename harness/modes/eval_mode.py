@@ -22,10 +22,9 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from omegaconf import open_dict
 
 from harness.assembly.assemble import Assembly, assemble, eval_batches, eval_stride
-from harness.config.run_config import RunConfig, validate_config
+from harness.config.run_config import RunConfig
 from harness.state.checkpoint import best_checkpoints, is_sharded_checkpoint, step_checkpoints, verified_checkpoint
 from harness.state.files import atomic_json_dump
 from harness.data import check_test_split
@@ -42,17 +41,13 @@ PROGRESS_EVERY_S = 2.0
 
 def run_eval(config: RunConfig, run_dir: Path, device: torch.device, dist: DistInfo = DistInfo()) -> float:
     """Returns the validation loss over the whole split (what a sweep would take)."""
-    cfg = config.raw
     path, state = eval_checkpoint(config.job.eval_checkpoint, run_dir)
-    whole = cfg.copy()
-    with open_dict(whole):  # every validation sample; no tracker, no diagnosis: only the numbers
-        whole.trainer.eval_batches = config.job.eval_batches or ALL_BATCHES
-        whole.logger = {}
-        whole.diagnose = False
+    # every validation sample; no tracker, no diagnosis: only the numbers
+    whole = config.with_overrides([f"trainer.eval_batches={config.job.eval_batches or ALL_BATCHES}", "logger=none",
+                                   "diagnose=false"], dist.world_size)
     scratch = Path(tempfile.mkdtemp(prefix="harness-eval-"))
     try:
-        built = assemble(validate_config(whole, dist.world_size), scratch, device, resume_from=None, dist=dist,
-                         console=False)
+        built = assemble(whole, scratch, device, resume_from=None, dist=dist, console=False)
         try:
             built.model_state.load_state_dict(state["model"])
             built.evaluator.progress = Progress() if dist.is_main else None

@@ -20,14 +20,14 @@ from typing import Any, Callable
 
 from omegaconf import DictConfig
 
-from harness.config.run_config import RunConfig
+from harness.config.run_config import RunConfig, overridden
 from harness.core.distributed import DistInfo, barrier, broadcast_object
 from harness.core.errors import ConfigError
 from harness.core.metric_names import VAL_LOSS
 from harness.diagnosis import diagnose, load_run
 from harness.diagnosis.findings import Severity
 from harness.remedy.judge import better, conclude, learned, log_noise, rejudge_at_the_end
-from harness.remedy.policy import finish_best, next_attempt, remedied_config
+from harness.remedy.policy import finish_best, next_attempt
 from harness.remedy.report import write_top
 from harness.remedy.story import KEPT, REJECTED, STORY, Attempt, Story, attempt_dir, load_story, save_story
 from harness.state.checkpoint import checkpoint_problem, copy_checkpoint, step_checkpoints
@@ -110,7 +110,7 @@ def _judge(cfg: DictConfig, story: Story, run_dir: Path, scope: str, world_size:
 def attempt_config(cfg: DictConfig, attempt: Attempt, run_dir: Path, dist: DistInfo = DistInfo()) -> DictConfig:
     """The run's config with this attempt's remedies applied; it resumes whatever its dir holds (a
     checkpoint copied from the attempt before by rank 0, or its own after a kill)."""
-    new = remedied_config(cfg, attempt.overrides)
+    new = overridden(cfg, attempt.overrides)
     if dist.is_main and attempt.restart_checkpoint:
         _place_restart_checkpoint(attempt, run_dir)
     barrier(dist)  # the copy is in place before any rank looks for it

@@ -15,10 +15,9 @@ import logging
 import math
 from pathlib import Path
 
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig
 
-from harness.config.run_config import validate_config
-from harness.core.config_keys import CONF_DIR
+from harness.config.run_config import overridden, validate_config
 from harness.core.errors import ConfigError
 from harness.diagnosis.findings import Finding, Remedy, Restart, Severity
 from harness.diagnosis.remedies import LR_KINDS, lr_step
@@ -128,7 +127,7 @@ def _lr_step(cfg: DictConfig, story: Story, start: Attempt, started_like: Attemp
 
 
 def _lr(cfg: DictConfig, overrides: list[str]) -> float | None:
-    lr = remedied_config(cfg, overrides).optim.get("lr")
+    lr = overridden(cfg, overrides).optim.get("lr")
     return float(lr) if isinstance(lr, (int, float)) and not isinstance(lr, bool) else None
 
 
@@ -174,24 +173,10 @@ def restart_point(run_dir: Path, before_step: int | None) -> Point | None:
     return max(before, key=lambda point: point[1]) if before else None
 
 
-def remedied_config(cfg: DictConfig, overrides: list[str]) -> DictConfig:
-    """The run's config with `overrides` applied, as Hydra would apply them."""
-    new = OmegaConf.create(OmegaConf.to_container(cfg, resolve=True))
-    for override in overrides:
-        key, value = override.split("=", 1)
-        if (CONF_DIR / key).is_dir():  # a config group: precision=bf16 takes that option's whole node
-            option = OmegaConf.load(CONF_DIR / key / f"{value}.yaml")  # OmegaConf's YAML reads 1e-8 as a float
-            option.pop("defaults", None)
-            new[key] = option
-        else:
-            OmegaConf.update(new, key, OmegaConf.create(f"value: {value}")["value"], merge=False)  # 1e-7: a float
-    return new
-
-
 def refused(cfg: DictConfig, overrides: list[str], world_size: int) -> str | None:
     """Why the config checks refuse these remedies, before anything of the next attempt is written."""
     try:
-        validate_config(remedied_config(cfg, overrides), world_size)
+        validate_config(overridden(cfg, overrides), world_size)
     except ConfigError as err:
         return str(err)
     return None

@@ -3,11 +3,9 @@ suggest one, plot it, and leave the model and optimizer as they were."""
 from __future__ import annotations
 
 import logging
-from dataclasses import replace
 from pathlib import Path
 
 import torch
-from omegaconf import OmegaConf
 
 from harness.assembly.assemble import Assembly, assemble
 from harness.config.run_config import RunConfig
@@ -24,9 +22,7 @@ log = logging.getLogger("harness")
 
 def sweep_config(config: RunConfig) -> RunConfig:
     """The run's config with the spike guard off: it would skip exactly the rising losses the test looks for."""
-    raw = config.raw.copy()
-    OmegaConf.update(raw, "guard.spike_zscore", None)
-    return replace(config, raw=raw, guard=replace(config.guard, spike_zscore=None))
+    return config.with_overrides(["guard.spike_zscore=null"])
 
 
 def find_lr(built: Assembly, settings: LRFindConfig) -> tuple[Sweep, Suggestion]:

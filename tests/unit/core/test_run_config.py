@@ -10,6 +10,7 @@ import torch
 from conftest import compose_cfg
 from harness.assembly.assemble import assemble
 from harness.config.run_config import RunConfig, validate_config
+from harness.core.errors import ConfigError
 from harness.data import LoadingConfig
 from harness.data.synthetic import SyntheticConfig
 from harness.models import ModelSpec
@@ -74,3 +75,14 @@ def test_lr_scaling_rereads_only_the_schedule_it_changes(reads):
     scaled = config.with_lr_scaling()
     assert scaled.raw.schedule.warmup == scaled.schedule.warmup == 1  # the record and the typed part agree
     assert reads[ScheduleConfig.__name__] == 2 and reads[GuardConfig.__name__] == 1
+
+
+def test_a_changed_config_is_derived_as_hydra_applies_overrides_and_checked_again():
+    config = validate_config(compose_cfg([*RUN, "precision=fp32", "optim.lr=0.01"]))
+    changed = config.with_overrides(["precision=bf16", "optim.lr=1e-4", "guard.spike_zscore=null", "logger=none"])
+    assert changed.precision.name == "bf16" and changed.raw.precision.name == "bf16"  # the option's whole node
+    assert changed.optim.options["lr"] == changed.raw.optim.lr == 1e-4  # YAML: a float, not the text "1e-4"
+    assert changed.guard.spike_zscore is None and changed.logger == {} and changed.device == config.device
+    assert config.optim.options["lr"] == 0.01 and config.raw.precision.name == "fp32"  # the original is untouched
+    with pytest.raises(ConfigError, match="optim.lr"):
+        config.with_overrides(["optim.lr=-1"])
