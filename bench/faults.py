@@ -31,7 +31,7 @@ from pathlib import Path
 
 from harness.state.checkpoint import load_checkpoint, step_checkpoints
 from harness.core.metric_names import TRAIN_LOSS, VAL_LOSS
-from harness.sinks.jsonl import read_metrics
+from harness.logger.jsonl import read_metrics
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -42,7 +42,7 @@ from harness.config.run_config import validate_config  # noqa: E402
 from harness.data.base import TokenWindows  # noqa: E402
 from harness.core.distributed import DistInfo, init_process_group  # noqa: E402
 from harness.core.errors import HarnessError  # noqa: E402
-from harness.training.flops import flops_per_update, measure_flops, mfu, peak_flops  # noqa: E402
+from harness.training.perf import flops_per_update, measure_flops, mfu, peak_flops  # noqa: E402
 from harness.core.host_reads import count_host_reads  # noqa: E402
 from harness.training.precision import DTYPES  # noqa: E402
 

@@ -43,7 +43,7 @@ from harness.training.early_stop import EarlyStopping
 from harness.core.errors import ConfigError, one_line
 from harness.loop.evaluation import Evaluator
 from harness.training.faults import FaultInjector
-from harness.training.flops import flops_per_update, peak_flops
+from harness.training.perf import flops_per_update, peak_flops
 from harness.training.guard import Guard
 from harness.loop.hooks import Callbacks
 from harness.loop.cadence import Cadence
@@ -68,8 +68,8 @@ from harness.state.rundir import remove_stale_temp_files
 from harness.training.schedule import LiveLR, build_scheduler, check_schedule_continues
 from harness.state.sharded_checkpoint import ModelState, OptimizerState, ShardedCheckpoints
 from harness.loop.step import ClipSettings, TrainStep
-from harness.sinks.base import RunInfo
-from harness.sinks.tracking import Tracker
+from harness.logger.base import RunInfo
+from harness.logger.tracking import Tracker
 from harness.loop.trainer import Trainer
 from harness.loop.callbacks.sweep_trial import TrialReporter, watch_sweeper
 

@@ -21,12 +21,12 @@ from harness.diagnosis.live import DiagnoseSettings, diagnose_settings, validate
 from harness.training.early_stop import EarlyStopConfig, early_stop_config
 from harness.core.errors import ConfigError
 from harness.training.faults import FaultConfig, fault_config
-from harness.training.flops import PerfConfig, perf_config
+from harness.training.perf import PerfConfig, perf_config
 from harness.training.guard import GuardConfig, guard_config
 from harness.loop.cadence import TrainerConfig, trainer_config
 from harness.training.loss import LossConfig, loss_config
 from harness.training.objective import FINAL_PART, ObjectiveSpec
-from harness.training.lr_scaling import ScaleLRConfig, scale_lr_config, scaled_lr
+from harness.training.scale_lr import ScaleLRConfig, scale_lr_config, scaled_lr
 from harness.models import ModelSpec, validate_model_config
 from harness.models.activation_swap import validate_activation_swap
 from harness.models.output_activation import validate_output_activation
@@ -36,7 +36,7 @@ from harness.training.optim import OptimSpec, validate_optim_config
 from harness.training.parallel import ParallelConfig, is_sharded, validate_parallel_config
 from harness.training.precision import PrecisionConfig, validate_precision_config
 from harness.training.schedule import ScheduleConfig, schedule_config, validate_schedule_config
-from harness.sinks.tracking import logger_settings
+from harness.logger.tracking import logger_settings
 from harness.core.validation import is_whole
 from harness.data.base import NO_TASK, TASKS
 

@@ -74,7 +74,7 @@ def validate_diagnose_config(value: Any) -> None:
 
 
 class History(Protocol):
-    """The run's metric rows so far, kept in memory (harness/sinks/memory.py)."""
+    """The run's metric rows so far, kept in memory (harness/logger/memory.py)."""
 
     train: list[dict[str, Any]]
     evals: list[dict[str, Any]]

@@ -16,8 +16,8 @@ import numpy as np
 from omegaconf import OmegaConf
 
 from harness.training.schedule import warmup_steps
-from harness.sinks.jsonl import METRICS_FILE, read_metrics
-from harness.sinks.memory import MetricHistory
+from harness.logger.jsonl import METRICS_FILE, read_metrics
+from harness.logger.memory import MetricHistory
 
 
 class MissingMetricsError(FileNotFoundError):

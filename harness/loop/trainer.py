@@ -27,7 +27,7 @@ from harness.loop.cadence import Cadence
 from harness.loop.log_window import LogWindow
 from harness.training.parallel import class_name
 from harness.loop.step import BatchSource, StepResult, TrainStep
-from harness.sinks.tracking import Tracker, finite_or_none
+from harness.logger.tracking import Tracker, finite_or_none
 
 log = logging.getLogger("harness")
 

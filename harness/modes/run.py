@@ -22,7 +22,7 @@ from harness.training.objective import FINAL_PART
 from harness.training.parallel import is_sharded
 from harness.state.run_lock import run_dir_held
 from harness.state.rundir import claim_run_dir, results_in, stored_objective, sweep_value
-from harness.sinks.console import shown_path
+from harness.logger.console import shown_path
 from harness.loop.trainer import Trainer
 
 log = logging.getLogger("harness")

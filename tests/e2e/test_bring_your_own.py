@@ -16,7 +16,7 @@ from harness.state.checkpoint import latest_valid_checkpoint, load_checkpoint, s
 from harness.core.errors import ConfigError
 from harness.models.output import OutputPicker
 from harness.modes.run import run
-from harness.sinks.tracking import read_metrics
+from harness.logger.tracking import read_metrics
 
 TESTS = ROOT / "tests"
 USER_ENV = {"PYTHONPATH": os.pathsep.join(filter(None, [str(TESTS), os.environ.get("PYTHONPATH")]))}

@@ -13,7 +13,7 @@ import torch
 
 from conftest import CPU_RANKS, ROOT, run_dirs, torchrun, train, wait_until
 from harness.state.checkpoint import load_checkpoint, step_checkpoints
-from harness.sinks.tracking import read_metrics
+from harness.logger.tracking import read_metrics
 
 MLP = ["model=mlp", "data=synthetic", "model.width=32", "model.dropout=0.0", "batch_size=64",
        "trainer.max_steps=20", "trainer.log_every=1", "trainer.eval_every=10", "trainer.ckpt_every=10",

@@ -21,7 +21,7 @@ from harness.remedy.story import Attempt
 from harness.state.checkpoint import checkpoint_problem, load_checkpoint, step_checkpoints
 from harness.core.errors import ConfigError
 from harness.state.run_lock import LOCK_FILE
-from harness.sinks.jsonl import read_metrics
+from harness.logger.jsonl import read_metrics
 
 SMALL = ["model=mlp", "data=synthetic", "model.width=32", "model.dropout=0.1", "logger=none", "diagnose=false",
          "trainer.max_steps=12", "trainer.log_every=1", "trainer.eval_every=4", "trainer.ckpt_every=4",

@@ -21,7 +21,7 @@ from harness.config.run_config import validate_config
 from harness.core.errors import ConfigError
 from harness.training.optim import validate_optim_config
 from harness.training.parallel import optimizer_config, parallel_config
-from harness.sinks.tracking import read_metrics
+from harness.logger.tracking import read_metrics
 
 MLP = ["model=mlp", "data=synthetic", "model.width=32", "model.depth=3", "model.dropout=0.0", "batch_size=64",
        "trainer.max_steps=20", "trainer.log_every=1", "trainer.eval_every=10", "trainer.ckpt_every=10",

@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from conftest import ROOT
-from harness.sinks.tracking import read_metrics
+from harness.logger.tracking import read_metrics
 
 SECTION = (ROOT / "docs" / "bring-your-own.md").read_text()
 EXAMPLES = dict(re.findall(r"^## (Example \d)[^\n]*\n(.*?)(?=^## )", SECTION, re.S | re.M))

@@ -10,7 +10,7 @@ from torch.utils.flop_counter import FlopCounterMode
 
 from harness.loop.callbacks.base import Callback
 from harness.core.distributed import DistInfo, all_reduce_mean
-from harness.training.flops import mfu
+from harness.training.perf import mfu
 from harness.loop.hooks import Stop, Tick
 from harness.core.metric_names import (GRAD_CLIP_RATE, GRAD_NORM_MAX, GRAD_NORM_POSTCLIP, GRAD_NORM_PRECLIP,
                                        GRAD_SHARE, GRAD_TENSORS_WITHOUT, PERF_MFU, PERF_SAMPLES, PERF_STEP_MS,
@@ -140,7 +140,7 @@ class MetricsLog(Callback):
 
     def summary(self, trainer: Trainer) -> dict[str, Any]:
         """The run's logged windows on average (this invocation's): tokens/s or samples/s, and MFU
-        (null unless the device's peak is known: perf.peak_tflops, or a GPU in harness/training/flops.py)."""
+        (null unless the device's peak is known: perf.peak_tflops, or a GPU in harness/training/perf.py)."""
         seconds, updates = trainer.window.timed_seconds, trainer.window.timed_updates
         rate = self._throughput(seconds / updates) if updates else {}
         return {"mfu": None, **{key.split("/", 1)[1]: value for key, value in rate.items()}}

@@ -134,7 +134,7 @@ def test_the_harness_and_train_py_import_no_plugin_and_no_launcher_imports_the_s
 # harness/'s folders, from the entry down: a module may import its own layer and the layers below it,
 # never one above (docs/architecture.md, "Layers").
 LAYERS = (("entry", "launch"), ("modes", "remedy"), ("config", "assembly"), ("loop",), ("diagnosis",), ("training",),
-          ("models", "data"), ("sinks",), ("state",), ("core",))
+          ("models", "data"), ("logger",), ("state",), ("core",))
 
 
 def _layer(module: str) -> int | None:

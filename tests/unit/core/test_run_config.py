@@ -19,10 +19,10 @@ from harness.training.optim import OptimSpec
 from harness.loop.cadence import TrainerConfig
 from harness.training.early_stop import EarlyStopConfig
 from harness.training.faults import FaultConfig
-from harness.training.flops import PerfConfig
+from harness.training.perf import PerfConfig
 from harness.training.guard import GuardConfig
 from harness.training.loss import LossConfig
-from harness.training.lr_scaling import ScaleLRConfig
+from harness.training.scale_lr import ScaleLRConfig
 from harness.training.monitor import MonitorConfig
 from harness.training.parallel import ParallelConfig
 from harness.training.precision import PrecisionConfig

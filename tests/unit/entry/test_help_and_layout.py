@@ -12,8 +12,8 @@ from tensorboard.plugins.custom_scalar import layout_pb2, metadata
 from conftest import ROOT, run_cli, train
 from harness.diagnosis.load import RunData, load_run
 from harness.diagnosis.plots import MAX_LEGEND, PLOTS, draw_figure
-from harness.sinks.tensorboard import PER_TENSOR_GROUPS, TB_LATER_PREFIX
-from harness.sinks.tracking import read_metrics
+from harness.logger.tensorboard import PER_TENSOR_GROUPS, TB_LATER_PREFIX
+from harness.logger.tracking import read_metrics
 
 DEPTH = 14  # 15 weight tensors, more than a legend holds
 

@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from conftest import train
-from harness.sinks.tracking import read_metrics
+from harness.logger.tracking import read_metrics
 
 
 def test_full_monitor_collects_on_a_run_shorter_than_its_cadence(tmp_path):

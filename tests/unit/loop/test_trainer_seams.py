@@ -102,20 +102,20 @@ def test_the_callback_base_declares_every_hook_the_loop_calls():
 
 
 def test_every_sink_implements_the_sink_base_and_the_tracker_makes_only_its_calls():
-    from harness.sinks import SINKS
-    from harness.sinks.base import Sink
-    from harness.sinks.console import ConsoleSink
-    from harness.sinks.jsonl import JsonlSink
-    from harness.sinks.memory import MetricHistory
+    from harness.logger import SINKS
+    from harness.logger.base import Sink
+    from harness.logger.console import ConsoleSink
+    from harness.logger.jsonl import JsonlSink
+    from harness.logger.memory import MetricHistory
 
     classes = [ConsoleSink, JsonlSink, MetricHistory, *(sink for sink, _ in SINKS.values())]
     assert all(issubclass(cls, Sink) and cls.log is not Sink.log for cls in classes)
     declared = {name for name, value in vars(Sink).items() if callable(value) and not name.startswith("_")}
-    calls = {node.func.attr for node in ast.walk(ast.parse((ROOT / "harness" / "sinks" / "tracking.py").read_text()))
+    calls = {node.func.attr for node in ast.walk(ast.parse((ROOT / "harness" / "logger" / "tracking.py").read_text()))
              if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
              and _chain(node.func.value) == ["sink"]}
     assert calls == declared == {"log", "histograms", "text", "finish", "close"}
-    assert "getattr" not in (ROOT / "harness" / "sinks" / "tracking.py").read_text()
+    assert "getattr" not in (ROOT / "harness" / "logger" / "tracking.py").read_text()
 
 
 def _lr_writes(tree: ast.AST) -> list[str]:

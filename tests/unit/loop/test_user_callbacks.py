@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from conftest import run_cli, one_line_error
-from harness.sinks.tracking import read_metrics
+from harness.logger.tracking import read_metrics
 
 SMALL = ["model=mlp", "data=synthetic", "model.width=32", "logger=none", "diagnose=false", "trainer.max_steps=30",
          "trainer.log_every=5", "trainer.eval_every=10", "trainer.ckpt_every=10"]

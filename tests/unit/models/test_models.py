@@ -9,7 +9,7 @@ from omegaconf import OmegaConf
 from conftest import CONF, compose_cfg, train
 from harness.data import build_data, validate_data_config
 from harness.models import build_model, model_spec
-from harness.sinks.tracking import read_metrics
+from harness.logger.tracking import read_metrics
 
 
 def test_char_gpt_first_loss_is_ln_vocab(tmp_path):

@@ -7,7 +7,7 @@ import torch
 from conftest import TINY_GPT, run_cli, train
 from harness.state.checkpoint import load_checkpoint, step_checkpoints
 from harness.core.errors import ConfigError
-from harness.sinks.tracking import read_metrics
+from harness.logger.tracking import read_metrics
 
 MODELS = {
     "gpt": [*TINY_GPT, "model.dropout=0.1"],  # dropout: the RNG state must be restored too

@@ -13,7 +13,7 @@ from harness.assembly.assemble import assemble
 from harness.config.run_config import validate_config
 from harness.core.distributed import DistInfo
 from harness.training.guard import Guard, GuardConfig, Verdict
-from harness.sinks.tracking import read_metrics
+from harness.logger.tracking import read_metrics
 
 pytestmark = pytest.mark.trajectory  # follows unstable runs: checked under other kernels too (docs/testing.md)
 

@@ -19,7 +19,7 @@ from harness.config.run_config import validate_config
 from harness.core.errors import ConfigError
 from harness.models.calling import ModelCall
 from harness.modes.run import run
-from harness.sinks.tracking import read_metrics
+from harness.logger.tracking import read_metrics
 from harness.state.checkpoint import load_checkpoint, step_checkpoints
 
 TESTS = ROOT / "tests"

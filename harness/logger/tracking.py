@@ -1,4 +1,4 @@
-"""Where metrics go: one Tracker fans each call out to its sinks (harness/sinks/): metrics.jsonl,
+"""Where metrics go: one Tracker fans each call out to its sinks (harness/logger/): metrics.jsonl,
 the console, the in-memory history live diagnosis reads, and the trackers the `logger` node
 names (TensorBoard by default; several at once: logger=[tensorboard,mlflow]). Only rank 0
 builds one. A tracker that fails (an unwritable store, a lost server) stops nothing: one warning,
@@ -13,11 +13,11 @@ from typing import Any
 from omegaconf import DictConfig
 
 from harness.core.errors import ConfigError
-from harness.sinks import SINKS
-from harness.sinks.base import RunInfo, Sink
-from harness.sinks.console import ConsoleSink
-from harness.sinks.jsonl import JsonlSink, read_metrics
-from harness.sinks.memory import MetricHistory
+from harness.logger import SINKS
+from harness.logger.base import RunInfo, Sink
+from harness.logger.console import ConsoleSink
+from harness.logger.jsonl import JsonlSink, read_metrics
+from harness.logger.memory import MetricHistory
 from harness.core.typed_config import read_typed
 
 LOGGERS = (*SINKS, "none")

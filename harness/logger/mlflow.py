@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from harness.sinks.base import FAILED_STATUSES, KILLED_STATUSES, RunInfo, Sink
+from harness.logger.base import FAILED_STATUSES, KILLED_STATUSES, RunInfo, Sink
 from harness.core.typed_config import setting
 
 RUN_FILE = "mlflow_run.json"  # in the run dir: which MLflow run a resume continues

@@ -10,7 +10,7 @@ import struct
 import pytest
 
 from conftest import ROOT, run_cli
-from harness.sinks.tracking import read_metrics
+from harness.logger.tracking import read_metrics
 
 mlflow = pytest.importorskip("mlflow", reason="the mlflow extra is not installed")
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from harness.sinks.base import Sink
+from harness.logger.base import Sink
 
 
 class MetricHistory(Sink):

@@ -13,7 +13,7 @@ import uuid
 from dataclasses import dataclass
 from typing import Any
 
-from harness.sinks.base import FAILED_STATUSES, RunInfo, Sink
+from harness.logger.base import FAILED_STATUSES, RunInfo, Sink
 from harness.core.typed_config import one_of, setting
 
 MODES = ("auto", "online", "offline", "disabled")

@@ -10,9 +10,9 @@ from torch.nn.attention import SDPBackend, sdpa_kernel
 from conftest import compose_cfg, train
 from harness.state.checkpoint import load_checkpoint, step_checkpoints
 from harness.config.run_config import validate_config
-from harness.training.flops import flops_per_update, gpt_flops_per_token, measure_flops, mfu, peak_flops, peak_for_name
+from harness.training.perf import flops_per_update, gpt_flops_per_token, measure_flops, mfu, peak_flops, peak_for_name
 from harness.models.gpt import GPT, GPTConfig
-from harness.sinks.tracking import read_metrics
+from harness.logger.tracking import read_metrics
 
 L, H, C, T, V, B = 2, 2, 32, 16, 64, 3  # layers, heads, width, block size, vocab, batch
 

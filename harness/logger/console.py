@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, TextIO
 
 from harness.core.metric_names import (GRAD_NORM_PRECLIP, PERF_SAMPLES, PERF_STEP_MS, PERF_TOKENS, TRAIN_LOSS,
                                        TRAIN_LOSS_PART, TRAIN_LR, TRAIN_SKIPPED, VAL_ACCURACY, VAL_LOSS, VAL_LOSS_PART)
-from harness.sinks.base import Sink
+from harness.logger.base import Sink
 
 if TYPE_CHECKING:
     from rich.progress import Progress

@@ -1,4 +1,4 @@
-"""Where metrics go. Every sink subclasses `harness.sinks.base.Sink`, which declares the calls
+"""Where metrics go. Every sink subclasses `harness.logger.base.Sink`, which declares the calls
 (`log`, `histograms`, `text`, `finish`, `close`; only `log` must be defined), and the Tracker fans
 each one out. The JSONL file, the console and
 the in-memory history are always on; the `logger` node picks the rest from SINKS, so a new
@@ -7,9 +7,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from harness.sinks.mlflow import MLflowSettings, MLflowSink
-from harness.sinks.tensorboard import TensorBoardSink
-from harness.sinks.wandb import WandbSettings, WandbSink
+from harness.logger.mlflow import MLflowSettings, MLflowSink
+from harness.logger.tensorboard import TensorBoardSink
+from harness.logger.wandb import WandbSettings, WandbSink
 
 
 SINKS: dict[str, tuple[Any, Any]] = {  # logger option -> (sink class, its settings dataclass or None)

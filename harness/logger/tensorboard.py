@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from harness.sinks.base import RunInfo, Sink
+from harness.logger.base import RunInfo, Sink
 
 TB_FIRST_GROUPS = ("grad", "train", "val")
 TB_LATER_PREFIX = "~"

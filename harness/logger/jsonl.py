@@ -10,7 +10,7 @@ from typing import Any
 
 from harness.state.files import atomic_write
 from harness.core.errors import write_error
-from harness.sinks.base import Sink
+from harness.logger.base import Sink
 
 METRICS_FILE = "metrics.jsonl"
 
