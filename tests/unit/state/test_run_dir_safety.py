@@ -1,6 +1,8 @@
 """Nothing is lost: a new run never overwrites an earlier run's results, and stale temp files go."""
 from __future__ import annotations
 
+import shutil
+
 import pytest
 
 from conftest import compose_cfg, one_line_error, run_cli, train
@@ -74,12 +76,20 @@ REFUSALS = {
 }
 
 
-@pytest.mark.parametrize("refusal", sorted(REFUSALS))
-def test_a_refused_command_leaves_a_finished_run_dir_as_it_was(tmp_path, refusal):
-    run_dir = tmp_path / "run"
+@pytest.fixture(scope="module")
+def finished_run(tmp_path_factory):
+    """One finished run, trained as a user would; each refusal gets a copy of it."""
+    run_dir = tmp_path_factory.mktemp("finished") / "run"
     first = run_cli(["model=mlp", "data=synthetic", "model.width=16", "trainer.max_steps=40", "logger=none",
                      "diagnose=false", f"hydra.run.dir={run_dir}"])
     assert first.returncode == 0, first.stderr[-2000:]
+    return run_dir
+
+
+@pytest.mark.parametrize("refusal", sorted(REFUSALS))
+def test_a_refused_command_leaves_a_finished_run_dir_as_it_was(tmp_path, finished_run, refusal):
+    run_dir = tmp_path / "run"
+    shutil.copytree(finished_run, run_dir)
     before = snapshot(run_dir)
     overrides, key = REFUSALS[refusal]
     result = run_cli([f"hydra.run.dir={run_dir}", *overrides])
