@@ -14,11 +14,9 @@ import sys
 import tempfile
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-
-from harness.state.checkpoint import atomic_torch_save, is_sharded_checkpoint, load_checkpoint  # noqa: E402
-from harness.entry.cli import fail  # noqa: E402
-from harness.core.errors import ConfigError  # noqa: E402
+from harness.state.checkpoint import atomic_torch_save, is_sharded_checkpoint, load_checkpoint
+from harness.entry.cli import fail
+from harness.core.errors import ConfigError
 
 
 def export(source: Path, rest: dict, target: Path, with_optimizer: bool) -> dict:

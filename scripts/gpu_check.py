@@ -35,16 +35,16 @@ import torch
 import torch.nn.functional as F
 from omegaconf import DictConfig
 
-from hydra import compose, initialize_config_dir  # noqa: E402
+from hydra import compose, initialize_config_dir
 
-from harness.assembly.assemble import Assembly, assemble  # noqa: E402
-from harness.config.run_config import validate_config  # noqa: E402
-from harness.data.base import TokenWindows  # noqa: E402
-from harness.core.distributed import DistInfo, init_process_group  # noqa: E402
-from harness.core.errors import HarnessError  # noqa: E402
-from harness.training.perf import flops_per_update, measure_flops, mfu, peak_flops  # noqa: E402
-from harness.core.host_reads import count_host_reads  # noqa: E402
-from harness.training.precision import DTYPES  # noqa: E402
+from harness.assembly.assemble import Assembly, assemble
+from harness.config.run_config import validate_config
+from harness.data.base import TokenWindows
+from harness.core.distributed import DistInfo, init_process_group
+from harness.core.errors import HarnessError
+from harness.training.perf import flops_per_update, measure_flops, mfu, peak_flops
+from harness.core.host_reads import count_host_reads
+from harness.training.precision import DTYPES
 
 CONF = Path(__file__).resolve().parent.parent / "conf"
 FACTORY = f"{__name__}.random_splits"  # data=custom's data._target_: this module, however it was started

@@ -12,9 +12,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-
-from harness.core.errors import ConfigError  # noqa: E402
-from harness.entry.cli import fail  # noqa: E402
+from harness.core.errors import ConfigError
+from harness.entry.cli import fail
 
 
 def locate(target: str, study: str | None, out: str | None) -> tuple[str, str, Path]:
