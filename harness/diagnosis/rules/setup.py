@@ -87,7 +87,7 @@ def _input_scale(run: RunData) -> float:
 def unnormalised_inputs(run: RunData) -> Finding | None:
     stats = run.summary.get("input_stats") or {}
     scale = _input_scale(run)
-    start, what = _untrained_start(run)
+    start, what = _expected_start(run)
     first = run.series(TRAIN_LOSS_FIRST).finite()
     if scale <= INPUT_SCALE or start is None or not len(first):
         return None
@@ -161,8 +161,9 @@ def _judged_over_the_run(run: RunData) -> bool:
     return run.summary.get("steps", 0) >= NEVER_AFTER * (run.summary.get("max_steps") or 0)
 
 
-def _untrained_start(run: RunData) -> tuple[float | None, str]:
-    """Where a freshly initialised model's loss starts: ln K, or the targets' prior for regression."""
+def _expected_start(run: RunData) -> tuple[float | None, str]:
+    """Where a well-initialised model's loss is expected to start, named: ln K, or the targets'
+    prior for regression (curves.untrained_start is where this run's model did start)."""
     if run.summary.get("chance_loss"):
         return float(run.summary["chance_loss"]), "chance ln K ="
     if run.summary.get("prior_loss"):
