@@ -182,21 +182,25 @@ def test_token_data_is_scored_on_non_overlapping_windows_with_progress_lines(tmp
 
     train(GPT_RUN, tmp_path / "run")
     monkeypatch.setattr(eval_mode, "PROGRESS_EVERY_S", 0.0)
+    monkeypatch.setattr(eval_mode, "HINT_AFTER_S", 0.0)
     caplog.set_level("INFO", logger="harness")
     run(compose_cfg([*GPT_RUN, "mode=eval"]), run_dir=tmp_path / "run")
     scored = json.loads((tmp_path / "run" / "eval.json").read_text())
     windows = len(validate_and_build_val(GPT_RUN))
     assert scored["stride"] == 16 and scored["val_samples"] == -(-windows // 16)
     assert "eval: validation batch" in caplog.text and "left" in caplog.text
+    assert caplog.text.count("precision=bf16 batch_size=128 scores faster") == 1  # once, and only in fp32
     assert scored["precision"] == "fp32" and scored["micro_batch"] == 32
     run(compose_cfg([*GPT_RUN, "mode=eval", "eval.stride=1", "eval.batches=3"]), run_dir=tmp_path / "run")
     assert json.loads((tmp_path / "run" / "eval.json").read_text())["stride"] == 1
     # the faster form: recorded as what scored it, and within bf16's rounding of the fp32 number
+    hints = caplog.text.count("precision=bf16 batch_size=128 scores faster")
     run(compose_cfg([*GPT_RUN, "mode=eval", "precision=bf16", "batch_size=64"]), run_dir=tmp_path / "run")
     fast = json.loads((tmp_path / "run" / "eval.json").read_text())
     assert fast["precision"] == "bf16" and fast["micro_batch"] == 64 and fast["val_samples"] == scored["val_samples"]
     assert fast["val_loss"] == pytest.approx(scored["val_loss"], rel=1e-2) and fast["val_loss"] != scored["val_loss"]
     assert "(step 10) in bf16 on all" in caplog.text
+    assert caplog.text.count("precision=bf16 batch_size=128 scores faster") == hints  # none in bf16
 
 
 def validate_and_build_val(overrides):
