@@ -13,14 +13,14 @@ first, with no critical finding and, for classification, an accuracy clearly abo
 """
 from __future__ import annotations
 
-import json
 import logging
 from pathlib import Path
 from typing import Any, Callable
 
 from omegaconf import DictConfig
 
-from harness.config.run_config import RunConfig, overridden
+from harness.config.run_config import RunConfig
+from harness.core.overrides import overridden
 from harness.core.distributed import DistInfo, barrier, broadcast_object
 from harness.core.errors import ConfigError
 from harness.core.metric_names import VAL_LOSS
@@ -70,7 +70,7 @@ def _judge(cfg: DictConfig, story: Story, run_dir: Path, scope: str, world_size:
     attempt = story.attempts[-1]
     run = load_run(attempt_dir(run_dir, attempt))
     findings = diagnose(run)
-    summary = json.loads((attempt_dir(run_dir, attempt) / "summary.json").read_text())
+    summary = run.summary
     attempt.status, attempt.steps, attempt.best_val_loss = summary["status"], summary["steps"], summary["best_val_loss"]
     attempt.best_val_accuracy, attempt.final_train_loss = summary.get("best_val_accuracy"), summary["final_train_loss"]
     attempt.critical = [f.name for f in findings if f.severity is Severity.CRITICAL]

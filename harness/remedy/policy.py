@@ -17,13 +17,15 @@ from pathlib import Path
 
 from omegaconf import DictConfig
 
-from harness.config.run_config import overridden, validate_config
+from harness.config.run_config import validate_config
+from harness.core.overrides import overridden
 from harness.core.errors import ConfigError
 from harness.diagnosis.findings import Finding, Remedy, Restart, Severity
 from harness.diagnosis.remedies import LR_KINDS, lr_step
 from harness.diagnosis.rules import DATA_CODE_CAUSES
 from harness.remedy.judge import best
-from harness.remedy.story import FURTHER, KEPT, MIDPOINT, REJECTED, Applied, Attempt, Refusal, Story, attempt_dir
+from harness.remedy.story import (FURTHER, KEPT, MIDPOINT, REJECTED, Applied, Attempt, Refusal, Story, attempt_dir,
+                                  idea_of)
 from harness.state.checkpoint import best_checkpoints, checkpoint_problem, load_checkpoint, step_checkpoints, step_of
 
 log = logging.getLogger("harness")
@@ -65,8 +67,8 @@ def next_candidate(cfg: DictConfig, story: Story, current: Attempt, current_dir:
         acted_on = [f for f in findings if f.severity is Severity.WARNING]
     for finding in acted_on:
         for remedy in finding.remedies:
-            idea = remedy.kind or " ".join(remedy.overrides)
-            if idea in tried or (remedy.changes_model and scope == "training") or list(remedy.overrides) in refused_before:
+            new = idea_of(remedy.kind, remedy.overrides)
+            if new in tried or (remedy.changes_model and scope == "training") or list(remedy.overrides) in refused_before:
                 continue
             following = _follow(story, current, current_dir, finding, remedy)
             why = refused(cfg, following.overrides, world_size)
@@ -75,7 +77,7 @@ def next_candidate(cfg: DictConfig, story: Story, current: Attempt, current_dir:
             story.refused.append(Refusal(finding.name, list(remedy.overrides), why))
             log.warning("remedy: %s names %s, which this run's config refuses (%s)", finding.name,
                         " ".join(remedy.overrides), why)
-            tried.add(idea)
+            tried.add(new)
     return None
 
 

@@ -8,6 +8,7 @@ the same list.
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
@@ -44,8 +45,12 @@ class Applied:
 
     @property
     def idea(self) -> str:
-        """What counts as the same idea twice: its kind (a second LR cut is not a new idea), else its overrides."""
-        return self.kind or " ".join(self.overrides)
+        return idea_of(self.kind, self.overrides)
+
+
+def idea_of(kind: str | None, overrides: Sequence[str]) -> str:
+    """What counts as the same remedy twice: its kind (a second LR cut is not a new idea), else its overrides."""
+    return kind or " ".join(overrides)
 
 
 @dataclass
