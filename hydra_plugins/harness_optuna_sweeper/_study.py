@@ -80,12 +80,12 @@ def open_study(settings: SweepSettings, space: SearchSpace, sweep_dir: Path, job
     url = storage_url(settings, sweep_dir)
     name = study_name(settings, job_name, space, objectives)
     storage = open_storage(url)
-    if not settings.study_name:
-        earlier = _earlier_name(settings, job_name, space, objectives)
-        if earlier in optuna.get_all_study_names(storage=storage):
-            name = earlier
+    existing = optuna.get_all_study_names(storage=storage)
+    earlier = None if settings.study_name else _earlier_name(settings, job_name, space, objectives)
+    if earlier in existing:
+        name = earlier
     if settings.storage is None:
-        _refuse_foreign_study(storage, name, sweep_dir)
+        _refuse_foreign_study(existing, name, sweep_dir)
     study = optuna.create_study(
         storage=storage,
         study_name=name,
@@ -108,10 +108,10 @@ def open_study(settings: SweepSettings, space: SearchSpace, sweep_dir: Path, job
     return study
 
 
-def _refuse_foreign_study(storage: optuna.storages.BaseStorage, name: str, sweep_dir: Path) -> None:
+def _refuse_foreign_study(existing: Sequence[str], name: str, sweep_dir: Path) -> None:
     """Trial dirs are named by trial number, so two studies in one sweep dir would overwrite
     each other's runs."""
-    others = [n for n in optuna.get_all_study_names(storage=storage) if n != name]
+    others = [n for n in existing if n != name]
     if others:
         raise ConfigError(
             "hydra.sweep.dir", str(sweep_dir),
