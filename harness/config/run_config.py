@@ -15,7 +15,8 @@ from omegaconf.errors import OmegaConfBaseException
 from harness.loop.callbacks.user import CallbackSpec, validate_callbacks_config
 from harness.state.checkpoint import is_sharded_checkpoint
 from harness.training.clipping import validate_clip
-from harness.core.config_keys import CONF_DIR, check_known_keys
+from harness.core.config_keys import check_known_keys
+from harness.core.overrides import overridden
 from harness.data import DataConfig, validate_data_config
 from harness.diagnosis.live import DiagnoseSettings, diagnose_settings, validate_diagnose_config
 from harness.training.early_stop import EarlyStopConfig, early_stop_config
@@ -106,7 +107,8 @@ class RunConfig:
 
     def with_overrides(self, overrides: Sequence[str], world_size: int = 1) -> RunConfig:
         """This config with `key=value` overrides applied as Hydra applies them, checked again on
-        the same device: the one way mode=eval, the LR finder and the remedies derive a changed config."""
+        the same device: the one way mode=eval, the LR finder and the remedies derive a changed config
+        (LR scaling derives its record with the same `overridden`, re-reading only the schedule)."""
         return replace(validate_config(overridden(self.raw, overrides), world_size), device=self.device)
 
     def with_lr_scaling(self) -> RunConfig:
@@ -116,22 +118,6 @@ class RunConfig:
             return self
         optim = replace(self.optim, options={**self.optim.options, "lr": scaled.optim.lr})  # what the optimizer gets
         return replace(self, raw=scaled, optim=optim, schedule=schedule_config(scaled.schedule))
-
-
-def overridden(cfg: DictConfig, overrides: Sequence[str]) -> DictConfig:
-    """`cfg` with `key=value` overrides applied as Hydra applies them: a config group's name takes
-    that option's whole node (precision=bf16), any other key its value read as YAML (1e-7 a float,
-    null None)."""
-    new = OmegaConf.create(OmegaConf.to_container(cfg, resolve=True))
-    for override in overrides:
-        key, value = override.split("=", 1)
-        if (CONF_DIR / key).is_dir():
-            option = OmegaConf.load(CONF_DIR / key / f"{value}.yaml")
-            option.pop("defaults", None)
-            new[key] = option
-        else:
-            OmegaConf.update(new, key, OmegaConf.create(f"value: {value}")["value"], merge=False)
-    return new
 
 
 def _positive_int(key: str, value: object) -> None:

@@ -11,8 +11,9 @@ import logging
 import math
 from dataclasses import dataclass
 
-from omegaconf import DictConfig, OmegaConf, open_dict
+from omegaconf import DictConfig
 
+from harness.core.overrides import overridden
 from harness.core.typed_config import at_least, one_of, read_typed, setting
 
 RULES = ("linear", "sqrt")
@@ -36,12 +37,11 @@ def scaled_lr(cfg: DictConfig, settings: ScaleLRConfig) -> DictConfig:
         return cfg
     k = cfg.batch_size / base
     factor = k if settings.rule == "linear" else math.sqrt(k)
-    scaled = OmegaConf.create(OmegaConf.to_container(cfg, resolve=True))
     warmup = cfg.schedule.get("warmup", 0)
-    with open_dict(scaled):
-        scaled.optim.lr = float(cfg.optim.lr) * factor
-        if isinstance(warmup, int) and warmup > 0:
-            scaled.schedule.warmup = max(1, round(warmup / k))
+    changes = [f"optim.lr={float(cfg.optim.lr) * factor!r}"]
+    if isinstance(warmup, int) and warmup > 0:
+        changes.append(f"schedule.warmup={max(1, round(warmup / k))}")
+    scaled = overridden(cfg, changes)
     log.info("scale_lr (%s): batch %d = %.3gx base %d: optim.lr %g -> %g, warmup %s -> %s steps",
              settings.rule, cfg.batch_size, k, base, cfg.optim.lr, scaled.optim.lr, warmup, scaled.schedule.get("warmup"))
     return scaled
