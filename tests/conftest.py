@@ -13,6 +13,7 @@ import torch
 from hydra import compose, initialize_config_dir
 from omegaconf import DictConfig
 
+import warm_train
 from harness.entry.resolvers import register_resolvers
 
 register_resolvers()
@@ -66,10 +67,11 @@ def wait_until(condition, what: str, timeout: float = EVENT_TIMEOUT_S) -> None:
         time.sleep(0.05)
 
 
-def run_cli(args: list[str], cwd: Path = ROOT, timeout: float = 300, env: dict | None = None):
-    """`python train.py ARGS` as a user types it."""
-    return subprocess.run([sys.executable, str(ROOT / "train.py"), *args], cwd=cwd, capture_output=True,
-                          text=True, timeout=timeout, env={**os.environ, **(env or {})})
+def run_cli(args: list[str], cwd: Path = ROOT, timeout: float = 300, env: dict | None = None, cold: bool = False):
+    """`python train.py ARGS` as a user types it: a process of its own, forked from one that has
+    imported torch and Hydra already (warm_train.py); `cold`: a fresh interpreter, start-up and all."""
+    return warm_train.run([sys.executable, str(ROOT / "train.py"), *args], cwd=cwd, timeout=timeout,
+                          env={**os.environ, **(env or {})}, cold=cold)
 
 
 def one_line_error(result: subprocess.CompletedProcess, key: str) -> str:

@@ -23,6 +23,7 @@ from pathlib import Path
 import pytest
 
 from conftest import CONF, ROOT, run_cli
+import warm_train
 
 README = (ROOT / "README.md").read_text()
 PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
@@ -56,11 +57,11 @@ def test_readme_lists_the_commands():
 
 
 # debug=smoke shrinks the quick start; the 100-step run keeps its length (the default warmup must fit it)
-# on a smaller batch, with one eval and one checkpoint.
+# on a smaller batch, with one eval and one checkpoint. Both start a fresh interpreter, start-up and all.
 @pytest.mark.parametrize("args,extra", [(*QUICK, ["debug=smoke"]), (["trainer.max_steps=100"], ["batch_size=8", "logger=none"])],
                          ids=["quick start", "max_steps=100"])
 def test_quick_start_and_a_short_run(tmp_path, args, extra):
-    result = run_cli([*args, *extra, "diagnose=false", f"hydra.run.dir={tmp_path / 'run'}"], cwd=tmp_path)
+    result = run_cli([*args, *extra, "diagnose=false", f"hydra.run.dir={tmp_path / 'run'}"], cwd=tmp_path, cold=True)
     assert result.returncode == 0, result.stderr[-2000:]
     assert json.loads((tmp_path / "run" / "summary.json").read_text())["status"] == "completed"
 
@@ -147,8 +148,7 @@ def test_marked_block_runs(tmp_path, page, line, marker, body):
         if marker == "smoke" and argv[1] == "train.py":
             args.append("debug=smoke")
         env = {**os.environ, "PYTHONPATH": str(ROOT)} if benchmark else None
-        result = subprocess.run([sys.executable, *args], cwd=tmp_path, capture_output=True, text=True, timeout=300,
-                                env=env)
+        result = warm_train.run([sys.executable, *args], cwd=tmp_path, env=env, timeout=300)
         assert result.returncode == 0, f"{' '.join(argv)}\n{result.stderr[-3000:]}"
         if comment in CLAIMS:
             assert CLAIMS[comment](run_dir_of(result, tmp_path)), f"{' '.join(argv)}: not {comment!r}"
