@@ -10,8 +10,10 @@
 The programs are the buggy Keras programs of the DeepLocalize benchmark (github.com/Wardat-ISU/
 DeepLocalize, Benchmark/StackOverflow and Benchmark/GitHub; rounds 1 and 2) and buggy Keras and
 TensorFlow programs of defects4ml (github.com/mohmehmo/defects4ml) and TensorFlow-Program-Bugs
-(github.com/ForeverZyh/TensorFlow-Program-Bugs; round 3), each beside its fixed twin, ported to
-PyTorch in bench/ports/ (docs/external_benchmark.md). Each program trains as
+(github.com/ForeverZyh/TensorFlow-Program-Bugs; round 3); round 4 took the DeepFD
+benchmark's (github.com/ArabelaTso/DeepFD) one post whose program was found, in other repositories, as DeepFD
+patched it and portable (the rest: SKIPPED_R4) and umlaut's user-study programs (github.com/BerkeleyHCI/umlaut,
+user_eval/), each beside its fixed twin, ported to PyTorch in bench/ports/ (docs/external_benchmark.md). Each program trains as
 `python train.py ...` in a process of its own (one thread), with the harness's own stability knobs
 off (no clip unless the program clips, constant LR, no guard) so it runs as its author ran it.
 
@@ -48,6 +50,9 @@ RUN_TIMEOUT = 1200.0
 SO, GH = "Benchmark/StackOverflow", "Benchmark/GitHub"  # in Wardat-ISU/DeepLocalize (rounds 1 and 2)
 # Round 3's collections, named in each source path: repository, then the path in it.
 D4ML, TFPB = "mohmehmo/defects4ml:", "ForeverZyh/TensorFlow-Program-Bugs:"
+# Round 4's: DeepFD (its benchmark sheet; the two programs the repository holds) and umlaut's user study.
+DFD, UMLAUT = "ArabelaTso/DeepFD:", "BerkeleyHCI/umlaut:"
+DFD_SHEET = f"{DFD}Benchmark/Benchmark-with-patches.xlsx"
 TFPB_SO, TFPB_GH = f"{TFPB}StackOverflow", f"{TFPB}Github"
 # Reproduced, fixed before any diagnosis was read: the buggy run's loss went NaN/Inf and its twin's
 # did not; or its best val accuracy is > 2 points below the twin's; or its best val loss is > 10%
@@ -579,6 +584,55 @@ CASES = [
          ("diverging", "exploding_gradients"),
          run("tfpb_so_46577203.Net", 4, 100, 4, *sgd(0.04), *SAME_ROWS),
          run("tfpb_so_46577203.Net", 4, 100, 4, *sgd(0.004), *SAME_ROWS), round=3),
+    # Round 4: DeepFD (ArabelaTso/DeepFD, Cao et al., ICSE 2022) holds in its repository no program that is
+    # new here and portable; of the 16 Stack Overflow posts its sheet gives only as patches, one program was
+    # found in other repositories as DeepFD patched it and portable (dfd_51181393; the rest: SKIPPED_R4). The
+    # round also takes umlaut's user-study programs (BerkeleyHCI/umlaut, Schoop et al., CHI 2021), each beside
+    # the repository's clean CIFAR program. Case list, split and expected findings fixed from the sources'
+    # fault descriptions before any of their runs existed.
+    Case("dfd_51181393", f"{DFD_SHEET} No. 45 (Stack Overflow 51181393)",
+         "model.compile(optimizer = 'rmsprop', loss = 'mean_squared_error') (Keras' RMSprop at lr 1e-3) -> "
+         "optimizers.RMSprop(lr=0.1); ground truth: learning rate. Program text: anon3173/KUnit:"
+         "Benchmark_Empirical_Evaluation/51181393/51181393.py (the question's program; the patch's removed line "
+         "verbatim), in DeepFD's subject form testingautomated-usi/dl-fl-repair:fl/subjects/fault_files/D7.py "
+         "(the same, with train_test_split(test_size=0.2, random_state=42))",
+         "regression", "the program's own data: x = linspace(1, 2, 100), y = 5x; DeepFD's split (random_state=42): "
+         "80 points train, 20 validate",
+         "layers (Dense(1, 'linear'): glorot weight, zero bias), MSE, RMSprop (Keras': rho 0.9, epsilon 1e-7) at "
+         "lr 1e-3 (buggy) and 0.1 (fixed), batch 32, 200 epochs = 600 steps on the 80 training points",
+         ("slow_progress",),
+         run("dfd_51181393.Net", 32, 600, 20, *rmsprop()),
+         run("dfd_51181393.Net", 32, 600, 20, *rmsprop(0.1)), round=4),
+    Case("umlaut_eval_a", f"{UMLAUT}user_eval/eval_a.py",
+         "the user study's program A; fixed as umlaut_example.py's comments say, into the repository's clean "
+         "test_train_cifar.py (e9d9998): ++ train_images / 255; Dropout(0.8) -> Dropout(0.2) (x3); "
+         "loss sparse_categorical_crossentropy on the Dense(10) logits ('doesn't take softmax') -> "
+         "SparseCategoricalCrossentropy(from_logits=True)",
+         "classification", "CIFAR-10 stand-in: scikit-learn's digits upsampled to 32x32 on 3 channels in random "
+         "colours (seeded), 0-255 pixels (1797 images; Keras' validation_split 0.2: the last 360 validate)",
+         "layers (3x3 convs of 64, 64, pool, 128, 128, pool, Dense 128, 128 ReLU, 10; glorot, zero biases; "
+         "dropout after each block), Adam (Keras'), batch 128, 10 epochs = 120 steps on the stand-in's 1437 "
+         "training images; the buggy loss as TF 2's sparse cross-entropy computes it on outputs that are no "
+         "softmax: log(clip(z, 1e-7, 1 - 1e-7)) under the harness's cross-entropy",
+         ("output_activation", "unnormalised_inputs"),
+         run("umlaut_eval_a.Buggy", 128, 120, 360, *adam()),
+         run("umlaut_eval_a.Fixed", 128, 120, 360, *adam(), "+data.scaled=true"), round=4),
+    Case("umlaut_eval_b", f"{UMLAUT}user_eval/eval_b.py",
+         "the user study's program B; fixed as umlaut_example.py's comments say, into the repository's clean "
+         "test_train_cifar.py (e9d9998): activation 'linear' / none -> 'relu' on every conv and hidden dense "
+         "layer; Adam(learning_rate=-1e3) ('negative learning rate') -> Adam(); validation_data=(train_images"
+         "[:100], ...) -> validation_split=0.2",
+         "classification", "CIFAR-10 stand-in: scikit-learn's digits upsampled to 32x32 on 3 channels in random "
+         "colours (seeded), / 255 as both programs scale; the buggy run trains on all 1797 and validates on the "
+         "first 100 of them, the fix's validation_split 0.2 holds the last 360 out",
+         "layers (the same convnet, no activation (buggy) or ReLU (fixed), dropout 0.2), batch 128, 10 epochs: "
+         "150 steps on 1797 images (buggy), 120 on 1437 (fixed); Adam (Keras' epsilon) at -1e3 as "
+         "bench.ports.umlaut_eval_b.NegativeLRAdam: lr 1000 on the negated gradient, the same steps (torch and "
+         "the harness refuse a negative LR); Adam lr 1e-3 (fixed)",
+         ("diverging", "val_train_overlap"),
+         run("umlaut_eval_b.Buggy", 128, 150, 100, *adam(1000.0),
+             "optim._target_=bench.ports.umlaut_eval_b.NegativeLRAdam", "+data.validate_on_train=true"),
+         run("umlaut_eval_b.Fixed", 128, 120, 360, *adam()), round=4),
 ]
 # Round 3's programs looked at and not ported: source (in its repository) -> why.
 SKIPPED_R3 = {
@@ -676,6 +730,67 @@ SKIPPED_R3 = {
     f"{TFPB_GH}/Others-11/models-buggy/autoencoder/VariationalAutoencoderRunner.py": "the same program and fix as "
                                                                                      "defects4ml bug 006",
 }
+# Round 4's programs looked at and not ported: source -> why. DeepFD's sheet (Benchmark-with-patches.xlsx)
+# lists 58 subjects with their patches; the repository holds the programs of two of them (Benchmark/Subjects),
+# the rest only as the sheet's patch (the whole benchmark is a separate download, not in the repository).
+_PATCH_ONLY = "only the patch is in the repository (the program, its model and its data are in DeepFD's separate " \
+              "download) and no copy of the program was found elsewhere: the same model cannot be ported"
+SKIPPED_R4 = {
+    f"{DFD_SHEET} Nos. 1-30, 48-58": "DeepLocalize's Stack Overflow and GitHub programs, which rounds 1 and 2 ported "
+                                    "or skipped",
+    f"{DFD}Benchmark/Subjects/31556268/loss_mse__epoch_50000__lr_0.1/origin.py":
+        "Stack Overflow 31556268: the same program as round 2's so_31556268 (DeepFD's fix: MSE, lr 0.1, 50000 epochs)",
+    f"{DFD}Benchmark/Subjects/59282996/epoch_30/origin.py":
+        "a masked bidirectional LSTM labelling time steps of 10 training sequences; the fix relabels the targets "
+        "(1, 2 -> 0, 1, so the padding label 0 joins class 1) and narrows the output 3 -> 2 after a reshape that "
+        "scrambles the time steps ((5, 20) -> (20, 5) without a transpose), and trains 30 epochs for 10: a change "
+        "of task, no NaN, plateau, LR, activation or scaling fault",
+    f"{DFD_SHEET} No. 31 (Stack Overflow 56380303)":
+        "DeepFD's program is in testingautomated-usi/dl-fl-repair:fl/subjects/fault_files/D8.py (the patch's line "
+        "verbatim; fix: 'sgd' -> Adam(lr=1e-4)), but its targets are each remainder mod 7 as a 20-bit binary code "
+        "(0-3 bits on, an all-zero row for remainder 0) under a softmax and categorical cross-entropy (no built-in loss of "
+        "the harness: it would need the own-objective feature), and the fix does not touch what keeps the program "
+        "at chance: learning mod 7 from raw bits with its 20-20-20 MLP (the question's answer needed an LSTM, Adam "
+        "and 50000 samples), so the pair does not turn on a training fault",
+    f"{DFD_SHEET} No. 33 (Stack Overflow 58237726)":
+        f"{_PATCH_ONLY}; the patch shows the model and data generator but not the fit call (epochs, steps), and "
+        "its Conv3D of 64 8x8x8 filters over batches of 6 volumes is slow on one CPU thread",
+    f"{DFD_SHEET} No. 34 (Stack Overflow 37624102)":
+        f"{_PATCH_ONLY} (its fix: SGD lr 0.1 -> 0.01); the one copy found elsewhere, a rewrite for a logging callback, "
+        "has SGD(lr=0.001) without decay and 50 epochs: not the line the patch changes",
+    f"{DFD_SHEET} No. 35 (Stack Overflow 39810655)":
+        f"{_PATCH_ONLY}; and the sheet says the fix (categorical -> sparse cross-entropy) barely changes a high accuracy",
+    f"{DFD_SHEET} No. 36 (Stack Overflow 41327601)":
+        f"{_PATCH_ONLY}; and the sheet says the fix (binary -> categorical cross-entropy) makes it worse",
+    f"{DFD_SHEET} No. 37 (Stack Overflow 41600519)":
+        "DeepFD's program is in testingautomated-usi/dl-fl-repair:fl/subjects/fault_files/D2.py, but it reads Kaggle's "
+        "Higgs Boson challenge training.csv (not in any repository found; its -999 markers and the Weight column the "
+        "program keeps as a feature would decide a stand-in's outcome), and the sheet's patch (rmsprop -> adam, "
+        "bce -> mse) gives its fit change (1 epoch at batch 1 -> 100 at 64) only as a comment",
+    f"{DFD_SHEET} No. 38 (Stack Overflow 41947039)": f"{_PATCH_ONLY}; the sheet gives no patch either",
+    f"{DFD_SHEET} No. 39 (Stack Overflow 41977498)": f"{_PATCH_ONLY} (its fix: rmsprop -> Adam(lr=0.01), 10 -> 100 "
+                                                     "epochs)",
+    f"{DFD_SHEET} No. 40 (Stack Overflow 42514960)":
+        f"{_PATCH_ONLY} (an autoencoder's ReLUs -> tanh; the sheet says the loss rose after it)",
+    f"{DFD_SHEET} No. 41 (Stack Overflow 42800203)": f"{_PATCH_ONLY} (its fix: Dense(1, 'softmax') -> 'sigmoid')",
+    f"{DFD_SHEET} No. 42 (Stack Overflow 44998910)": f"{_PATCH_ONLY} (its fix: 'sgd' -> SGD(learning_rate=0.03))",
+    f"{DFD_SHEET} No. 43 (Stack Overflow 46642627)":
+        "the program is in anon3173/KUnit:Benchmark_Empirical_Evaluation/46642627/46642627.py, but it trains binary "
+        "cross-entropy on targets up to 100, and the fix's (Y - max) / max in (-1, 0] under bce (the MSE is only a "
+        "comment in the patch), which the harness's bce (targets in [0, 1]) refuses; and the patch gives two "
+        "replacements (Adam(), SGD(lr=1e-6)) for the same optimizer line",
+    f"{DFD_SHEET} No. 44 (Stack Overflow 46995209)":
+        "the one copy found, anon3173/KUnit:Benchmark_Empirical_Evaluation/46995209/46995209.py, has nine "
+        "Dense(10, 'tanh') layers where the patch removes ten Dense(10, 'relu'): not the program DeepFD patched "
+        "(its fix: scaled X, tanh -> ReLU, those layers removed)",
+    f"{DFD_SHEET} No. 46 (Stack Overflow 47932589)": f"{_PATCH_ONLY} (its fix: min-max scaled x and y)",
+    f"{DFD_SHEET} No. 47 (Stack Overflow 37213388)": f"{_PATCH_ONLY}; and its fix is 2 -> 10 epochs only",
+    f"{UMLAUT}umlaut_example.py": "the repository's example: programs A's and B's bugs in one file, each commented "
+                                  "with its fix (the fixes the two cases' twins apply); not one of the study's programs",
+    f"{UMLAUT}user_eval/eval_demo.py": "the study's demo program (fashion-MNIST, Dense 12 ReLU, logits under "
+                                       "from_logits=True, pixels / 255): sound, no fix",
+    f"{UMLAUT}user_eval/eval_demo_umlaut.py": "the same demo program with umlaut's callback: sound, no fix",
+}
 # Every buggy program of the benchmark (the Stack Overflow folders and the GitHub projects' entry
 # points): each is a case above or skipped below.
 SOURCES = (
@@ -706,6 +821,10 @@ SOURCES = (
         "IPS-17/46577203-buggy/linear_regression.py", "UT-15/38447935-buggy/fitting.py")),
     f"{TFPB_GH}/IPS-9/TensorFlow-Examples-buggy/examples/2 - Basic Classifiers/logistic_regression.py",
     *SKIPPED_R3,
+    # Round 4: DeepFD's post 51181393 and umlaut's two study programs (cases), and what DeepFD and umlaut hold
+    # besides (SKIPPED_R4).
+    f"{DFD_SHEET} No. 45 (Stack Overflow 51181393)", f"{UMLAUT}user_eval/eval_a.py", f"{UMLAUT}user_eval/eval_b.py",
+    *SKIPPED_R4,
 )
 SKIPPED = {  # source (a SOURCES entry) -> why it is not ported
     "41372874": "no fixed program and no fault: the benchmark records the same result before and after",
@@ -735,6 +854,7 @@ SKIPPED = {  # source (a SOURCES entry) -> why it is not ported
 
 
 SKIPPED.update(SKIPPED_R3)
+SKIPPED.update(SKIPPED_R4)
 
 
 def skipped_source(key: str) -> str:

@@ -37,6 +37,23 @@ def digits(size: int = 28, n_val: int = 500) -> tuple[np.ndarray, np.ndarray, np
     return pixels[:-n_val], y[:-n_val], pixels[-n_val:], y[-n_val:]
 
 
+def colour_digits(size: int = 32, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    """CIFAR-10's stand-in: scikit-learn's 8x8 digits (1797 images, 10 classes) upsampled to
+    size x size on three colour channels, as 0-255 intensities like CIFAR's raw pixels: each image
+    gets its own background colour and a stroke colour 80-176 levels away from it in every channel
+    (seeded), and pixel noise (sd 8), so that the class is in the shape, not in the colour. Returns
+    (x of shape [N, 3, size, size], y) in scikit-learn's order (the programs' validation_split takes
+    the last rows, as Keras does)."""
+    x, y = load_digits(return_X_y=True)
+    images = torch.as_tensor(x, dtype=torch.float32).reshape(-1, 1, 8, 8) / 16.0
+    ink = F.interpolate(images, size=(size, size), mode="bilinear", align_corners=False).clamp(0, 1).numpy()
+    rng = np.random.default_rng(seed)
+    background = rng.uniform(0, 256, (len(x), 3, 1, 1))
+    stroke = (background + rng.uniform(80, 176, (len(x), 3, 1, 1))) % 256
+    pixels = background + (stroke - background) * ink + rng.normal(0.0, 8.0, (len(x), 3, size, size))
+    return np.clip(np.round(pixels), 0, 255), y
+
+
 def tabular(n: int, scales: list[float], seed: int, positive_share: float = 0.5) -> tuple[np.ndarray, np.ndarray]:
     """A stand-in for a CSV of raw numeric columns with a binary label: column j is a positive
     quantity of typical size scales[j] (log-normal), and the label follows a noisy linear rule on

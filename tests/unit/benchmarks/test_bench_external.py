@@ -67,12 +67,35 @@ ROUND_3_PARTS = {
 }
 
 
-def test_rounds_1_and_2_keep_their_splits_and_round_3_is_new():
+# Round 4's split, fixed with its case list before any of its programs ran (re-dealt when DeepFD's
+# dfd_51181393 joined, before any round-4 run was diagnosed).
+ROUND_4_PARTS = {"dfd_51181393": "dev", "umlaut_eval_a": "held-out", "umlaut_eval_b": "dev"}
+
+
+def test_rounds_1_to_3_keep_their_splits_and_round_4_is_new():
     assert {c.id: bench.part(c) for c in bench.CASES if c.round == 1} == ROUND_1_PARTS
     assert {c.id: bench.part(c) for c in bench.CASES if c.round == 2} == ROUND_2_PARTS
     assert {c.id: bench.part(c) for c in bench.CASES if c.round == 3} == ROUND_3_PARTS
-    assert set(bench.ROUNDS) == {1, 2, 3}
+    assert {c.id: bench.part(c) for c in bench.CASES if c.round == 4} == ROUND_4_PARTS
+    assert set(bench.ROUNDS) == {1, 2, 3, 4}
     assert not set(ROUND_3_PARTS) & (set(ROUND_1_PARTS) | set(ROUND_2_PARTS))
+    assert not set(ROUND_4_PARTS) & (set(ROUND_1_PARTS) | set(ROUND_2_PARTS) | set(ROUND_3_PARTS))
+
+
+def test_round_4_is_not_diagnosed_before_its_held_out_part_is_scored():
+    assert 4 not in bench.SCORED_ROUNDS
+
+
+def test_round_4_cases_name_their_collection_and_its_duplicates_are_skipped():
+    """Each round-4 source names DeepFD or umlaut; DeepFD's programs that earlier rounds hold are skipped."""
+    for case in (c for c in bench.CASES if c.round == 4):
+        assert case.source.startswith((bench.DFD, bench.UMLAUT)), case.id
+        assert case.id.startswith("dfd_" if case.source.startswith(bench.DFD) else "umlaut_"), case.id
+    earlier = {c.id for c in bench.CASES if c.round < 4}
+    duplicates = [why for why in bench.SKIPPED_R4.values() if "the same program as round" in why]
+    assert duplicates
+    for why in duplicates:
+        assert why.split("round ")[1].split("'s ")[1].split()[0] in earlier, why
 
 
 def test_round_3_cases_name_their_collection_and_are_not_deeplocalize_programs():
@@ -268,3 +291,21 @@ def test_keras_binary_crossentropy_on_float_targets_is_bce_on_the_ports_logits()
     clipped = p.clamp(EPSILON, 1 - EPSILON)
     keras = -(y * clipped.log() + (1 - y) * (1 - clipped).log()).mean()
     assert torch.allclose(F.binary_cross_entropy_with_logits(bce_logits(p), y), keras)
+
+
+def test_dfd_51181393_trains_deepfds_subject_form_of_the_program():
+    """y = 5x on linspace(1, 2, 100), DeepFD's train_test_split(test_size=0.2, random_state=42); one linear unit;
+    the fix is RMSprop's LR only (1e-3 -> 0.1), the same model in both runs."""
+    import torch
+
+    from bench.ports import dfd_51181393
+
+    train, val = dfd_51181393.build()
+    assert len(train) == 80 and len(val) == 20
+    for data in (train, val):
+        x, y = data.tensors
+        assert torch.allclose(y, 5 * x) and float(x.min()) >= 1.0 and float(x.max()) <= 2.0
+    assert sum(p.numel() for p in dfd_51181393.Net().parameters()) == 2
+    case = next(c for c in bench.CASES if c.id == "dfd_51181393")
+    assert "optim.lr=0.001" in case.buggy and "optim.lr=0.1" in case.fixed
+    assert [o for o in case.buggy if "lr" not in o] == [o for o in case.fixed if "lr" not in o]
