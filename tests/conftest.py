@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -17,6 +18,10 @@ import warm_train
 from harness.entry.resolvers import register_resolvers
 
 register_resolvers()
+if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+    # A shell ignores SIGINT in what it starts in the background, and children inherit that: the
+    # commands the Ctrl-C tests stop must hear it as they do when a person runs the suite.
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 if os.environ.get("PYTEST_XDIST_WORKER"):  # test workers share the cores: their CLI children take one thread each
     os.environ.setdefault("OMP_NUM_THREADS", "1")
 ROOT = Path(__file__).resolve().parent.parent
