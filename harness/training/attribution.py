@@ -14,6 +14,7 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
+from harness.core.sample_records import describe_sample
 from harness.training.loss import per_sample_loss
 from harness.models.output import OutputPicker
 
@@ -37,12 +38,6 @@ class Attribution:
         if self.data_cause:
             return f"samples {shown} stand out from the batch (median loss {self.median_loss:.3g}{norm})"
         return f"no sample stands out (median loss {self.median_loss:.3g}{norm}; worst {shown})"
-
-
-def describe_sample(sample: dict[str, float]) -> str:
-    """`17 (loss 3.2e+04, input norm 5.6e+03)`: one sample as the skip events and the report name it."""
-    norm = f", input norm {sample['input_norm']:.3g}" if sample.get("input_norm") is not None else ""
-    return f"{int(sample['index'])} (loss {sample['loss']:.3g}{norm})"
 
 
 @torch.no_grad()

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from harness.training.attribution import describe_sample
+from harness.core.sample_records import describe_sample
 from harness.diagnosis.findings import Finding, Severity
 from harness.diagnosis.load import RunData
 from harness.diagnosis.rules.eval_mode import MODE_GAP_RATIO, mode_gap

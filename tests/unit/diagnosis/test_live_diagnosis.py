@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import math
-import subprocess
 import sys
 from pathlib import Path
 
@@ -12,6 +11,7 @@ import pytest
 from optuna.trial import TrialState
 
 from apps.sweep_helpers import REPO, load_study, sweep_env
+import warm_train
 from conftest import compose_cfg, train
 from harness.state.checkpoint import step_checkpoints
 from harness.core.errors import ConfigError
@@ -108,12 +108,12 @@ def test_a_sweep_records_the_sick_trial_as_fail_with_the_finding(tmp_path: Path)
     """A grid of two LRs under abort_on: the blow-up stops at its first eval and is FAIL with the
     finding as reason; the healthy trial completes untouched."""
     overrides = [o for o in BLOWUP if not o.startswith("optim.lr")]
-    proc = subprocess.run(
+    proc = warm_train.run(
         [sys.executable, str(REPO / "train.py"), "-m", "hydra/sweeper=optuna", "hydra/sweeper/sampler=grid",
          "optim.lr=choice(0.5,0.003)", *overrides, "diagnose.abort_on=critical", "diagnose.report=false",
          "logger=none", "hydra.sweeper.n_jobs=2", "hydra.sweeper.plots=false", "hydra.sweeper.tensorboard=false",
          f"hydra.sweep.dir={tmp_path}"],
-        cwd=REPO, env=sweep_env(), capture_output=True, text=True, timeout=600)
+        cwd=REPO, env=sweep_env(), timeout=600)
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert not (REPO / "'").exists()  # the trials' quoted hydra.run.dir made no folder of its own
     trials = {t.params["optim.lr"]: t for t in load_study(tmp_path).trials}
