@@ -25,16 +25,26 @@ def signal_name(number: int) -> str:
         return f"signal {number}"
 
 
+def root_failure(err: Any) -> tuple[int, Any]:
+    """(rank, failure) of a ChildFailedError that caused the others. torchrun's own pick is the
+    earliest error file or exit by whole seconds, so a rank the agent stopped with SIGTERM after
+    another failed (one that was still writing its own refusal, say) can come first; a failure
+    of the rank's own (an exit code, or another signal) outranks those stops."""
+    failures = err.failures
+    own = {rank: f for rank, f in failures.items() if f.exitcode != -signal.SIGTERM} or failures
+    rank = min(own, key=lambda r: (own[r].timestamp, r))
+    return rank, own[rank]
+
+
 def exit_code_of(err: Any) -> int:
-    """The first failed rank's exit code (of a ChildFailedError); a rank killed by signal N gives
-    128 + N, as a shell does."""
-    _, failure = err.get_first_failure()
+    """The root failure's exit code; a rank killed by signal N gives 128 + N, as a shell does."""
+    _, failure = root_failure(err)
     return failure.exitcode if failure.exitcode > 0 else 128 - failure.exitcode
 
 
 def killed_rank_line(err: Any) -> str | None:
-    """One line for a first failure that was a signal (kill -9, the OOM killer, a segfault)."""
-    rank, failure = err.get_first_failure()
+    """One line for a root failure that was a signal (kill -9, the OOM killer, a segfault)."""
+    rank, failure = root_failure(err)
     if failure.exitcode >= 0:
         return None
     return f"error: rank {rank} (pid {failure.pid}) was killed by {signal_name(-failure.exitcode)}"
