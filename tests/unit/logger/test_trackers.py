@@ -141,7 +141,7 @@ def test_wandb_files_a_sweeps_trials_in_one_group(tmp_path):
     assert result.returncode == 0, result.stderr[-3000:]
     logs = sorted((tmp_path / "sweep").glob("*/wandb/offline-run-*/run-*.wandb"))
     groups = [_wandb_records(log, "run")[0].run_group for log in logs]
-    assert len(groups) == 2 and len(set(groups)) == 1 and groups[0].startswith("train-optim.lr")
+    assert len(groups) == 2 and len(set(groups)) == 1 and groups[0].startswith("train over optim.lr [")
 
 
 def _wandb_history(path) -> list[tuple[int, float | None]]:
