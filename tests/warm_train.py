@@ -27,6 +27,7 @@ import tempfile
 import threading
 import time
 import traceback
+from collections.abc import Mapping
 from pathlib import Path
 from typing import NoReturn
 
@@ -115,7 +116,7 @@ def run(argv: list[str], cwd: Path | str, env: dict[str, str] | None = None, tim
     return subprocess.run(argv, cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout)
 
 
-def _pythonpath(environ: os._Environ | dict[str, str]) -> list[str]:
+def _pythonpath(environ: Mapping[str, str]) -> list[str]:
     return [os.path.abspath(p) for p in environ.get("PYTHONPATH", "").split(os.pathsep) if p]
 
 

@@ -76,5 +76,6 @@ class WandbSink(Sink):
                 self.run.log_artifact(artifact)
         self.run.summary["status"] = summary.get("status", "failed")
         self.run.finish(exit_code=1 if summary.get("status") in FAILED_STATUSES else 0)
-        wandb.teardown()  # its service writes the run's files on its own: they are whole once this returns, before a
-        # finished run's process ends without its atexit handlers (entry/cli.py's exit_without_teardown)
+        # W&B's service writes the run's files; a finished run's process ends without atexit
+        # handlers (entry/cli.py's exit_without_teardown), so wait for it here.
+        wandb.teardown()

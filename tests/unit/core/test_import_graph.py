@@ -4,6 +4,8 @@ functions and under TYPE_CHECKING: a lazy import hides a circle, it does not rem
 from __future__ import annotations
 
 import ast
+import subprocess
+import sys
 from pathlib import Path
 
 from conftest import ROOT
@@ -103,17 +105,34 @@ def test_no_module_imports_its_importers():
     assert circles(graph) == []
 
 
+def imported_in_a_fresh_interpreter(code: str, packages: tuple[str, ...]) -> list[str]:
+    """Which of `packages` a new Python process has imported after running `code` from the root."""
+    probe = f"{code}\nimport sys\nprint(sorted(p for p in {packages!r} if p in sys.modules))"
+    done = subprocess.run([sys.executable, "-c", probe], cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr[-2000:]
+    return ast.literal_eval(done.stdout.strip().splitlines()[-1])
+
+
 def test_hydra_plugin_scan_imports_neither_torch_nor_optuna():
     """Hydra imports every module under hydra_plugins/ when any Hydra app starts (a sweep's fake
     app, a trial, train.py's --help): a top-level torch import there costs each of them ~1.5 s."""
-    import subprocess
-    import sys
+    code = "from hydra.core.plugins import Plugins\nPlugins.instance()"
+    assert imported_in_a_fresh_interpreter(code, ("torch", "optuna")) == []
 
-    code = ("from hydra.core.plugins import Plugins; Plugins.instance(); import sys; "
-            "print(sorted(m for m in ('torch', 'optuna') if m in sys.modules))")
-    done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=60)
-    assert done.returncode == 0, done.stderr[-2000:]
-    assert done.stdout.strip() == "[]"
+
+def test_reading_a_run_never_loads_torch():
+    """The report, its plots (a background process per run, one per sweep trial) and
+    scripts/diagnose.py read files: importing torch would double what they take to start."""
+    code = """
+import runpy, sys
+import harness.diagnosis, harness.diagnosis.draw, harness.diagnosis.plots
+sys.argv = ["diagnose.py", "--help"]
+try:
+    runpy.run_path("scripts/diagnose.py", run_name="__main__")
+except SystemExit:
+    pass
+"""
+    assert imported_in_a_fresh_interpreter(code, ("torch",)) == []
 
 
 def test_the_harness_and_train_py_import_no_plugin_and_no_launcher_imports_the_sweeper():

@@ -2,14 +2,11 @@
 report.md and scripts/diagnose.py."""
 from __future__ import annotations
 
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 from omegaconf import OmegaConf
 
-from conftest import ROOT
 from diagnosis_runs import Run, bumps, diagnose_cli
 from harness.diagnosis import RULES, MissingMetricsError, write_report
 
@@ -97,14 +94,3 @@ def test_cli_without_metrics_is_a_one_line_error(tmp_path):
     assert result.stderr.strip() == expected
     assert not (tmp_path / "report.md").exists()
 
-
-def test_reading_a_run_never_loads_torch():
-    """The report, its plots (a background process per run, one per sweep trial) and
-    scripts/diagnose.py read files: importing torch would double what they take to start."""
-    code = ("import sys, runpy; import harness.diagnosis, harness.diagnosis.draw, harness.diagnosis.plots; "
-            "sys.argv = ['diagnose.py', '--help']; "
-            "exec(\"try:\\n runpy.run_path('scripts/diagnose.py', run_name='__main__')\\nexcept SystemExit: pass\"); "
-            "print(sorted(m for m in sys.modules if m == 'torch' or m.startswith('torch.')))")
-    done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=60)
-    assert done.returncode == 0, done.stderr[-2000:]
-    assert done.stdout.strip().splitlines()[-1] == "[]"
