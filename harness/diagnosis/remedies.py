@@ -58,11 +58,15 @@ def adaptive_optimizer(run: RunData) -> Remedy | None:
     """An SGD run that is unstable or stalled: AdamW at its usual LR, from scratch (SGD's momentum
     buffers mean nothing to AdamW). Adam scales each weight's step by its own gradient history, so
     one LR suits layers whose gradients differ by orders of magnitude, and a tiny gradient still
-    moves its weight by about the LR."""
+    moves its weight by about the LR. The switch changes the update rule, not the regularisation:
+    a run without weight decay stays without it, rather than taking the adamw option's 0.1, which
+    holds a small net's weights down (a run with decay takes AdamW's usual, decoupled one: its
+    SGD value, scaled by an LR that is itself the problem, says nothing about AdamW's)."""
     if not str(run.cfg("optim._target_", "")).endswith("SGD"):
         return None
-    return Remedy(("optim=adamw", f"optim.lr={_number(ADAMW_LR)}"), Restart.SCRATCH, "AdamW normalises every "
-                  "weight's step by its gradient's running size: no direction overshoots the way SGD's momentum "
+    undecayed = ("optim.weight_decay=0",) if not run.cfg("optim.weight_decay") else ()
+    return Remedy(("optim=adamw", f"optim.lr={_number(ADAMW_LR)}", *undecayed), Restart.SCRATCH, "AdamW normalises "
+                  "every weight's step by its gradient's running size: no direction overshoots the way SGD's momentum "
                   "does at a shared LR, and no weight stalls because its gradient is tiny; the optimizer changes, "
                   "so the run starts over", kind="optimizer")
 

@@ -1,7 +1,10 @@
 """Keep or reject an attempt by its outcome, pick the run's result, and give the verdict.
 
 An attempt is kept when its best val loss, up to the last step both it and the attempt it builds
-on reached, beats that attempt's by more than 1% and twice the eval-to-eval noise. The result is
+on reached, beats that attempt's by more than 1% and twice the eval-to-eval noise, or by 1% while
+its val loss was lower at every one of at least five evals both had (a noisy base: evals at the
+same steps on the same batches are paired, and a remedy that is lower at each of five is not
+luck, 1 in 32). The result is
 the attempt with the lowest best val loss among those that may be it (the run as given, the kept
 remedies, the continuations that finish a stopped base): a rejected remedy never is, so remedies
 never leave a run worse than it was given.
@@ -28,9 +31,12 @@ log = logging.getLogger("harness")
 # attempt before it changed nothing worth keeping, unless it cleared the critical findings the
 # attempt before it had. The noise is measured on the log of the loss:
 # a loss wobbles in proportion to its size, so a base that oscillated between 0.2 and 50 is beaten
-# by a remedy that ends at 0.001, and the same ratio counts at any scale.
+# by a remedy that ends at 0.001, and the same ratio counts at any scale. A base whose loss wobbles
+# (or climbs as it overfits) has a wide noise band; a remedy lower at every eval both had is better
+# by that pairing, whatever the band.
 BETTER_BY = 0.01
 NOISE_SIGMAS = 2.0
+PAIRED_EVALS = 5  # lower at each of this many shared evals: 1 in 2**5 by chance
 
 
 def better(new: RunData, old: RunData, cleared: bool = False) -> bool:
@@ -47,7 +53,19 @@ def better(new: RunData, old: RunData, cleared: bool = False) -> bool:
     new_best, old_best = _best_until(new_val, common), _best_until(old_val, common)
     if not math.isfinite(new_best) or not math.isfinite(old_best):
         return math.isfinite(new_best)
-    return (cleared and new_best <= old_best) or _beats(new_best, old_best, log_noise(old_val))
+    return ((cleared and new_best <= old_best) or _beats(new_best, old_best, log_noise(old_val))
+            or (_beats(new_best, old_best, 0.0) and _lower_at_every_eval(new_val, old_val, common)))
+
+
+def _lower_at_every_eval(new: Series, old: Series, until: int) -> bool:
+    """`new` below `old` at each of at least PAIRED_EVALS eval steps both have, up to `until` (a
+    non-finite loss is never below; any loss is below a non-finite one)."""
+    shared, new_at, old_at = np.intersect1d(new.steps[new.steps <= until], old.steps, return_indices=True)
+    if len(shared) < PAIRED_EVALS:
+        return False
+    ours = new.values[new_at]
+    theirs = np.where(np.isfinite(old.values[old_at]), old.values[old_at], np.inf)
+    return bool(np.all(np.isfinite(ours) & (ours < theirs)))
 
 
 def log_noise(val: Series) -> float:

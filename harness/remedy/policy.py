@@ -1,7 +1,7 @@
 """Which attempt comes next. A finding lists candidate remedies, the likeliest cause first; the next
 attempt applies the first candidate of a kind this run has not tried yet (a second LR cut is not a
 new idea), on top of the attempt it builds on (an attempt that ran to its end with no critical
-finding has its warnings' candidates tried):
+finding has its warnings' candidates tried, and, once a remedy has been tried, its infos'):
 - from a copy of that attempt's last checkpoint before the symptom (LR, clip, precision, accumulation);
 - from scratch (init, activation, architecture, optimizer, schedule shape), or when no checkpoint qualifies.
 A kept LR move names the LR as the cause, so an LR search follows it: the same factor again from
@@ -49,22 +49,29 @@ def next_attempt(cfg: DictConfig, story: Story, attempt: Attempt, current: Attem
         return midpoint
     further = _lr_further(cfg, story, current, world_size)
     if further is not None:
-        return next_candidate(cfg, story, current, current_dir, findings, "training", world_size) or further
+        return next_candidate(cfg, story, current, current_dir, findings, "training", world_size,
+                              latent=False) or further
     return next_candidate(cfg, story, current, current_dir, findings, scope, world_size)
 
 
 def next_candidate(cfg: DictConfig, story: Story, current: Attempt, current_dir: Path, findings: list[Finding],
-                   scope: str, world_size: int) -> Attempt | None:
+                   scope: str, world_size: int, latent: bool = True) -> Attempt | None:
     """The next attempt: the first critical finding's first candidate of a kind not tried yet (and
     allowed by `diagnose.remedy_scope`), on top of `current`; None when there is none. When
     `current` ran to its end with no critical finding, its warnings' candidates are tried the same
     way: a warning never stops a run, but a run that finished with one may still do measurably
-    better. A candidate the config checks refuse is recorded and skipped."""
+    better. Once a remedy has been tried (the run as given was sick), so are the candidates of its
+    infos, the latent causes a run that learned can carry (raw inputs, units lost): the sick run
+    is being repaired anyway, and the judge keeps only what measurably helps; a run as given with
+    infos alone is never restarted, and an LR search in progress (`latent` False) goes on first.
+    A candidate the config checks refuse is recorded and skipped."""
     tried = {a.applied.idea for a in story.attempts if a.applied is not None}
     refused_before = [r.overrides for r in story.refused]  # a scope-limited pass may have met them
     acted_on = [f for f in findings if f.severity is Severity.CRITICAL]
     if not acted_on and current.status in FINISHED:
         acted_on = [f for f in findings if f.severity is Severity.WARNING]
+        if latent and len(story.attempts) > 1:  # repairs are under way: the latent causes too, after the warnings
+            acted_on += [f for f in findings if f.severity is Severity.INFO]
     for finding in acted_on:
         for remedy in finding.remedies:
             new = idea_of(remedy.kind, remedy.overrides)

@@ -247,9 +247,10 @@ def dead_relu(run: RunData) -> Finding | None:
         return None
     severity = Severity.CRITICAL if max(worst.values(), default=1.0) >= DEAD_CRITICAL else Severity.WARNING
     early = _dead_from_the_start(run, [k for k in measured if k.split("/", 1)[1] in worst])
+    remedies = revive_units(run, early)
     if solved(run):
         evidence += " The train loss fell to 1/1000 of its start: the task is solved without them."
-        severity = Severity.INFO
+        severity, remedies = Severity.INFO, ()  # units the task did not need are nothing to revive
     elif learned_clearly(run):
         evidence += " The val loss still ended well below what a model blind to its inputs gets: capacity lost, not learning."
         severity = Severity.INFO
@@ -257,13 +258,13 @@ def dead_relu(run: RunData) -> Finding | None:
         return Finding("dead_relu", severity, "ReLU units died: they output 0 and never recover", evidence,
                        "lower optim.lr (one huge update pushes pre-activations negative for good) and keep clip on; "
                        "model.activation=gelu or silu never go fully flat; model.norm=layer keeps pre-activations "
-                       "centred; init=kaiming.", revive_units(run, early))
+                       "centred; init=kaiming.", remedies)
     return Finding("dead_relu", severity, "units died: their activation is flat (0, or saturated) for every sample",
                    evidence + " The model has no ReLU module: a torch.relu/F.relu call in its forward, or a "
                    "tanh/sigmoid driven into saturation, does this.",
                    "lower optim.lr and keep clip on (one huge update pushes pre-activations where the activation "
                    "is flat); normalise the pre-activations (LayerNorm before the activation); a GELU/SiLU "
-                   "instead of relu in the forward; init=kaiming for ReLU, xavier for tanh.", revive_units(run, early))
+                   "instead of relu in the forward; init=kaiming for ReLU, xavier for tanh.", remedies)
 
 
 def _dead_from_the_start(run: RunData, keys: list[str]) -> bool:

@@ -70,12 +70,16 @@ def test_a_solved_task_has_no_vanishing_gradients(tmp_path):
     assert "vanishing_gradients" not in run.findings(tmp_path)
 
 
-def test_a_solved_task_has_no_exploding_gradients_and_its_dead_units_are_info(tmp_path):
+def test_a_solved_task_has_no_exploding_gradients_and_its_dead_units_are_info_with_nothing_to_revive(tmp_path):
+    """Units the solved task did not need carry no remedy: a restart to revive them cannot gain."""
     run = Run().set("train/loss", lambda s, v: 0.7 * 10 ** (-7 * s / 400))
     run.set("grad/norm_max", lambda s, v: 1e-2 if s == 300 else 1e-6).set("act_dead/hidden.1.act", lambda s, v: 0.7)
     run.config["clip"] = None
     found = run.findings(tmp_path)
     assert "exploding_gradients" not in found and found["dead_relu"].severity is Severity.INFO
+    assert found["dead_relu"].remedies == ()
+    unsolved = Run().set("act_dead/hidden.1.act", lambda s, v: 0.7).findings(tmp_path / "unsolved")["dead_relu"]
+    assert unsolved.remedies  # the same dead layer on a run that did not solve its task
 
 
 def test_small_but_usable_gradients_are_not_vanishing(tmp_path):

@@ -36,10 +36,20 @@ def test_a_diverging_run_gets_a_3x_lower_lr_or_10x_after_an_explosion_with_warmu
 def test_an_unstable_sgd_run_also_gets_adamw_first_when_heavy_momentum_overshoots():
     sgd = {"_target_": "torch.optim.SGD", "lr": 0.3, "momentum": 0.9}
     lower, switch = calmer_updates(run_with(optim=sgd), 40)
-    assert lower.kind == "lr_down" and switch.overrides == ("optim=adamw", "optim.lr=0.001")
+    assert lower.kind == "lr_down" and switch.overrides == ("optim=adamw", "optim.lr=0.001", "optim.weight_decay=0")
     assert switch.restart is Restart.SCRATCH and not switch.changes_model
     first, _ = calmer_updates(run_with(optim={**sgd, "momentum": 0.99}), 40)
     assert first.kind == "optimizer"
+
+
+def test_the_switch_to_adamw_adds_no_weight_decay_to_a_run_that_had_none():
+    """The adamw option's decay (0.1) would hold a small net's weights down where SGD had none; a run
+    with decay takes AdamW's usual one."""
+    sgd = {"_target_": "torch.optim.SGD", "lr": 0.05, "momentum": 0.99}
+    bare, _ = calmer_updates(run_with(optim={**sgd, "weight_decay": 0.0}), 40)
+    assert bare.overrides == ("optim=adamw", "optim.lr=0.001", "optim.weight_decay=0")
+    decayed, _ = calmer_updates(run_with(optim={**sgd, "weight_decay": 5e-4}), 40)
+    assert decayed.overrides == ("optim=adamw", "optim.lr=0.001")
 
 
 def test_summed_micro_batch_gradients_are_averaged_before_the_lr_is_touched():
@@ -72,7 +82,8 @@ def test_a_slow_sgd_run_gets_adamw_after_the_raise_or_first_when_no_raise_closes
     assert [r.kind for r in raise_first] == ["lr_up", "optimizer"]
     for ratio in (1e-6, 0.0):  # 1000x short, or nothing moved: SGD's step is the tiny gradient's
         switch, raised = faster_updates(run_with(optim=sgd), ratio)
-        assert switch.overrides == ("optim=adamw", "optim.lr=0.001") and switch.restart is Restart.SCRATCH
+        assert switch.overrides == ("optim=adamw", "optim.lr=0.001", "optim.weight_decay=0")
+        assert switch.restart is Restart.SCRATCH
         assert raised.overrides == ("optim.lr=0.1",)
     assert [r.kind for r in faster_updates(run_with(), 1e-6)] == ["lr_up"]  # already adaptive
 
