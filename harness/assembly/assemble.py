@@ -95,7 +95,7 @@ def check_resume_point(config: RunConfig, saved: dict[str, Any] | None, step: in
     trained to `step` and the one that continues agree there)."""
     max_steps = config.trainer.max_steps
     if step >= max_steps:
-        raise ConfigError("resume", str(config.raw.resume), f"a checkpoint before trainer.max_steps={max_steps}: "
+        raise ConfigError("resume", str(config.job.resume), f"a checkpoint before trainer.max_steps={max_steps}: "
                                                             f"{checkpoint.name} is at step {step}, so nothing would "
                                                             f"train (raise trainer.max_steps to train it further)")
     if saved is not None:
