@@ -1,7 +1,7 @@
 """Programs written the way a user writes plain torch, for the judgement tests: MLPs on raw
 tabular columns, a net with an exponential activation, three models whose output cannot vary
-(a softmax or log-softmax over one unit, a softmax along a dimension of size 1), and rows that
-were never filled in."""
+(a softmax or log-softmax over one unit, a softmax along a dimension of size 1), logits cut off
+by a ReLU or a clamp, and rows that were never filled in."""
 import numpy as np
 import torch
 from torch import nn
@@ -53,6 +53,19 @@ class MLP(nn.Module):
 
     def forward(self, x):
         return self.net(x)
+
+
+class ReLULogits(MLP):
+    """Every layer through a ReLU, the logits' included (a module, or a function in the forward)."""
+
+    def __init__(self, functional: bool = False, out_features: int = 3):
+        super().__init__(out_features=out_features)
+        self.functional = functional
+        if not functional:
+            self.net.append(nn.ReLU())
+
+    def forward(self, x):
+        return torch.relu(self.net(x)) if self.functional else self.net(x)
 
 
 class Exp(nn.Module):

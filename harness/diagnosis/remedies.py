@@ -9,6 +9,8 @@ a clip, an init, ...) that a run tries once: a second LR cut is not a new idea.
 """
 from __future__ import annotations
 
+import importlib
+
 from harness.diagnosis.findings import Remedy, Restart
 from harness.diagnosis.load import RunData
 
@@ -23,6 +25,11 @@ MAX_SLOW_FACTOR = 10.0
 HEAVY_MOMENTUM = 0.95  # SGD momentum from which the overshoot is the momentum's: the optimizer switch comes first
 LR_KINDS = ("lr_down", "lr_up")
 ADAMW_LR = 1e-3  # AdamW's usual LR (the adamw option's default), for an SGD run switched to it
+# torch's defaults for its adaptive optimizers. Their step moves each weight by about the LR whatever
+# the gradient's size, so the default is a scale that holds across models, unlike SGD's.
+ADAPTIVE_LR = {"Adam": 1e-3, "AdamW": 1e-3, "NAdam": 2e-3, "RAdam": 1e-3, "Adamax": 2e-3, "RMSprop": 1e-2,
+               "Adagrad": 1e-2}
+USUAL_BAND = 10.0  # an adaptive LR more than this factor from its usual one is outside the optimizer's range
 SLOW_START = ("; the run starts over: its slow steps bought little, and a restart from a checkpoint would leave "
               "the faster updates only the steps that were left")
 
@@ -37,7 +44,8 @@ def calmer_updates(run: RunData, before_step: int | None = None, exploded: bool 
     if run.summed_micro_batches:
         return (averaged_gradients(run, before_step),)
     candidates = []
-    lr = _lr_override(run, 1 / (BLOWUP_LR_FACTOR if exploded else LR_FACTOR))
+    factor = 1 / (BLOWUP_LR_FACTOR if exploded else LR_FACTOR)
+    lr = _lr_override(run, factor)
     if lr is not None:
         overrides = [lr]
         if run.warmup == 0:
@@ -45,8 +53,8 @@ def calmer_updates(run: RunData, before_step: int | None = None, exploded: bool 
         if not run.cfg("clip"):
             overrides.append(f"clip={SAFE_CLIP}")
         candidates.append(Remedy(tuple(overrides), Restart.CHECKPOINT, "smaller updates stay inside the region where "
-                                 "the loss still falls; a warmup and a clip bound the first and the largest of them",
-                                 before_step, kind="lr_down"))
+                                 "the loss still falls; a warmup and a clip bound the first and the largest of them"
+                                 + _usual_note(run, factor), before_step, kind="lr_down"))
     switch = adaptive_optimizer(run)
     if switch is not None:
         heavy_momentum = (run.cfg("optim.momentum") or 0) >= HEAVY_MOMENTUM
@@ -148,7 +156,7 @@ def faster_updates(run: RunData, update_ratio: float | None = None) -> Candidate
     lr = _lr_override(run, factor)
     candidates = [] if lr is None else [Remedy((lr,), Restart.SCRATCH, f"the weights barely move at this LR; "
                                                f"{factor:.3g}x larger updates are still far from where the loss "
-                                               "diverges" + SLOW_START, kind="lr_up")]
+                                               "diverges" + _usual_note(run, factor) + SLOW_START, kind="lr_up")]
     switch = adaptive_optimizer(run)
     if switch is not None:
         beyond_a_raise = update_ratio == 0 or (update_ratio is not None
@@ -287,8 +295,46 @@ def averaged_gradients(run: RunData, before_step: int | None = None) -> Remedy:
 
 
 def _lr_override(run: RunData, factor: float) -> str | None:
+    lr = _run_lr(run)
+    return None if lr is None else f"optim.lr={_number(moved_lr(lr, factor, usual_lr(run)))}"
+
+
+def _run_lr(run: RunData) -> float | None:
     lr = run.cfg("optim.lr")
-    return f"optim.lr={_number(lr * factor)}" if isinstance(lr, (int, float)) and not isinstance(lr, bool) else None
+    return float(lr) if isinstance(lr, (int, float)) and not isinstance(lr, bool) else None
+
+
+def moved_lr(lr: float, factor: float, usual: float | None) -> float:
+    """`lr` times `factor`; for an adaptive optimizer (`usual`: its usual LR) whose LR the move would
+    still leave more than USUAL_BAND x beyond its usual one, on the side it started from, the usual
+    one: Adam at lr 100 moves every weight by ~100 a step, and 10x rungs from there take six
+    attempts to reach where it trains."""
+    moved = lr * factor
+    if usual is not None and ((factor < 1 and moved > usual * USUAL_BAND) or (factor > 1 and moved < usual / USUAL_BAND)):
+        return usual
+    return moved
+
+
+def _usual_note(run: RunData, factor: float) -> str:
+    """The why of an LR move that lands at the optimizer's usual LR (see `moved_lr`), else ""."""
+    lr, usual = _run_lr(run), usual_lr(run)
+    if lr is None or usual is None or moved_lr(lr, factor, usual) != usual or lr * factor == usual:
+        return ""
+    return (f"; {run.cfg('optim._target_')} moves each weight by about the LR per step, so lr {_number(lr)} is "
+            f"{max(lr / usual, usual / lr):.3g}x from its usual {_number(usual)}: the move goes there at once")
+
+
+def usual_lr(run: RunData) -> float | None:
+    """The usual LR of the run's optimizer when it is one of torch's adaptive ones or a subclass of
+    one (ADAPTIVE_LR); None for SGD and anything else. A class that cannot be imported here (a
+    run diagnosed away from its code) is known by its name alone."""
+    target = str(run.cfg("optim._target_", ""))
+    module, _, name = target.rpartition(".")
+    try:
+        bases = [(base.__module__, base.__name__) for base in getattr(importlib.import_module(module), name).__mro__]
+    except (ImportError, AttributeError, ValueError, TypeError):
+        bases = [("torch.optim", name)]
+    return next((ADAPTIVE_LR[n] for m, n in bases if m.startswith("torch.optim") and n in ADAPTIVE_LR), None)
 
 
 def _number(value: float, digits: int = 3) -> str:

@@ -63,6 +63,7 @@ def forward_facts(model: nn.Module, loss_of: Callable[[], torch.Tensor], batch: 
         if name == "":
             inputs["varies"] = given is None or _varies(given)
             inputs["value"] = float(out.detach().reshape(-1)[0]) if finite else None
+            inputs["bounds"] = _held_at_bounds(out) if finite else None
 
     hooks = [module.register_forward_hook(lambda m, a, k, o, name=name: record(m, a, k, o, name), with_kwargs=True)
              for name, module in model.named_modules()]
@@ -78,13 +79,30 @@ def forward_facts(model: nn.Module, loss_of: Callable[[], torch.Tensor], batch: 
     root = next((c for c in calls if c["module"] == ""), None)
     facts: dict[str, Any] = {"loss_finite": bool(torch.isfinite(loss).all()),
                              "gradient_norm": norm if math.isfinite(norm) else None,
-                             "inputs_vary": inputs.get("varies", True), "constant_output": None, "nonfinite": None}
+                             "inputs_vary": inputs.get("varies", True), "constant_output": None, "nonfinite": None,
+                             "output_bounds": inputs.get("bounds")}
     if root is not None and root["finite"] and not root["varies"] and facts["inputs_vary"]:
         facts["constant_output"] = {**_where_constant(calls), "value": inputs.get("value")}
     facts["nonfinite"] = next(({k: c[k] for k in ("module", "type", "input_max")} for c in calls
                                if not c["finite"] and c["input_finite"] and c["module"]), None)
     facts["gradient_stop"] = _where_gradient_stops(calls) if norm == 0 and facts["loss_finite"] else None
     return facts
+
+
+def _held_at_bounds(out: torch.Tensor) -> dict[str, float] | None:
+    """How many of the output's values sit exactly at the batch's lowest or its highest value,
+    counted where two or more do: a continuous output ties there by chance almost never, an output
+    through a ReLU or a clamp does for every value it cuts off (and passes those no gradient)."""
+    flat = out.detach().float().reshape(-1)
+    low, high = flat.min(), flat.max()
+    if flat.numel() < 2 or low == high:
+        return None
+    shares = {}
+    for side, bound in (("low", low), ("high", high)):
+        ties = int((flat == bound).sum())
+        shares[side] = ties / flat.numel() if ties > 1 else 0.0
+    return {"low": float(low), "high": float(high), "share_low": shares["low"], "share_high": shares["high"],
+            "values": int(flat.numel())}
 
 
 def _where_gradient_stops(calls: list[dict[str, Any]]) -> dict[str, Any]:

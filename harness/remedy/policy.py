@@ -21,7 +21,7 @@ from harness.config.run_config import validate_config
 from harness.core.overrides import overridden
 from harness.core.errors import ConfigError
 from harness.diagnosis.findings import Finding, Remedy, Restart, Severity
-from harness.diagnosis.remedies import LR_KINDS, lr_step
+from harness.diagnosis.remedies import BLOWUP_LR_FACTOR, LR_KINDS, lr_step
 from harness.diagnosis.rules import DATA_CODE_CAUSES
 from harness.remedy.judge import best
 from harness.remedy.story import (FURTHER, KEPT, MIDPOINT, REJECTED, Applied, Attempt, Refusal, Story, attempt_dir,
@@ -89,14 +89,18 @@ def next_candidate(cfg: DictConfig, story: Story, current: Attempt, current_dir:
 
 
 def _lr_further(cfg: DictConfig, story: Story, current: Attempt, world_size: int) -> Attempt | None:
-    """`current` is a kept LR move not followed yet: the same factor once more, from the point that
-    move started at (the two are compared there). None otherwise."""
+    """`current` is a kept LR move not followed yet: the same factor once more (10x at most: a move
+    that jumped to the optimizer's usual LR is not repeated in full), from the point that move
+    started at (the two are compared there). None otherwise."""
     applied = current.applied
     if (applied is None or applied.kind not in LR_KINDS or applied.search == MIDPOINT or current.outcome != KEPT
             or any(a.base == current.number and a.applied is not None and a.applied.search for a in story.attempts)):
         return None
     factor = _lr_factor(cfg, story.attempt(current.base), current)
-    return None if factor is None else _lr_step(cfg, story, current, current, factor, FURTHER, world_size)
+    if factor is None:
+        return None
+    factor = min(max(factor, 1 / BLOWUP_LR_FACTOR), BLOWUP_LR_FACTOR)
+    return _lr_step(cfg, story, current, current, factor, FURTHER, world_size)
 
 
 def _lr_midpoint(cfg: DictConfig, story: Story, attempt: Attempt, current: Attempt,

@@ -15,14 +15,22 @@ from harness.diagnosis.remedies import output_fix
 # model could still learn (a tenth of the targets missed by at least their distance to the range).
 OUT_OF_REACH_WARNING = 0.01
 OUT_OF_REACH_CRITICAL = 0.10
+# The share of the logits on the first batch held exactly at the batch's lowest or highest value past
+# which they are cut off (a continuous output ties there by chance almost never); too few values say
+# nothing.
+HELD_SHARE = 0.10
+HELD_MIN_VALUES = 8
 
 
 def output_activation(run: RunData) -> Finding | None:
     constant = _constant_output(run) or _no_gradient_at_the_output(run)
     out = run.summary.get("output_activation")
     task = run.summary.get("task")
-    if constant or run.summary.get("user_loss") or not out or task not in ("regression", "classification"):
+    if constant or run.summary.get("user_loss") or task not in ("regression", "classification"):
         return constant  # the other checks read the output as the built-in loss does
+    held = _held_logits(run, out)
+    if held or not out:
+        return held
     where = f"`{out['module']}` ({out['type']}), called after the model's last layer with weights"
     if out.get("single_unit_softmax"):
         probability = task == "classification" or run.summary.get("loss_function") == "bce"
@@ -65,6 +73,39 @@ def _constant_output(run: RunData) -> Finding | None:
     target = _constant_output_target(run, out)
     return Finding("output_activation", Severity.CRITICAL, "the model's output is the same for every input", evidence,
                    fix + f" (output_activation={target} replaces it).", output_fix(run, target, constant=True))
+
+
+def _held_logits(run: RunData, out: dict | None) -> Finding | None:
+    """Logits the built-in cross-entropy or bce reads that the untrained model's first batch holds
+    at one value for many samples and classes (summary.json's `forward.output_bounds`): a ReLU or a
+    clamp cuts them off, and a logit held there passes no gradient, so its class can never become
+    likelier (or, at an upper bound, less likely) on those samples. A regression loss reads a range
+    (`_unreachable_targets`). The culprit is the output activation module when its range ends at
+    that value (it can be replaced), else the forward's own code."""
+    if run.summary.get("task") == "regression" and run.summary.get("loss_function") != "bce":
+        return None
+    bounds = (run.summary.get("forward") or {}).get("output_bounds")
+    if not bounds or bounds["values"] < HELD_MIN_VALUES:
+        return None
+    sides = [side for side in ("low", "high") if bounds[f"share_{side}"] >= HELD_SHARE]
+    if not sides:
+        return None
+    module = out if out and out["read_by_loss"] and all(
+        out[side] is not None and math.isclose(out[side], bounds[side], abs_tol=1e-6) for side in sides) else None
+    culprit = (f"`{module['module']}` ({module['type']}), called after the model's last layer with weights,"
+               if module else "the forward's own code (a ReLU or clamp written as a function, not a module)")
+    held = " and ".join(f"{bounds[f'share_{side}']:.0%} exactly {bounds[side]:.4g}, the batch's "
+                        f"{'lowest' if side == 'low' else 'highest'} value" for side in sides)
+    moves = " or ".join("likelier" if side == "low" else "less likely" for side in sides)
+    evidence = (f"on the first batch, of the logits the loss reads, {held}: {culprit} cuts them off there. A logit "
+                f"held at a cut passes no gradient, so its class cannot become {moves} on that sample however the "
+                "run trains; units that look dead behind it are partly its doing.")
+    fix = "the loss takes raw logits and applies the softmax (or sigmoid) itself: drop the activation or clamp on them"
+    if module is None:
+        return Finding("output_activation", Severity.WARNING, "the logits are cut off", evidence,
+                       fix + " in the model's forward.")
+    return _found(run, Severity.WARNING, "the logits are cut off", evidence,
+                  fix + " (output_activation=identity replaces it).", "identity")
 
 
 def _no_gradient_at_the_output(run: RunData) -> Finding | None:

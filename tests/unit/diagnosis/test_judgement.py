@@ -84,6 +84,31 @@ def test_a_healthy_model_varies_passes_a_gradient_and_leaves_no_trace():
     assert net.training
 
 
+class ClampedLogits(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.net = programs.MLP(out_features=3)
+
+    def forward(self, x):
+        return self.net(x).clamp(-0.05, 0.05)
+
+
+@pytest.mark.parametrize("model, low, high", [
+    (lambda: programs.ReLULogits(functional=False), True, False),
+    (lambda: programs.ReLULogits(functional=True), True, False),
+    (ClampedLogits, True, True),
+    (lambda: programs.MLP(out_features=3), False, False),  # raw logits tie nowhere
+])
+def test_logits_held_at_a_cut_are_counted_at_each_end(model, low, high):
+    torch.manual_seed(0)
+    net, x = model(), torch.randn(64, 5)
+    bounds = forward_facts(net, lambda: net(x).sum(), len(x))["output_bounds"]
+    assert bounds["values"] == 192 and (bounds["share_low"] > 0.1) == low and (bounds["share_high"] > 0.1) == high
+    if not low:
+        assert bounds["share_low"] == 0.0
+    assert (bounds["low"] == 0.0) == (low and not high)
+
+
 def test_the_first_module_that_overflows_on_finite_inputs_is_named():
     torch.manual_seed(0)
     net, x = programs.ExpNet(), 300 * torch.randn(8, 5)
@@ -127,6 +152,9 @@ def test_a_healthy_mlp_on_raw_columns_gets_no_warning(tmp_path, batch, steps, ev
                         f"trainer.eval_every={every}", "trainer.eval_batches=300"], tmp_path)
     assert summary["best_val_loss"] < 0.7 * summary["val_prior_loss"]  # it learned
     assert _alarms(_findings(tmp_path)) == []
+    if batch > 1:  # the first batch's logits are measured, and cut nowhere
+        held = summary["forward"]["output_bounds"]
+        assert held["share_low"] == held["share_high"] == 0.0 and held["values"] == 2 * batch
 
 
 def test_an_lr_far_too_low_is_slow_progress_not_a_divergence(tmp_path):

@@ -159,3 +159,37 @@ def test_a_softmax_cannot_make_target_rows_that_do_not_sum_to_one(off_one, perce
     finding = output_activation(run)
     assert (finding.severity, finding.remedy.overrides) == (Severity(severity), (remedy,)) if severity else \
         finding is None
+
+
+def bounds(low: float, high: float, share_low: float, share_high: float, values: int = 640) -> dict:
+    return {"forward": {"output_bounds": {"low": low, "high": high, "share_low": share_low, "share_high": share_high,
+                                          "values": values}}}
+
+
+@pytest.mark.parametrize("task, out, held, remedy, words", [
+    # a ReLU module on the logits, half of them at 0: it can be replaced
+    ("classification", output("ReLU", 0.0, None, units=10, output_units=10), bounds(0.0, 9.0, 0.5, 0.0),
+     ("output_activation=identity",), "`head.act` (ReLU)"),
+    # the same cut written in the forward: named, with no remedy that could reach it
+    ("classification", None, bounds(0.0, 9.0, 0.5, 0.0), (), "the forward's own code"),
+    # log(clip(z)): held at both ends
+    ("classification", None, bounds(-16.1, -1e-7, 0.4, 0.57), (), "likelier or less likely"),
+    # a bce regression's logits too
+    ("regression", None, bounds(0.0, 3.0, 0.2, 0.0), (), "the forward's own code"),
+])
+def test_logits_a_cut_holds_are_named_at_the_cut(task, out, held, remedy, words):
+    summary = {**held, **({"loss_function": "bce"} if task == "regression" else {})}
+    finding = output_activation(run_of(task, out, **summary))
+    assert finding.name == "output_activation" and finding.severity is Severity.WARNING
+    assert finding.title == "the logits are cut off" and words in finding.evidence
+    assert tuple(o for r in finding.remedies for o in r.overrides) == remedy
+
+
+@pytest.mark.parametrize("task, held, summary", [
+    ("classification", bounds(0.0, 9.0, 0.05, 0.0), {}),  # a few ties: chance, or too few to say
+    ("classification", bounds(0.0, 9.0, 0.5, 0.0, values=6), {}),
+    ("regression", bounds(0.0, 9.0, 0.5, 0.0), {}),  # an MSE regression's range is another check's
+    ("classification", bounds(0.0, 9.0, 0.5, 0.0), {"user_loss": True}),  # a user's loss may read anything
+])
+def test_logits_that_are_not_held_or_not_logits_are_not_named(task, held, summary):
+    assert output_activation(run_of(task, None, **held, **summary)) is None

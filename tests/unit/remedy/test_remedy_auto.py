@@ -303,6 +303,19 @@ def test_a_kept_lr_move_is_followed_by_the_same_factor_and_an_overshoot_is_halve
     assert following(cut, cut, [still]).applied.kind == "optimizer"
 
 
+def test_a_kept_jump_to_the_optimizers_usual_lr_is_followed_by_a_10x_step_not_the_whole_jump_again():
+    """Adam at lr 100 went to its usual 1e-3 at once (1e5x) and that helped: the search goes on 10x
+    further, to 1e-4, not to 1e-8."""
+    from harness.remedy.policy import next_attempt
+
+    cfg = compose_cfg(["optim=adam", "optim.lr=100.0"])
+    jump = Attempt(2, ["optim.lr=0.001", "clip=1.0"], "from scratch", base=1, outcome="kept",
+                   applied=Applied("diverging", ["optim.lr=0.001", "clip=1.0"], kind="lr_down"))
+    story = Story(5, [Attempt(1, [], "as given"), jump])
+    further = next_attempt(cfg, story, jump, jump, Path("unused"), [], "all", 1)
+    assert further.overrides == ["clip=1.0", "optim.lr=0.0001"] and further.applied.search == "further"
+
+
 def test_a_remedy_rejected_where_its_base_stopped_early_is_kept_if_it_ends_better_than_the_finished_base():
     """The base stopped at step 48 for a remedy; the remedy (from scratch) trailed there and was
     rejected, then ended at 2.08. Finished, the run as given ends at 2.24: the remedy is kept at
@@ -431,16 +444,17 @@ def test_once_a_remedy_was_tried_a_finished_attempts_infos_are_tried_after_its_w
     assert following([raw]) is None
 
 
-def test_the_lr_search_repairs_a_user_model_whose_lr_is_1000x_too_high(tmp_path):
-    """Adam at lr 1.0 on a user's net (no harness keys): a 10x cut helps but still diverges, so the
-    search cuts 10x again (kept, healthy) and once more (rejected); the result is the kept step."""
+def test_an_adam_lr_1000x_too_high_goes_to_its_usual_lr_and_the_search_goes_on_from_there(tmp_path):
+    """Adam at lr 1.0 on a user's net (no harness keys): a 10x cut would leave it 100x above Adam's
+    usual 1e-3, so the cut goes there at once (kept, healthy); the search then steps 10x further
+    from it (not the whole 1000x again), which is rejected; the result is the kept move."""
     _, summary = train([*USER, "model._target_=tests.remedy_models.DeadStartNet", "+model.depth=2", "init=kaiming",
                         "optim=adam", "optim.lr=1.0", "schedule=constant", "clip=null", "guard=off", *AUTO],
                        tmp_path / "run")
     given, cut, further, *rest = summary["attempts"]
-    assert cut["applied"]["kind"] == "lr_down" and cut["outcome"] == "kept" and "optim.lr=0.1" in cut["overrides"]
+    assert cut["applied"]["kind"] == "lr_down" and cut["outcome"] == "kept" and "optim.lr=0.001" in cut["overrides"]
     assert further["applied"]["search"] == "further" and further["base"] == cut["number"]
-    assert "optim.lr=0.01" in further["overrides"] and further["outcome"] == "kept"
+    assert "optim.lr=0.0001" in further["overrides"] and further["outcome"] == "rejected"
     best = summary["attempts"][summary["best_attempt"] - 1]
     assert summary["remedy_verdict"] == "healed" and best["applied"]["kind"] == "lr_down" and not best["critical"]
     assert ranked_loss(summary["best_val_loss"]) < ranked_loss(given["best_val_loss"]) / 2
