@@ -91,18 +91,21 @@ def forward_facts(model: nn.Module, loss_of: Callable[[], torch.Tensor], batch: 
 
 def _held_at_bounds(out: torch.Tensor) -> dict[str, float] | None:
     """How many of the output's values sit exactly at the batch's lowest or its highest value,
-    counted where two or more do: a continuous output ties there by chance almost never, an output
-    through a ReLU or a clamp does for every value it cuts off (and passes those no gradient)."""
-    flat = out.detach().float().reshape(-1)
-    low, high = flat.min(), flat.max()
-    if flat.numel() < 2 or low == high:
+    counted where two or more do, and in how many of a sample's positions (its classes) they do: a
+    continuous output ties there by chance almost never, an output through a ReLU or a clamp does
+    for every value it cuts off, in any class (and passes those no gradient). A model that gives
+    every sample the same output ties too, but each class at its own value."""
+    per_sample = out.detach().float().reshape(out.shape[0], -1)
+    low, high = per_sample.min(), per_sample.max()
+    if per_sample.numel() < 2 or low == high:
         return None
-    shares = {}
+    facts: dict[str, float] = {"low": float(low), "high": float(high), "values": int(per_sample.numel())}
     for side, bound in (("low", low), ("high", high)):
-        ties = int((flat == bound).sum())
-        shares[side] = ties / flat.numel() if ties > 1 else 0.0
-    return {"low": float(low), "high": float(high), "share_low": shares["low"], "share_high": shares["high"],
-            "values": int(flat.numel())}
+        at = per_sample == bound
+        ties = int(at.sum())
+        facts[f"share_{side}"] = ties / per_sample.numel() if ties > 1 else 0.0
+        facts[f"positions_{side}"] = int(at.any(0).sum())
+    return facts
 
 
 def _where_gradient_stops(calls: list[dict[str, Any]]) -> dict[str, Any]:

@@ -87,11 +87,13 @@ def _held_logits(run: RunData, out: dict | None) -> Finding | None:
     bounds = (run.summary.get("forward") or {}).get("output_bounds")
     if not bounds or bounds["values"] < HELD_MIN_VALUES:
         return None
-    sides = [side for side in ("low", "high") if bounds[f"share_{side}"] >= HELD_SHARE]
+    # held in one class position only: every sample's same output (a model blind to its inputs),
+    # unless the output activation's own range ends there (a single logit through a ReLU)
+    sides = [side for side in ("low", "high") if bounds[f"share_{side}"] >= HELD_SHARE
+             and (bounds.get(f"positions_{side}", 1) > 1 or _ends_at(out, bounds, side))]
     if not sides:
         return None
-    module = out if out and out["read_by_loss"] and all(
-        out[side] is not None and math.isclose(out[side], bounds[side], abs_tol=1e-6) for side in sides) else None
+    module = out if all(_ends_at(out, bounds, side) for side in sides) else None
     culprit = (f"`{module['module']}` ({module['type']}), called after the model's last layer with weights,"
                if module else "the forward's own code (a ReLU or clamp written as a function, not a module)")
     held = " and ".join(f"{bounds[f'share_{side}']:.0%} exactly {bounds[side]:.4g}, the batch's "
@@ -106,6 +108,12 @@ def _held_logits(run: RunData, out: dict | None) -> Finding | None:
                        fix + " in the model's forward.")
     return _found(run, Severity.WARNING, "the logits are cut off", evidence,
                   fix + " (output_activation=identity replaces it).", "identity")
+
+
+def _ends_at(out: dict | None, bounds: dict, side: str) -> bool:
+    """Whether the output activation the loss reads has its range end where the logits are held."""
+    return bool(out and out["read_by_loss"] and out[side] is not None
+                and math.isclose(out[side], bounds[side], abs_tol=1e-6))
 
 
 def _no_gradient_at_the_output(run: RunData) -> Finding | None:

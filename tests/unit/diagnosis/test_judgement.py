@@ -104,9 +104,19 @@ def test_logits_held_at_a_cut_are_counted_at_each_end(model, low, high):
     net, x = model(), torch.randn(64, 5)
     bounds = forward_facts(net, lambda: net(x).sum(), len(x))["output_bounds"]
     assert bounds["values"] == 192 and (bounds["share_low"] > 0.1) == low and (bounds["share_high"] > 0.1) == high
+    assert bounds["positions_low"] == (3 if low else 1)  # a cut holds logits of every class
     if not low:
         assert bounds["share_low"] == 0.0
     assert (bounds["low"] == 0.0) == (low and not high)
+
+
+def test_a_model_that_gives_every_sample_the_same_logits_ties_each_class_at_its_own_value():
+    torch.manual_seed(0)
+    net = programs.MLP(out_features=2)
+    x = torch.randn(1, 5).expand(64, 5)  # every sample alike: the same two logits each
+    bounds = forward_facts(net, lambda: net(x).sum(), len(x))["output_bounds"]
+    assert bounds["share_low"] == bounds["share_high"] == 0.5
+    assert bounds["positions_low"] == bounds["positions_high"] == 1
 
 
 def test_the_first_module_that_overflows_on_finite_inputs_is_named():

@@ -161,9 +161,9 @@ def test_a_softmax_cannot_make_target_rows_that_do_not_sum_to_one(off_one, perce
         finding is None
 
 
-def bounds(low: float, high: float, share_low: float, share_high: float, values: int = 640) -> dict:
+def bounds(low: float, high: float, share_low: float, share_high: float, values: int = 640, positions: int = 10) -> dict:
     return {"forward": {"output_bounds": {"low": low, "high": high, "share_low": share_low, "share_high": share_high,
-                                          "values": values}}}
+                                          "values": values, "positions_low": positions, "positions_high": positions}}}
 
 
 @pytest.mark.parametrize("task, out, held, remedy, words", [
@@ -176,6 +176,9 @@ def bounds(low: float, high: float, share_low: float, share_high: float, values:
     ("classification", None, bounds(-16.1, -1e-7, 0.4, 0.57), (), "likelier or less likely"),
     # a bce regression's logits too
     ("regression", None, bounds(0.0, 3.0, 0.2, 0.0), (), "the forward's own code"),
+    # a single logit through a ReLU module: held in its one position, where the module's range ends
+    ("classification", output("ReLU", 0.0, None, units=1, output_units=1), bounds(0.0, 2.0, 0.5, 0.0, positions=1),
+     ("output_activation=identity",), "`head.act` (ReLU)"),
 ])
 def test_logits_a_cut_holds_are_named_at_the_cut(task, out, held, remedy, words):
     summary = {**held, **({"loss_function": "bce"} if task == "regression" else {})}
@@ -188,6 +191,8 @@ def test_logits_a_cut_holds_are_named_at_the_cut(task, out, held, remedy, words)
 @pytest.mark.parametrize("task, held, summary", [
     ("classification", bounds(0.0, 9.0, 0.05, 0.0), {}),  # a few ties: chance, or too few to say
     ("classification", bounds(0.0, 9.0, 0.5, 0.0, values=6), {}),
+    # every sample the same two logits: each class ties at its own value (a model blind to its inputs)
+    ("classification", bounds(-0.1, 0.2, 0.5, 0.5, positions=1), {}),
     ("regression", bounds(0.0, 9.0, 0.5, 0.0), {}),  # an MSE regression's range is another check's
     ("classification", bounds(0.0, 9.0, 0.5, 0.0), {"user_loss": True}),  # a user's loss may read anything
 ])
