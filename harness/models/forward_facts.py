@@ -1,7 +1,7 @@
 """What one forward and backward of the untrained model on the first micro-batch shows before
 training: whether its output depends on its input, whether any gradient leaves the loss (and where
 it stops when none reaches a weight), and the first module whose output went non-finite on finite
-inputs.
+inputs (a module, or the forward's own code between them).
 
 A constant output (a softmax or log-softmax over one unit, a softmax along a dimension of size 1,
 a saturated final activation) passes no gradient back, so every unit behind it looks dead: the
@@ -83,10 +83,25 @@ def forward_facts(model: nn.Module, loss_of: Callable[[], torch.Tensor], batch: 
                              "output_bounds": inputs.get("bounds")}
     if root is not None and root["finite"] and not root["varies"] and facts["inputs_vary"]:
         facts["constant_output"] = {**_where_constant(calls), "value": inputs.get("value")}
-    facts["nonfinite"] = next(({k: c[k] for k in ("module", "type", "input_max")} for c in calls
-                               if not c["finite"] and c["input_finite"] and c["module"]), None)
+    facts["nonfinite"] = _where_nonfinite(calls)
     facts["gradient_stop"] = _where_gradient_stops(calls) if norm == 0 and facts["loss_finite"] else None
     return facts
+
+
+def _where_nonfinite(calls: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """The first module whose output went non-finite on finite inputs; else the model itself (module
+    "") when its output did while every module it called returned finite values: the forward's own
+    code (a log of a value <= 0, a division by zero), after `after`, the last module it called."""
+    keys = ("module", "type", "input_max")
+    inner = next((c for c in calls if not c["finite"] and c["input_finite"] and c["module"]), None)
+    if inner is not None:
+        return {k: inner[k] for k in keys}
+    root = next((c for c in calls if c["module"] == ""), None)
+    if root is None or root["finite"] or not root["input_finite"]:
+        return None
+    last = next((c for c in reversed(calls) if c["module"]), None)
+    return {**{k: root[k] for k in keys}, "after": last["module"] if last else None,
+            "after_type": last["type"] if last else None}
 
 
 def _held_at_bounds(out: torch.Tensor) -> dict[str, float] | None:

@@ -25,6 +25,8 @@ def forward_overflow(run: RunData) -> Finding | None:
     where = forward.get("nonfinite")
     if not where:
         return None
+    if where["module"] == "":
+        return _own_code_nonfinite(where)
     hidden = where["module"] in (run.summary.get("hidden_activations") or ())
     largest = f" (its largest input {fmt(where['input_max'])})" if where.get("input_max") is not None else ""
     return Finding("forward_overflow", Severity.CRITICAL, "the forward pass overflows",
@@ -35,6 +37,21 @@ def forward_overflow(run: RunData) -> Finding | None:
                    "about 88), keep its inputs small (standardise the data, a smaller init), or compute it in a "
                    "stable form (log-sum-exp, torch.special); a lower LR cannot shrink an input.",
                    bounded_forward(run, hidden))
+
+
+def _own_code_nonfinite(where: dict) -> Finding:
+    """The model's output went non-finite on finite inputs while every module it called returned
+    finite values: a step of the forward written as a function did it. No config change reaches
+    that code, and no update has happened yet, so no remedy is offered."""
+    after = f" (the last, `{where['after']}` ({where['after_type']}))" if where.get("after") else ""
+    return Finding("forward_overflow", Severity.CRITICAL, "the forward pass is not finite",
+                   f"before any update, the model's output is Inf/NaN on finite inputs while every module it called "
+                   f"returned finite values{after}: the forward's own code after them makes it (a log or square root "
+                   "of a value at or below 0, a division by 0, an exponential past about 88, written as a function), "
+                   "so the loss is not finite whatever the LR; no update has happened yet.",
+                   "compute that step in a stable form (log_softmax, logsigmoid or a clamp before a log; a loss on "
+                   "logits such as binary_cross_entropy_with_logits), or bound what it reads (a sigmoid before a "
+                   "log of a probability).")
 
 
 def fp16_overflow_skips(run: RunData) -> Finding | None:

@@ -51,6 +51,18 @@ def test_forward_overflow_names_the_module_and_leads_with_the_activation(tmp_pat
     assert kinds.index("init") < min(i for i, k in enumerate(kinds) if k.startswith("lr"))
 
 
+def test_a_nonfinite_output_from_the_forwards_own_code_is_named_there_with_no_remedy(tmp_path):
+    """Every module returned finite values, the model's output did not: a log written in the forward.
+    It leads the non-finite loss beside it, and no config change it could offer reaches that code."""
+    run = Run().set("train/loss", lambda s, v: math.nan)
+    run.summary.update(status="diverged", forward={"nonfinite": {"module": "", "type": "Net", "input_max": 1.0,
+                                                                 "after": "out", "after_type": "Linear"}})
+    findings = run.findings(tmp_path)
+    found = findings["forward_overflow"]
+    assert list(findings)[0] == "forward_overflow" and found.title == "the forward pass is not finite"
+    assert "`out` (Linear)" in found.evidence and "forward's own code" in found.evidence and not found.remedies
+
+
 def test_a_constant_output_without_a_gradient_is_named_at_the_output(tmp_path):
     run = Run()
     run.summary.update(output_activation={"module": "head.1", "type": "Softmax", "low": 0.0, "high": 1.0,

@@ -127,6 +127,22 @@ def test_the_first_module_that_overflows_on_finite_inputs_is_named():
     assert facts["nonfinite"]["input_max"] > 88 and not facts["loss_finite"] and facts["gradient_norm"] is None
 
 
+def test_a_nonfinite_output_of_the_forwards_own_code_is_told_from_a_modules():
+    class LogOfLinear(nn.Module):  # a probability's log with no sigmoid before it: NaN wherever the output is < 0
+        def __init__(self) -> None:
+            super().__init__()
+            self.net = programs.MLP(out_features=3)
+
+        def forward(self, x):
+            return torch.log(self.net(x))
+
+    torch.manual_seed(0)
+    net, x = LogOfLinear(), torch.randn(8, 5)
+    where = forward_facts(net, lambda: net(x).sum(), len(x))["nonfinite"]
+    assert where == {"module": "", "type": "LogOfLinear", "input_max": where["input_max"], "after": "net",
+                     "after_type": "MLP"} and where["input_max"] > 0
+
+
 def test_a_users_own_activation_module_is_swapped_and_a_constant_output_replaced():
     net = programs.ExpNet()
     assert swap_activations(net, "gelu", torch.randn(2, 5)) == ["act: Exp -> GELU"]
