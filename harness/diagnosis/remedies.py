@@ -306,22 +306,26 @@ def _run_lr(run: RunData) -> float | None:
 
 def moved_lr(lr: float, factor: float, usual: float | None) -> float:
     """`lr` times `factor`; for an adaptive optimizer (`usual`: its usual LR) whose LR the move would
-    still leave more than USUAL_BAND x beyond its usual one, on the side it started from, the usual
-    one: Adam at lr 100 moves every weight by ~100 a step, and 10x rungs from there take six
-    attempts to reach where it trains."""
+    still leave more than USUAL_BAND x beyond its usual one, on the side it started from, the edge
+    of that range: Adam at lr 100 moves every weight by ~100 a step, and 10x rungs from there take
+    six attempts to reach where it trains. The edge, not the usual LR itself: a short run at 100x
+    its usual LR may train best at 10x, and the LR search goes on from there when it helps."""
     moved = lr * factor
-    if usual is not None and ((factor < 1 and moved > usual * USUAL_BAND) or (factor > 1 and moved < usual / USUAL_BAND)):
-        return usual
+    if usual is not None and factor < 1 and moved > usual * USUAL_BAND:
+        return usual * USUAL_BAND
+    if usual is not None and factor > 1 and moved < usual / USUAL_BAND:
+        return usual / USUAL_BAND
     return moved
 
 
 def _usual_note(run: RunData, factor: float) -> str:
-    """The why of an LR move that lands at the optimizer's usual LR (see `moved_lr`), else ""."""
+    """The why of an LR move that lands at the edge of the optimizer's range (see `moved_lr`), else ""."""
     lr, usual = _run_lr(run), usual_lr(run)
-    if lr is None or usual is None or moved_lr(lr, factor, usual) != usual or lr * factor == usual:
+    if lr is None or usual is None or moved_lr(lr, factor, usual) == lr * factor:
         return ""
     return (f"; {run.cfg('optim._target_')} moves each weight by about the LR per step, so lr {_number(lr)} is "
-            f"{max(lr / usual, usual / lr):.3g}x from its usual {_number(usual)}: the move goes there at once")
+            f"{max(lr / usual, usual / lr):.3g}x from its usual {_number(usual)}: the move goes at once to "
+            f"{_number(moved_lr(lr, factor, usual))}, {USUAL_BAND:g}x from it")
 
 
 def usual_lr(run: RunData) -> float | None:

@@ -53,22 +53,23 @@ def test_the_switch_to_adamw_adds_no_weight_decay_to_a_run_that_had_none():
 
 
 @pytest.mark.parametrize("target, lr, exploded, moved", [
-    ("torch.optim.Adam", 100.0, True, "optim.lr=0.001"),  # 10x would leave it 1000x too high: its usual LR at once
+    ("torch.optim.Adam", 100.0, True, "optim.lr=0.01"),  # 10x would leave it 1000x too high: 10x its usual 1e-3
+    ("torch.optim.AdamW", 0.1, False, "optim.lr=0.01"),  # 3x would leave it 33x too high
     ("torch.optim.AdamW", 0.05, True, "optim.lr=0.005"),  # 10x lands inside the range: 10x
-    ("torch.optim.RMSprop", 10.0, False, "optim.lr=0.01"),  # torch's RMSprop defaults to 1e-2
-    ("bench.ports.umlaut_eval_b.NegativeLRAdam", 1000.0, True, "optim.lr=0.001"),  # a subclass of Adam
-    ("some.unimportable.Adam", 100.0, True, "optim.lr=0.001"),  # known by its name where its code is not here
+    ("torch.optim.RMSprop", 10.0, False, "optim.lr=0.1"),  # torch's RMSprop defaults to 1e-2
+    ("bench.ports.umlaut_eval_b.NegativeLRAdam", 1000.0, True, "optim.lr=0.01"),  # a subclass of Adam
+    ("some.unimportable.Adam", 100.0, True, "optim.lr=0.01"),  # known by its name where its code is not here
     ("torch.optim.SGD", 100.0, True, "optim.lr=10"),  # SGD's step scales with the gradient: no usual LR
 ])
-def test_an_lr_far_above_an_adaptive_optimizers_range_goes_to_its_usual_lr_at_once(target, lr, exploded, moved):
+def test_an_lr_far_above_an_adaptive_optimizers_range_goes_to_its_edge_at_once(target, lr, exploded, moved):
     first = calmer_updates(run_with(optim={"_target_": target, "lr": lr}), 40, exploded=exploded)[0]
     assert first.overrides[0] == moved and first.kind == "lr_down"
     assert ("its usual" in first.why) == (moved != f"optim.lr={lr / (10 if exploded else 3):.3g}")
 
 
-@pytest.mark.parametrize("lr, ratio, moved", [(1e-7, 1e-9, "optim.lr=0.001"), (1e-4, 1e-5, "optim.lr=0.001"),
+@pytest.mark.parametrize("lr, ratio, moved", [(1e-7, 1e-9, "optim.lr=0.0001"), (1e-5, 1e-6, "optim.lr=0.0001"),
                                               (3e-4, 1e-4, "optim.lr=0.003")])
-def test_an_lr_far_below_an_adaptive_optimizers_range_goes_to_its_usual_lr_at_once(lr, ratio, moved):
+def test_an_lr_far_below_an_adaptive_optimizers_range_goes_to_its_edge_at_once(lr, ratio, moved):
     (raised,) = faster_updates(run_with(optim={"_target_": "torch.optim.Adam", "lr": lr}), ratio)
     assert raised.overrides == (moved,) and raised.kind == "lr_up"
 

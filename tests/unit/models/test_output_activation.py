@@ -198,3 +198,13 @@ def test_logits_a_cut_holds_are_named_at_the_cut(task, out, held, remedy, words)
 ])
 def test_logits_that_are_not_held_or_not_logits_are_not_named(task, held, summary):
     assert output_activation(run_of(task, None, **held, **summary)) is None
+
+
+def test_an_output_module_that_explains_held_logits_is_named_with_its_own_remedy():
+    """A ReLU's class scores turned into logits by a clipped log (Keras' cross-entropy on what it
+    takes for probabilities): most logits sit at log 1e-7, and the ReLU module behind them is what
+    to replace, by a softmax, not a cut in the forward's code."""
+    out = output("ReLU", 0.0, None, read=False, units=10, output_units=10)
+    finding = output_activation(run_of("classification", out, **bounds(-16.1, -1e-7, 0.89, 0.09, positions=9)))
+    assert finding.title == "the class scores are not probabilities"
+    assert finding.remedy.overrides == ("output_activation=softmax",)

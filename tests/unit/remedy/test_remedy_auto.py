@@ -303,17 +303,17 @@ def test_a_kept_lr_move_is_followed_by_the_same_factor_and_an_overshoot_is_halve
     assert following(cut, cut, [still]).applied.kind == "optimizer"
 
 
-def test_a_kept_jump_to_the_optimizers_usual_lr_is_followed_by_a_10x_step_not_the_whole_jump_again():
-    """Adam at lr 100 went to its usual 1e-3 at once (1e5x) and that helped: the search goes on 10x
-    further, to 1e-4, not to 1e-8."""
+def test_a_kept_jump_to_the_edge_of_the_optimizers_range_is_followed_by_a_10x_step_not_the_whole_jump_again():
+    """Adam at lr 100 went to 10x its usual LR at once (1e4x) and that helped: the search goes on 10x
+    further, to its usual 1e-3, not to 1e-6."""
     from harness.remedy.policy import next_attempt
 
     cfg = compose_cfg(["optim=adam", "optim.lr=100.0"])
-    jump = Attempt(2, ["optim.lr=0.001", "clip=1.0"], "from scratch", base=1, outcome="kept",
-                   applied=Applied("diverging", ["optim.lr=0.001", "clip=1.0"], kind="lr_down"))
+    jump = Attempt(2, ["optim.lr=0.01", "clip=1.0"], "from scratch", base=1, outcome="kept",
+                   applied=Applied("diverging", ["optim.lr=0.01", "clip=1.0"], kind="lr_down"))
     story = Story(5, [Attempt(1, [], "as given"), jump])
     further = next_attempt(cfg, story, jump, jump, Path("unused"), [], "all", 1)
-    assert further.overrides == ["clip=1.0", "optim.lr=0.0001"] and further.applied.search == "further"
+    assert further.overrides == ["clip=1.0", "optim.lr=0.001"] and further.applied.search == "further"
 
 
 def test_a_remedy_rejected_where_its_base_stopped_early_is_kept_if_it_ends_better_than_the_finished_base():
@@ -444,17 +444,18 @@ def test_once_a_remedy_was_tried_a_finished_attempts_infos_are_tried_after_its_w
     assert following([raw]) is None
 
 
-def test_an_adam_lr_1000x_too_high_goes_to_its_usual_lr_and_the_search_goes_on_from_there(tmp_path):
+def test_an_adam_lr_1000x_too_high_goes_to_the_edge_of_its_range_and_the_search_goes_on_from_there(tmp_path):
     """Adam at lr 1.0 on a user's net (no harness keys): a 10x cut would leave it 100x above Adam's
-    usual 1e-3, so the cut goes there at once (kept, healthy); the search then steps 10x further
-    from it (not the whole 1000x again), which is rejected; the result is the kept move."""
+    usual 1e-3, so the cut goes at once to 10x that, the edge of its range (kept, healthy); the
+    search then steps 10x further (rejected: too slow) and tries the midpoint once."""
     _, summary = train([*USER, "model._target_=tests.remedy_models.DeadStartNet", "+model.depth=2", "init=kaiming",
                         "optim=adam", "optim.lr=1.0", "schedule=constant", "clip=null", "guard=off", *AUTO],
                        tmp_path / "run")
-    given, cut, further, *rest = summary["attempts"]
-    assert cut["applied"]["kind"] == "lr_down" and cut["outcome"] == "kept" and "optim.lr=0.001" in cut["overrides"]
+    given, cut, further, midpoint, *rest = summary["attempts"]
+    assert cut["applied"]["kind"] == "lr_down" and cut["outcome"] == "kept" and "optim.lr=0.01" in cut["overrides"]
     assert further["applied"]["search"] == "further" and further["base"] == cut["number"]
-    assert "optim.lr=0.0001" in further["overrides"] and further["outcome"] == "rejected"
+    assert "optim.lr=0.001" in further["overrides"] and further["outcome"] == "rejected"
+    assert midpoint["applied"]["search"] == "midpoint" and "optim.lr=0.00316" in midpoint["overrides"]
     best = summary["attempts"][summary["best_attempt"] - 1]
     assert summary["remedy_verdict"] == "healed" and best["applied"]["kind"] == "lr_down" and not best["critical"]
     assert ranked_loss(summary["best_val_loss"]) < ranked_loss(given["best_val_loss"]) / 2
