@@ -13,7 +13,6 @@ from pathlib import Path
 
 import pytest
 import torch
-from torch.distributed.checkpoint.format_utils import dcp_to_torch_save
 
 from conftest import CPU_RANKS, ROOT, compose_cfg, one_line_error, run_cli, torchrun, train, wait_until
 from harness.state.checkpoint import load_checkpoint, step_checkpoints
@@ -30,7 +29,10 @@ FSDP = [*MLP, "parallel=fsdp"]
 
 
 def sharded_state(path: Path, tmp: Path) -> dict:
-    """A .dcp checkpoint's model and optimizer as whole tensors (DCP's own converter)."""
+    """A .dcp checkpoint's model and optimizer as whole tensors (DCP's own converter, imported here:
+    it costs every test worker a second at collection)."""
+    from torch.distributed.checkpoint.format_utils import dcp_to_torch_save
+
     out = tmp / f"{path.parent.parent.name}_{path.name}.pt"
     dcp_to_torch_save(path, out)
     return torch.load(out, weights_only=False)

@@ -12,10 +12,15 @@ from conftest import ROOT, compose_cfg
 from harness.config.run_config import validate_config
 from harness.diagnosis.rules import RULES
 
-pytest.importorskip("sklearn")  # the ports' data (iris, digits, splits) come from scikit-learn
 from bench import external as bench
 
 RULE_NAMES = {rule.__name__ for rule in RULES}
+
+
+def _sklearn() -> None:
+    """The ports' data (iris, digits, splits) come from scikit-learn: imported by the tests that
+    train or build a port, not at collection, where it costs every test worker two seconds."""
+    pytest.importorskip("sklearn", reason="scikit-learn (the dev extra) is not installed")
 
 
 @pytest.mark.parametrize("case", bench.CASES, ids=lambda c: c.id)
@@ -265,6 +270,7 @@ def test_evidence_records_the_twin_measures_and_the_report_totals_each_round(tmp
 
 @pytest.mark.slow  # two whole runs; the scoring it drives is unit-tested above
 def test_a_real_invocation_writes_results(tmp_path):
+    _sklearn()
     out = tmp_path / "bench"
     cmd = [sys.executable, "-m", "bench.external", "--only", "so_50306988", "--out", str(out),
            "--no-diagnosis"]
@@ -298,6 +304,7 @@ def test_keras_binary_crossentropy_on_float_targets_is_bce_on_the_ports_logits()
 def test_dfd_51181393_trains_deepfds_subject_form_of_the_program():
     """y = 5x on linspace(1, 2, 100), DeepFD's train_test_split(test_size=0.2, random_state=42); one linear unit;
     the fix is RMSprop's LR only (1e-3 -> 0.1), the same model in both runs."""
+    _sklearn()
     import torch
 
     from bench.ports import dfd_51181393

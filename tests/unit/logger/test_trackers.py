@@ -12,8 +12,6 @@ import pytest
 from conftest import ROOT, run_cli
 from harness.logger.tracking import read_metrics
 
-mlflow = pytest.importorskip("mlflow", reason="the mlflow extra is not installed")
-
 SMALL = ["model=mlp", "data=synthetic", "model.width=32", "diagnose.report=false", "trainer.max_steps=40",
          "trainer.log_every=5", "trainer.eval_every=20", "trainer.ckpt_every=10"]
 KILLER = '''
@@ -31,8 +29,13 @@ class KillAt(Callback):
 '''
 
 
+def _mlflow():
+    """mlflow, imported by the tests that use it: it costs every test worker two seconds at collection."""
+    return pytest.importorskip("mlflow", reason="the mlflow extra is not installed")
+
+
 def _client(tmp_path):
-    return mlflow.MlflowClient(tracking_uri=f"sqlite:///{tmp_path / 'outputs' / 'mlflow.db'}")
+    return _mlflow().MlflowClient(tracking_uri=f"sqlite:///{tmp_path / 'outputs' / 'mlflow.db'}")
 
 
 def _history(client, run_id: str, key: str) -> list[tuple[int, float]]:
@@ -40,6 +43,7 @@ def _history(client, run_id: str, key: str) -> list[tuple[int, float]]:
 
 
 def test_a_run_is_filed_in_mlflow_with_params_metrics_artifacts_and_status(tmp_path):
+    _mlflow()
     result = run_cli([*SMALL, "logger=[tensorboard,mlflow]", f"hydra.run.dir={tmp_path / 'run'}"], cwd=tmp_path)
     assert result.returncode == 0, result.stderr[-2000:]
     client = _client(tmp_path)
@@ -66,6 +70,7 @@ def _config_value(run_dir, *keys):
 
 @pytest.mark.slow  # ~17 s; kill -9 resumes are bitwise-checked in test_faults and test_fsdp by default
 def test_a_resume_after_kill_9_logs_no_step_twice(tmp_path):
+    _mlflow()
     (tmp_path / "killer.py").write_text(KILLER)
     common = [*SMALL, "logger=mlflow", f"hydra.run.dir={tmp_path / 'run'}"]
     killed = run_cli([*common, "+callbacks.kill._target_=killer.KillAt", "+callbacks.kill.at=27"], cwd=tmp_path)
@@ -86,6 +91,7 @@ def test_a_resume_after_kill_9_logs_no_step_twice(tmp_path):
 
 @pytest.mark.slow  # a whole sweep into MLflow
 def test_sweep_trials_are_children_of_one_parent_run(tmp_path):
+    _mlflow()
     sweep = tmp_path / "sweep"
     result = run_cli(["-m", "hydra/sweeper=optuna", "hydra.sweeper.n_trials=3", "hydra.sweeper.n_jobs=2",
                       "optim.lr=interval(1e-3,1e-2)", *SMALL, "trainer.max_steps=10", "trainer.eval_every=5",
@@ -104,6 +110,7 @@ def test_sweep_trials_are_children_of_one_parent_run(tmp_path):
 
 
 def test_a_tracker_that_fails_stops_nothing(tmp_path):
+    _mlflow()
     blocked = tmp_path / "blocked"
     blocked.write_text("a file where the store's folder should be")
     result = run_cli([*SMALL, "logger=[tensorboard,mlflow]", f"logger.mlflow.tracking_uri=sqlite:///{blocked}/sub/m.db",
