@@ -9,8 +9,8 @@ a clip, an init, ...) that a run tries once: a second LR cut is not a new idea.
 """
 from __future__ import annotations
 
-import importlib
-
+from harness.core.callables import locate
+from harness.core.errors import ConfigError
 from harness.diagnosis.findings import Remedy, Restart
 from harness.diagnosis.load import RunData
 
@@ -321,11 +321,11 @@ def moved_lr(lr: float, factor: float, usual: float | None) -> float:
 def _usual_note(run: RunData, factor: float) -> str:
     """The why of an LR move that lands at the edge of the optimizer's range (see `moved_lr`), else ""."""
     lr, usual = _run_lr(run), usual_lr(run)
-    if lr is None or usual is None or moved_lr(lr, factor, usual) == lr * factor:
+    if lr is None or usual is None or (moved := moved_lr(lr, factor, usual)) == lr * factor:
         return ""
     return (f"; {run.cfg('optim._target_')} moves each weight by about the LR per step, so lr {_number(lr)} is "
             f"{max(lr / usual, usual / lr):.3g}x from its usual {_number(usual)}: the move goes at once to "
-            f"{_number(moved_lr(lr, factor, usual))}, {USUAL_BAND:g}x from it")
+            f"{_number(moved)}, {USUAL_BAND:g}x from it")
 
 
 def usual_lr(run: RunData) -> float | None:
@@ -333,11 +333,10 @@ def usual_lr(run: RunData) -> float | None:
     one (ADAPTIVE_LR); None for SGD and anything else. A class that cannot be imported here (a
     run diagnosed away from its code) is known by its name alone."""
     target = str(run.cfg("optim._target_", ""))
-    module, _, name = target.rpartition(".")
     try:
-        bases = [(base.__module__, base.__name__) for base in getattr(importlib.import_module(module), name).__mro__]
-    except (ImportError, AttributeError, ValueError, TypeError):
-        bases = [("torch.optim", name)]
+        bases = [(base.__module__, base.__name__) for base in getattr(locate("optim._target_", target), "__mro__", ())]
+    except ConfigError:
+        bases = [("torch.optim", target.rpartition(".")[2])]
     return next((ADAPTIVE_LR[n] for m, n in bases if m.startswith("torch.optim") and n in ADAPTIVE_LR), None)
 
 

@@ -111,8 +111,10 @@ def _held_at_bounds(out: torch.Tensor) -> dict[str, float] | None:
     for every value it cuts off, in any class (and passes those no gradient). A model that gives
     every sample the same output ties too, but each class at its own value."""
     per_sample = out.detach().float().reshape(out.shape[0], -1)
+    if per_sample.numel() < 2:
+        return None
     low, high = per_sample.min(), per_sample.max()
-    if per_sample.numel() < 2 or low == high:
+    if low == high:
         return None
     facts: dict[str, float] = {"low": float(low), "high": float(high), "values": int(per_sample.numel())}
     for side, bound in (("low", low), ("high", high)):

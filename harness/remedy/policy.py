@@ -90,7 +90,7 @@ def next_candidate(cfg: DictConfig, story: Story, current: Attempt, current_dir:
 
 def _lr_further(cfg: DictConfig, story: Story, current: Attempt, world_size: int) -> Attempt | None:
     """`current` is a kept LR move not followed yet: the same factor once more (10x at most: a move
-    that jumped to the optimizer's usual LR is not repeated in full), from the point that move
+    that jumped to the edge of an adaptive optimizer's range is not repeated in full), from the point that move
     started at (the two are compared there). None otherwise."""
     applied = current.applied
     if (applied is None or applied.kind not in LR_KINDS or applied.search == MIDPOINT or current.outcome != KEPT
