@@ -12,7 +12,7 @@ import numpy as np
 from harness.diagnosis.findings import Finding, Severity
 from harness.diagnosis.load import RunData
 from harness.diagnosis.rules.curves import MIN_EVALS
-from harness.diagnosis.signals import fmt, level_at
+from harness.diagnosis.signals import fmt, level_at, start_level
 from harness.core.metric_names import TRAIN_LOSS, VAL_LOSS, VAL_LOSS_ON_TRAIN
 
 # The eval-mode loss on training samples is >= 1.5x the train-mode loss of the same steps (median
@@ -20,19 +20,27 @@ from harness.core.metric_names import TRAIN_LOSS, VAL_LOSS, VAL_LOSS_ON_TRAIN
 # better: no batch noise); dropout only ever makes eval mode better. Running statistics that lag
 # the weights (bn_momentum=0.001) measure ~18x after 200 steps, ~1.9x after 150 on a smaller net.
 MODE_GAP_RATIO = 1.5
+# ... and eval mode's excess is a material share of the loss the run started at: on a loss near
+# zero (a degenerate label set), a ratio of two tiny losses is noise.
+MODE_GAP_OF_START = 0.05
 LAST_EVALS = 3
 BATCH_NORM_TYPES = ("BatchNorm1d", "BatchNorm2d", "BatchNorm3d", "SyncBatchNorm")
 
 
 def mode_gap(run: RunData) -> float | None:
-    """Eval-mode loss on training samples over the train-mode loss of the same steps, median over
-    the last evals; None without those evals."""
+    """Eval-mode loss on training samples over the train-mode loss of the same steps (median over
+    the last evals), when eval mode's excess is a material share of the run's start loss; None
+    without those evals or with an immaterial excess."""
     on_train = run.series(VAL_LOSS_ON_TRAIN, kind="eval").finite()
     train = run.series(TRAIN_LOSS).finite()
     if len(on_train) < MIN_EVALS or not len(train):
         return None
     last = range(len(on_train) - min(LAST_EVALS, len(on_train)), len(on_train))
-    return float(np.median([on_train.values[i] / max(level_at(train, int(on_train.steps[i])), 1e-12) for i in last]))
+    pairs = [(float(on_train.values[i]), level_at(train, int(on_train.steps[i]))) for i in last]
+    excess = float(np.median([eval_mode - train_mode for eval_mode, train_mode in pairs]))
+    if excess < MODE_GAP_OF_START * abs(start_level(train)):
+        return None
+    return float(np.median([eval_mode / max(train_mode, 1e-12) for eval_mode, train_mode in pairs]))
 
 
 def bn_eval_gap(run: RunData) -> Finding | None:

@@ -24,6 +24,16 @@ def test_bn_eval_gap_is_told_apart_from_overfitting(tmp_path):
     assert "eval-mode loss 2.1" in finding.evidence and "model.bn_momentum (now 0.001)" in finding.fix
 
 
+def test_a_mode_gap_on_losses_near_zero_is_not_named(tmp_path):
+    """Labels nearly all one class: train mode reaches 3e-4 and eval mode 1.6e-3 on the same
+    samples, 5x apart but 0.2% of the start loss apart: a ratio of two tiny losses, not a model
+    that fails in eval mode."""
+    run = Run().set("train/loss", lambda s, v: max(0.7 * math.exp(-s / 20), 3e-4))
+    run.set("val/loss", [1.6e-3] * 4, kind="eval").set("val/loss_on_train", [1.6e-3] * 4, kind="eval")
+    run.summary["modules"] = ["BatchNorm1d", "Linear"]
+    assert "bn_eval_gap" not in run.findings(tmp_path)
+
+
 def test_overfitting_with_batch_norm_stays_overfitting(tmp_path):
     run = Run().set("train/loss", lambda s, v: 2.0 * math.exp(-s / 60))
     run.set("val/loss", [1.0, 1.1, 1.3, 1.5], kind="eval")
