@@ -1,6 +1,7 @@
 """Tests compose the real conf/ the way a user's command line does, then shrink it."""
 from __future__ import annotations
 
+import copy
 import json
 import os
 import signal
@@ -12,6 +13,10 @@ from pathlib import Path
 import pytest
 import torch
 from hydra import compose, initialize_config_dir
+from hydra._internal.config_loader_impl import ConfigLoaderImpl
+from hydra._internal.defaults_list import Overrides
+from hydra.core.global_hydra import GlobalHydra
+from hydra.core.override_parser.overrides_parser import OverridesParser
 from omegaconf import DictConfig
 
 import warm_train
@@ -31,9 +36,24 @@ CONF = ROOT / "conf"
 TINY_GPT = ["model.n_layer=2", "model.n_embd=32", "model.n_head=2", "model.block_size=32"]
 
 
+_COMPOSED: dict[tuple[str, ...], DictConfig] = {}  # conf/ composed with a set of group choices, per process
+
+
 def compose_cfg(overrides: list[str]) -> DictConfig:
+    """conf/ composed as Hydra composes it. Hydra applies `key=value` overrides after it has merged
+    the option files the group choices (`model=mlp`, `+x=y`, `~x`) name; that merge costs ~0.1 s a
+    call and hundreds of tests repeat a few sets of choices, so it is kept per set and Hydra's own
+    override step is applied to a copy (test_compose_cache.py checks this against `compose`)."""
     with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
-        return compose(config_name="train", overrides=overrides)
+        parsed = OverridesParser.create().parse_overrides(overrides)
+        values = [o for o in Overrides(GlobalHydra.instance().config_loader().repository, parsed).config_overrides
+                  if not o.is_hydra_override()]
+        choices = tuple(o.input_line for o in parsed if o not in values)
+        if choices not in _COMPOSED:
+            _COMPOSED[choices] = compose(config_name="train", overrides=list(choices))
+        cfg = copy.deepcopy(_COMPOSED[choices])
+        ConfigLoaderImpl._apply_overrides_to_config(values, cfg)
+        return cfg
 
 
 def train(overrides: list[str], run_dir: Path):
