@@ -34,6 +34,18 @@ def test_a_mode_gap_on_losses_near_zero_is_not_named(tmp_path):
     assert "bn_eval_gap" not in run.findings(tmp_path)
 
 
+def test_a_mode_gap_that_comes_and_goes_is_not_named(tmp_path):
+    """At a high LR batch norm's running statistics trail the weights at one eval and catch up at
+    the next: a gap at 1.7x, then none, then 1.9x, is not a model that fails in eval mode."""
+    run = Run()
+    gaps = {100: 1.0, 200: 1.7, 300: 1.0, 400: 1.9}
+    run.set("val/loss_on_train", lambda s, v: Run.loss_at(s) * gaps[s], kind="eval")
+    run.summary["modules"] = ["BatchNorm2d", "Conv2d", "Linear"]
+    assert "bn_eval_gap" not in run.findings(tmp_path)
+    run.set("val/loss_on_train", lambda s, v: Run.loss_at(s) * 1.9, kind="eval")  # held at every eval: named
+    assert "at least 1.8" in run.findings(tmp_path)["bn_eval_gap"].evidence
+
+
 def test_overfitting_with_batch_norm_stays_overfitting(tmp_path):
     run = Run().set("train/loss", lambda s, v: 2.0 * math.exp(-s / 60))
     run.set("val/loss", [1.0, 1.1, 1.3, 1.5], kind="eval")
