@@ -41,9 +41,10 @@ _COMPOSED: dict[tuple[str, ...], DictConfig] = {}  # conf/ composed with a set o
 
 def compose_cfg(overrides: list[str]) -> DictConfig:
     """conf/ composed as Hydra composes it. Hydra applies `key=value` overrides after it has merged
-    the option files the group choices (`model=mlp`, `+x=y`, `~x`) name; that merge costs ~0.1 s a
-    call and hundreds of tests repeat a few sets of choices, so it is kept per set and Hydra's own
-    override step is applied to a copy (test_compose_cache.py checks this against `compose`)."""
+    the option files the group choices (`model=mlp`, `+group=option`, `~group`) name; that merge
+    costs ~0.1 s a call and hundreds of tests repeat a few sets of choices, so it is kept per set
+    and Hydra's own override step is applied to a copy (test_compose_cache.py checks this against
+    `compose`)."""
     with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
         parsed = OverridesParser.create().parse_overrides(overrides)
         values = [o for o in Overrides(GlobalHydra.instance().config_loader().repository, parsed).config_overrides
