@@ -220,7 +220,7 @@ def check(name: str, precision: str, compiled: bool, parallel: str, device: torc
         for _ in range(args.warmup):
             trainer.advance()
         peak_memory = torch.cuda.max_memory_allocated(device) if device.type == "cuda" else None
-        bare = BareLoop(bare_model.to(device), built.config.raw, built.train_set, device)
+        bare = BareLoop(bare_model.to(device), built.config.record, built.train_set, device)
         for _ in range(args.warmup):
             bare.step()
         times = median_step_seconds({"harness": lambda: trainer.advance(), "bare": bare.step},

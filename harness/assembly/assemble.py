@@ -187,7 +187,7 @@ def assemble(config: RunConfig, run_dir: Path, device: torch.device,
     """Every component from its config group, wired into a Trainer (resumed when asked). Training,
     the doctor and the LR finder all build here; `console=False` keeps the progress line quiet
     (benchmarks)."""
-    cfg, run = config.raw, config.run  # raw: what the run records (config.yaml, checkpoints, trackers)
+    run = config.run
     seed_everything(run.seed)
     data = config.data
     user_loss = config.user_loss
@@ -323,7 +323,7 @@ def assemble(config: RunConfig, run_dir: Path, device: torch.device,
     if reporter is not None:
         callbacks.append(SweepReport(reporter))
     tracker = None  # rank 0 of a training run logs; lr_find and doctor drive the trainer for their own purposes
-    recorded = OmegaConf.to_container(cfg, resolve=True)  # the config as checkpoints and trackers record it
+    recorded = OmegaConf.to_container(config.record, resolve=True)  # as checkpoints and trackers record it
     if dist.is_main and run.mode == "train":
         info = RunInfo(run_dir, recorded,
                        study=reporter.study_name if reporter is not None else None,
@@ -355,7 +355,7 @@ def assemble(config: RunConfig, run_dir: Path, device: torch.device,
     if dist.is_main:
         for path in remove_stale_temp_files(run_dir):
             log.info("removed %s, left by a checkpoint write that was interrupted", path)
-        OmegaConf.save(cfg, run_dir / "config.yaml", resolve=True)
+        OmegaConf.save(config.record, run_dir / "config.yaml", resolve=True)
         if meta.tokenizer_file:  # subword ids: keep what decodes them beside the checkpoints
             (run_dir / "tokenizer.json").write_bytes(Path(meta.tokenizer_file).read_bytes())
     if tracker is not None:

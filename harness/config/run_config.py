@@ -27,7 +27,7 @@ from harness.training.guard import GuardConfig, guard_config
 from harness.loop.cadence import TrainerConfig, trainer_config
 from harness.training.loss import LossConfig, loss_config
 from harness.training.objective import FINAL_PART, ObjectiveSpec
-from harness.training.scale_lr import ScaleLRConfig, scale_lr_config, scaled_lr
+from harness.training.scale_lr import ScaleLRConfig, lr_scaling, scale_lr_config
 from harness.models import ModelSpec, validate_model_config
 from harness.models.activation_swap import validate_activation_swap
 from harness.models.output_activation import validate_output_activation
@@ -36,9 +36,12 @@ from harness.training.monitor import MonitorConfig, monitor_config
 from harness.training.optim import OptimSpec, validate_optim_config
 from harness.training.parallel import ParallelConfig, is_sharded, validate_parallel_config
 from harness.training.precision import PrecisionConfig, validate_precision_config
-from harness.training.schedule import ScheduleConfig, schedule_config, validate_schedule_config
+from harness.training.schedule import ScheduleConfig, validate_schedule_config
 from harness.logger.tracking import logger_settings
+from harness.core.typed_config import read_typed
 from harness.core.validation import is_whole
+from harness.config.doctor import DoctorConfig
+from harness.config.lr_find import LRFindConfig
 from harness.data.base import NO_TASK, TASKS
 
 MODES = ("train", "lr_find", "doctor", "eval")
@@ -51,6 +54,7 @@ class RunKeys:
     """The top-level keys of conf/train.yaml that shape the run (their defaults live there)."""
 
     mode: str
+    device: str  # as written (auto, cuda, ...); RunConfig.device is the one it names
     batch_size: int
     accum: int
     accum_reduction: str  # mean | sum
@@ -77,11 +81,12 @@ class JobKeys:
 
 @dataclass(frozen=True)
 class RunConfig:
-    """The composed config, checked, with every group read once into its typed form. `raw` is the
-    composed config itself: what a run records (config.yaml, checkpoints, trackers), and what
-    `with_overrides` changes before validating it again."""
+    """The composed config, checked, with every group read once into its typed form. The run reads
+    only the typed parts. `record` is the composed config they were read from: what the run writes
+    down (config.yaml, checkpoints, trackers), and what `with_overrides` changes before reading it
+    again; read back, it gives these same typed parts (tests/unit/core/test_config_record.py)."""
 
-    raw: DictConfig
+    record: DictConfig
     device: torch.device  # the one `device` names; a torchrun rank takes its local GPU (modes/run.py)
     run: RunKeys
     job: JobKeys
@@ -104,20 +109,25 @@ class RunConfig:
     scale_lr: ScaleLRConfig
     logger: dict[str, Any]  # sink name -> its typed settings
     diagnose: DiagnoseSettings
+    lr_find: LRFindConfig
+    doctor: DoctorConfig
 
     def with_overrides(self, overrides: Sequence[str], world_size: int = 1) -> RunConfig:
         """This config with `key=value` overrides applied as Hydra applies them, checked again on
-        the same device: the one way mode=eval, the LR finder and the remedies derive a changed config
-        (LR scaling derives its record with the same `overridden`, re-reading only the schedule)."""
-        return replace(validate_config(overridden(self.raw, overrides), world_size), device=self.device)
-
-    def with_lr_scaling(self) -> RunConfig:
-        """`scale_lr`: optim.lr and schedule.warmup rescaled for the batch size; itself when off."""
-        scaled = scaled_lr(self.raw, self.scale_lr)
-        if scaled is self.raw:
+        the same device: the one way LR scaling, mode=eval, the LR finder and the remedies derive a
+        changed config, so the record and the typed parts cannot drift apart."""
+        if not overrides:
             return self
-        optim = replace(self.optim, options={**self.optim.options, "lr": scaled.optim.lr})  # what the optimizer gets
-        return replace(self, raw=scaled, optim=optim, schedule=schedule_config(scaled.schedule))
+        return replace(validate_config(overridden(self.record, overrides), world_size), device=self.device)
+
+    def with_lr_scaling(self, world_size: int = 1) -> RunConfig:
+        """`scale_lr`: optim.lr and schedule.warmup rescaled for the batch size; itself when off."""
+        if "lr" not in self.optim.options and self.scale_lr.base_batch is not None:
+            raise ConfigError("scale_lr.base_batch", self.scale_lr.base_batch,
+                              "null: the optim node sets no lr to scale")
+        overrides = lr_scaling(self.run.batch_size, self.optim.options.get("lr", 0.0), self.schedule.warmup,
+                               self.scale_lr)
+        return self.with_overrides(overrides, world_size)
 
 
 def _positive_int(key: str, value: object) -> None:
@@ -241,14 +251,17 @@ def validate_config(cfg: DictConfig, world_size: int = 1, choices: Mapping[str, 
         if name not in SUMMARY_OBJECTIVES and not (user_loss is not None and str(name).startswith(FINAL_PART)):
             raise ConfigError("objective", name, f"one of {list(SUMMARY_OBJECTIVES)}, or {FINAL_PART}PART for a part "
                                                  f"your objective (loss._target_) logs")
-    run = RunKeys(mode=cfg.mode, batch_size=cfg.batch_size, accum=cfg.accum, accum_reduction=cfg.accum_reduction,
-                  seed=cfg.seed, clip=float(cfg.clip) if cfg.clip else 0.0, clip_mode=cfg.clip_mode,
+    lr_find, doctor = read_typed(cfg.get("lr_find"), LRFindConfig, "lr_find"), read_typed(cfg.get("doctor"),
+                                                                                           DoctorConfig, "doctor")
+    run = RunKeys(mode=cfg.mode, device=str(cfg.device), batch_size=cfg.batch_size, accum=cfg.accum,
+                  accum_reduction=cfg.accum_reduction, seed=cfg.seed, clip=float(cfg.clip) if cfg.clip else 0.0, clip_mode=cfg.clip_mode,
                   compile=cfg.compile, model_output=cfg.model_output, activation_swap=cfg.activation_swap,
                   output_activation=cfg.output_activation)
     job = JobKeys(resume=cfg.resume, overwrite=cfg.overwrite, objective=tuple(objectives),
                   eval_checkpoint=str(checkpoint), eval_batches=batches, eval_stride=stride)
-    return RunConfig(raw=cfg, device=device, run=run, job=job, trainer=trainer, precision=precision,
+    return RunConfig(record=cfg, device=device, run=run, job=job, trainer=trainer, precision=precision,
                      schedule=schedule, data=data, model=model, init=init, optim=optim, callbacks=callbacks,
                      parallel=parallel, loss=loss, user_loss=user_loss, guard=guard, monitor=monitor,
-                     early_stop=early_stop, fault=fault, perf=perf, scale_lr=scale_lr, logger=logger, diagnose=diagnose)
+                     early_stop=early_stop, fault=fault, perf=perf, scale_lr=scale_lr, logger=logger, diagnose=diagnose,
+                     lr_find=lr_find, doctor=doctor)
 

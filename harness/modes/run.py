@@ -93,8 +93,8 @@ def summarize(trainer: Trainer, status: str, wall_time: float, objective: tuple[
 def run(cfg: DictConfig, run_dir: Path | None = None) -> Any:
     """Train one run; returns the objective (a float, a list for multi-objective, or NaN)."""
     dist = dist_info_from_env()
-    config = validate_config(cfg, dist.world_size, hydra_choices()).with_lr_scaling()
-    device = rank_device(config.device, dist, cfg.device)
+    config = validate_config(cfg, dist.world_size, hydra_choices()).with_lr_scaling(dist.world_size)
+    device = rank_device(config.device, dist, config.run.device)
     run_dir = Path(run_dir) if run_dir is not None else hydra_run_dir()
     with run_dir_held(run_dir, dist.rank):  # before anything is read or written there
         return _run_held(config, run_dir, device, dist)
@@ -130,8 +130,7 @@ def _run_held(config: RunConfig, run_dir: Path, device: torch.device, dist: Dist
     init_process_group(dist, device, single=is_sharded(config.parallel))
     try:
         if remedies:
-            return run_attempts(config, run_dir, lambda attempt_cfg, attempt_dir: _attempt(attempt_cfg, attempt_dir, dist),
-                                dist)
+            return run_attempts(config, run_dir, lambda attempt, attempt_dir: _attempt(attempt, attempt_dir, dist), dist)
         objective = _train(config, run_dir, device, dist, resume_from)
         barrier(dist)  # rank 0 may still be writing summary.json and the report
         return objective
@@ -139,11 +138,10 @@ def _run_held(config: RunConfig, run_dir: Path, device: torch.device, dist: Dist
         destroy_process_group()
 
 
-def _attempt(cfg: DictConfig, run_dir: Path, dist: DistInfo) -> Any:
-    """One attempt of diagnose.remedy=auto: an ordinary run in its own dir, checked like any run
-    (a remedy's overrides pass the same checks as the user's)."""
-    config = validate_config(cfg, dist.world_size, hydra_choices())
-    device = rank_device(config.device, dist, cfg.device)
+def _attempt(config: RunConfig, run_dir: Path, dist: DistInfo) -> Any:
+    """One attempt of diagnose.remedy=auto: an ordinary run in its own dir (its config was derived
+    and checked by `RunConfig.with_overrides`, as any changed config is)."""
+    device = rank_device(config.device, dist, config.run.device)
     resume_from = find_resume_checkpoint(config.job.resume, run_dir, dist)
     if resume_from is not None and resume_from[1]["step"] >= config.trainer.max_steps:
         return already_complete(config.trainer.max_steps, run_dir, resume_from[1]["step"], dist)

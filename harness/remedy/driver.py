@@ -17,10 +17,7 @@ import logging
 from pathlib import Path
 from typing import Any, Callable
 
-from omegaconf import DictConfig
-
 from harness.config.run_config import RunConfig
-from harness.core.overrides import overridden
 from harness.core.distributed import DistInfo, barrier, broadcast_object
 from harness.core.errors import ConfigError
 from harness.core.metric_names import VAL_LOSS
@@ -35,13 +32,13 @@ from harness.state.rundir import CKPT_DIR, stored_objective
 
 log = logging.getLogger("harness")
 
-TrainOne = Callable[[DictConfig, Path], Any]  # trains one attempt's config in its run dir; returns the objective
+TrainOne = Callable[[RunConfig, Path], Any]  # trains one attempt's config in its run dir; returns the objective
 
 
 def run_attempts(config: RunConfig, run_dir: Path, train_one: TrainOne, dist: DistInfo = DistInfo()) -> Any:
     """Train attempt after attempt until no remedy is left to try. Under torchrun every rank trains
     each attempt; rank 0 judges it and writes the story, and every rank follows its verdict."""
-    cfg, settings = config.raw, config.diagnose
+    settings = config.diagnose
     story = load_story(run_dir) if config.job.resume == "auto" else None
     if story is None:
         story = Story.start(settings.max_attempts)
@@ -52,10 +49,10 @@ def run_attempts(config: RunConfig, run_dir: Path, train_one: TrainOne, dist: Di
         attempt = story.attempts[-1]
         if dist.is_main:
             save_story(run_dir, story)  # before it starts: a kill from here on resumes this attempt
-        train_one(attempt_config(cfg, attempt, attempt_dir(run_dir, attempt), dist), attempt_dir(run_dir, attempt))
+        train_one(attempt_config(config, attempt, attempt_dir(run_dir, attempt), dist), attempt_dir(run_dir, attempt))
         barrier(dist)  # rank 0's summary.json and metrics are complete
         if dist.is_main:
-            _judge(cfg, story, run_dir, settings.remedy_scope, dist.world_size)
+            _judge(config, story, run_dir, settings.remedy_scope, dist.world_size)
         story = broadcast_object(story, dist)
     if dist.is_main:
         save_story(run_dir, story)
@@ -64,7 +61,7 @@ def run_attempts(config: RunConfig, run_dir: Path, train_one: TrainOne, dist: Di
     return stored_objective(attempt_dir(run_dir, story.best_attempt))
 
 
-def _judge(cfg: DictConfig, story: Story, run_dir: Path, scope: str, world_size: int) -> None:
+def _judge(config: RunConfig, story: Story, run_dir: Path, scope: str, world_size: int) -> None:
     """The attempt that just ended: its outcome against the attempt it builds on, then the next
     attempt (the next untried candidate of the finding in question) or the verdict."""
     attempt = story.attempts[-1]
@@ -89,7 +86,7 @@ def _judge(cfg: DictConfig, story: Story, run_dir: Path, scope: str, world_size:
         return
     following = None
     if story.remedies_applied < story.max_attempts:
-        following = next_attempt(cfg, story, attempt, current, current_dir, findings, scope, world_size)
+        following = next_attempt(config, story, attempt, current, current_dir, findings, scope, world_size)
     if following is None:
         following = finish_best(story, run_dir)
         if following is None:
@@ -107,17 +104,17 @@ def _judge(cfg: DictConfig, story: Story, run_dir: Path, scope: str, world_size:
                 " ".join(applied.overrides), f" ({applied.why})" if applied.search else "")
 
 
-def attempt_config(cfg: DictConfig, attempt: Attempt, run_dir: Path, dist: DistInfo = DistInfo()) -> DictConfig:
+def attempt_config(config: RunConfig, attempt: Attempt, run_dir: Path, dist: DistInfo = DistInfo()) -> RunConfig:
     """The run's config with this attempt's remedies applied; it resumes whatever its dir holds (a
     checkpoint copied from the attempt before by rank 0, or its own after a kill)."""
-    new = overridden(cfg, attempt.overrides)
+    remedied = config.with_overrides(attempt.overrides, dist.world_size)
     if dist.is_main and attempt.restart_checkpoint:
         _place_restart_checkpoint(attempt, run_dir)
     barrier(dist)  # the copy is in place before any rank looks for it
-    new.resume = "auto" if attempt.number > 1 or cfg.resume == "auto" else cfg.resume
-    stops_for_remedies = new.diagnose.live and attempt.finishes is None  # the last one runs to its end
-    new.diagnose.abort_on = new.diagnose.abort_on or ("remedy" if stops_for_remedies else None)
-    return new
+    stops_for_remedies = remedied.diagnose.live and attempt.finishes is None  # the last one runs to its end
+    changes = [*(["resume=auto"] if attempt.number > 1 else []),
+               *(["diagnose.abort_on=remedy"] if stops_for_remedies and remedied.diagnose.abort_on is None else [])]
+    return remedied.with_overrides(changes, dist.world_size)
 
 
 def _place_restart_checkpoint(attempt: Attempt, run_dir: Path) -> None:

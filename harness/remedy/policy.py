@@ -15,10 +15,7 @@ import logging
 import math
 from pathlib import Path
 
-from omegaconf import DictConfig
-
-from harness.config.run_config import validate_config
-from harness.core.overrides import overridden
+from harness.config.run_config import RunConfig
 from harness.core.errors import ConfigError
 from harness.diagnosis.findings import Finding, Remedy, Restart, Severity
 from harness.diagnosis.remedies import BLOWUP_LR_FACTOR, LR_KINDS, lr_step
@@ -33,7 +30,7 @@ FINISHED = ("completed", "early_stopped")  # an attempt that ran its course: its
 Point = tuple[Path, int]  # a checkpoint to start from, and its step
 
 
-def next_attempt(cfg: DictConfig, story: Story, attempt: Attempt, current: Attempt, current_dir: Path,
+def next_attempt(config: RunConfig, story: Story, attempt: Attempt, current: Attempt, current_dir: Path,
                  findings: list[Finding], scope: str, world_size: int) -> Attempt | None:
     """What follows the attempt that just ended. An LR move that measurably helped names the LR as
     the cause, so the search goes on along it (see `_lr_further`), unless the findings still name a
@@ -44,17 +41,17 @@ def next_attempt(cfg: DictConfig, story: Story, attempt: Attempt, current: Attem
     if in_the_data:
         log.warning("remedy: %s: the fix is in the data code, so no training change is tried", in_the_data[0])
         return None
-    midpoint = _lr_midpoint(cfg, story, attempt, current, world_size)
+    midpoint = _lr_midpoint(config, story, attempt, current, world_size)
     if midpoint is not None:
         return midpoint
-    further = _lr_further(cfg, story, current, world_size)
+    further = _lr_further(config, story, current, world_size)
     if further is not None:
-        return next_candidate(cfg, story, current, current_dir, findings, "training", world_size,
+        return next_candidate(config, story, current, current_dir, findings, "training", world_size,
                               latent=False) or further
-    return next_candidate(cfg, story, current, current_dir, findings, scope, world_size)
+    return next_candidate(config, story, current, current_dir, findings, scope, world_size)
 
 
-def next_candidate(cfg: DictConfig, story: Story, current: Attempt, current_dir: Path, findings: list[Finding],
+def next_candidate(config: RunConfig, story: Story, current: Attempt, current_dir: Path, findings: list[Finding],
                    scope: str, world_size: int, latent: bool = True) -> Attempt | None:
     """The next attempt: the first critical finding's first candidate of a kind not tried yet (and
     allowed by `diagnose.remedy_scope`), on top of `current`; None when there is none. When
@@ -78,7 +75,7 @@ def next_candidate(cfg: DictConfig, story: Story, current: Attempt, current_dir:
             if new in tried or (remedy.changes_model and scope == "training") or list(remedy.overrides) in refused_before:
                 continue
             following = _follow(story, current, current_dir, finding, remedy)
-            why = refused(cfg, following.overrides, world_size)
+            why = refused(config, following.overrides, world_size)
             if why is None:
                 return following
             story.refused.append(Refusal(finding.name, list(remedy.overrides), why))
@@ -88,7 +85,7 @@ def next_candidate(cfg: DictConfig, story: Story, current: Attempt, current_dir:
     return None
 
 
-def _lr_further(cfg: DictConfig, story: Story, current: Attempt, world_size: int) -> Attempt | None:
+def _lr_further(config: RunConfig, story: Story, current: Attempt, world_size: int) -> Attempt | None:
     """`current` is a kept LR move not followed yet: the same factor once more (10x at most: a move
     that jumped to the edge of an adaptive optimizer's range is not repeated in full), from the point that move
     started at (the two are compared there). None otherwise."""
@@ -96,33 +93,33 @@ def _lr_further(cfg: DictConfig, story: Story, current: Attempt, world_size: int
     if (applied is None or applied.kind not in LR_KINDS or applied.search == MIDPOINT or current.outcome != KEPT
             or any(a.base == current.number and a.applied is not None and a.applied.search for a in story.attempts)):
         return None
-    factor = _lr_factor(cfg, story.attempt(current.base), current)
+    factor = _lr_factor(config, story.attempt(current.base), current)
     if factor is None:
         return None
     factor = min(max(factor, 1 / BLOWUP_LR_FACTOR), BLOWUP_LR_FACTOR)
-    return _lr_step(cfg, story, current, current, factor, FURTHER, world_size)
+    return _lr_step(config, story, current, current, factor, FURTHER, world_size)
 
 
-def _lr_midpoint(cfg: DictConfig, story: Story, attempt: Attempt, current: Attempt,
+def _lr_midpoint(config: RunConfig, story: Story, attempt: Attempt, current: Attempt,
                  world_size: int) -> Attempt | None:
     """A further LR step of 10x or more that was rejected overshot: the geometric midpoint between
     it and the kept move it followed (`current`), once. None otherwise."""
     if attempt.applied is None or attempt.applied.search != FURTHER or attempt.outcome != REJECTED:
         return None
-    factor = _lr_factor(cfg, current, attempt)
+    factor = _lr_factor(config, current, attempt)
     if factor is None or abs(math.log10(factor)) < 1 - 1e-9:
         return None
-    return _lr_step(cfg, story, current, attempt, math.sqrt(factor), MIDPOINT, world_size)
+    return _lr_step(config, story, current, attempt, math.sqrt(factor), MIDPOINT, world_size)
 
 
-def _lr_factor(cfg: DictConfig, before: Attempt, after: Attempt) -> float | None:
-    lr_before, lr_after = (_lr(cfg, a.overrides) for a in (before, after))
+def _lr_factor(config: RunConfig, before: Attempt, after: Attempt) -> float | None:
+    lr_before, lr_after = (_lr(config, a.overrides) for a in (before, after))
     if lr_before is None or lr_after is None or lr_before <= 0 or lr_after <= 0:
         return None
     return lr_after / lr_before
 
 
-def _lr_step(cfg: DictConfig, story: Story, start: Attempt, started_like: Attempt, factor: float, search: str,
+def _lr_step(config: RunConfig, story: Story, start: Attempt, started_like: Attempt, factor: float, search: str,
              world_size: int) -> Attempt | None:
     """`start`'s LR times `factor`, on top of `start`, from the restart point `started_like` used
     (from scratch when that checkpoint is gone); None when the config checks refuse it."""
@@ -130,17 +127,17 @@ def _lr_step(cfg: DictConfig, story: Story, start: Attempt, started_like: Attemp
     source = started_like.restart_checkpoint
     if source and checkpoint_problem(Path(source).resolve()) is None:
         point = (Path(source), started_like.restart_step)
-    remedy = lr_step(_lr(cfg, start.overrides), factor, start.applied.kind, search == MIDPOINT,
+    remedy = lr_step(_lr(config, start.overrides), factor, start.applied.kind, search == MIDPOINT,
                      Restart.CHECKPOINT if point else Restart.SCRATCH)
     overrides = [o for o in start.overrides if not o.startswith("optim.lr=")] + list(remedy.overrides)
-    if refused(cfg, overrides, world_size) is not None:
+    if refused(config, overrides, world_size) is not None:
         return None
     return _attempt(story, overrides, started_like.restart if point else "from scratch", point, base=start.number,
                     applied=Applied.of(start.applied.finding, remedy, search))
 
 
-def _lr(cfg: DictConfig, overrides: list[str]) -> float | None:
-    lr = overridden(cfg, overrides).optim.get("lr")
+def _lr(config: RunConfig, overrides: list[str]) -> float | None:
+    lr = config.with_overrides(overrides).optim.options.get("lr")
     return float(lr) if isinstance(lr, (int, float)) and not isinstance(lr, bool) else None
 
 
@@ -186,10 +183,10 @@ def restart_point(run_dir: Path, before_step: int | None) -> Point | None:
     return max(before, key=lambda point: point[1]) if before else None
 
 
-def refused(cfg: DictConfig, overrides: list[str], world_size: int) -> str | None:
+def refused(config: RunConfig, overrides: list[str], world_size: int) -> str | None:
     """Why the config checks refuse these remedies, before anything of the next attempt is written."""
     try:
-        validate_config(overridden(cfg, overrides), world_size)
+        config.with_overrides(overrides, world_size)
     except ConfigError as err:
         return str(err)
     return None

@@ -13,7 +13,6 @@ from dataclasses import dataclass
 
 from omegaconf import DictConfig
 
-from harness.core.overrides import overridden
 from harness.core.typed_config import at_least, one_of, read_typed, setting
 
 RULES = ("linear", "sqrt")
@@ -30,18 +29,17 @@ def scale_lr_config(cfg: DictConfig) -> ScaleLRConfig:
     return read_typed(cfg, ScaleLRConfig, "scale_lr")
 
 
-def scaled_lr(cfg: DictConfig, settings: ScaleLRConfig) -> DictConfig:
-    """The config with optim.lr and schedule.warmup rescaled; `cfg` itself when scaling is off."""
+def lr_scaling(batch_size: int, lr: float, warmup: int | float, settings: ScaleLRConfig) -> list[str]:
+    """The overrides that rescale optim.lr and schedule.warmup for the batch size; none when off."""
     base = settings.base_batch
-    if base is None or base == cfg.batch_size:
-        return cfg
-    k = cfg.batch_size / base
+    if base is None or base == batch_size:
+        return []
+    k = batch_size / base
     factor = k if settings.rule == "linear" else math.sqrt(k)
-    warmup = cfg.schedule.get("warmup", 0)
-    changes = [f"optim.lr={float(cfg.optim.lr) * factor!r}"]
-    if isinstance(warmup, int) and warmup > 0:
-        changes.append(f"schedule.warmup={max(1, round(warmup / k))}")
-    scaled = overridden(cfg, changes)
+    changes = [f"optim.lr={float(lr) * factor!r}"]
+    steps = max(1, round(warmup / k)) if isinstance(warmup, int) and warmup > 0 else warmup
+    if steps != warmup:
+        changes.append(f"schedule.warmup={steps}")
     log.info("scale_lr (%s): batch %d = %.3gx base %d: optim.lr %g -> %g, warmup %s -> %s steps",
-             settings.rule, cfg.batch_size, k, base, cfg.optim.lr, scaled.optim.lr, warmup, scaled.schedule.get("warmup"))
-    return scaled
+             settings.rule, batch_size, k, base, lr, float(lr) * factor, warmup, steps)
+    return changes

@@ -17,6 +17,7 @@ import torch
 
 from conftest import CPU_RANKS, ROOT, compose_cfg, one_line_error, run_cli, train, wait_until
 from harness.remedy.driver import attempt_config
+from harness.config.run_config import validate_config
 from harness.remedy.story import Attempt
 from harness.state.checkpoint import checkpoint_problem, load_checkpoint, step_checkpoints
 from harness.core.errors import ConfigError
@@ -341,7 +342,7 @@ def test_the_remedy_restart_copy_is_atomic_and_checked_against_the_story(tmp_pat
     source = tmp_path / "attempts" / "1" / "checkpoints" / "step_00000008.pt"
     attempt = Attempt(2, ["optim.lr=0.0005"], "from step 8 of attempt 1", str(source), 8)
     attempt_dir = tmp_path / "attempts" / "2"
-    cfg = compose_cfg([o for o in SMALL if o != "diagnose=false"])
+    cfg = validate_config(compose_cfg([o for o in SMALL if o != "diagnose=false"]))
 
     def killed_mid_copy(src, dst, **_):  # the copy dies after writing half of the file
         Path(dst).write_bytes(Path(src).read_bytes()[:1000])

@@ -11,14 +11,13 @@ import torch
 
 from harness.assembly.assemble import Assembly, assemble
 from harness.config.run_config import RunConfig
-from harness.modes.doctor.config import DoctorConfig
+from harness.config.doctor import DoctorConfig
 from harness.modes.doctor.data_checks import check_inputs, check_labels
 from harness.modes.doctor.gradcheck import check_gradients
 from harness.modes.doctor.model_checks import check_gradient_flow, check_initial_loss, check_overfit
 from harness.modes.doctor.report import headline, print_table, write
 from harness.modes.doctor.result import CheckResult, Outcome, Status
 from harness.modes.doctor.schedule_check import check_schedule
-from harness.core.typed_config import read_typed
 
 __all__ = ["CheckResult", "DoctorConfig", "Outcome", "Status", "diagnose", "run_doctor"]
 log = logging.getLogger("harness")
@@ -55,7 +54,7 @@ def diagnose(built: Assembly, settings: DoctorConfig) -> list[CheckResult]:
 
 def run_doctor(config: RunConfig, run_dir: Path, device: torch.device) -> int:
     """mode=doctor: prints the table, writes RUN_DIR/doctor.md and doctor.json; returns the number of failures."""
-    settings = read_typed(config.raw.get("doctor"), DoctorConfig, "doctor")
+    settings = config.doctor
     built = assemble(config, run_dir, device, resume_from=None)
     try:
         results = diagnose(built, settings)

@@ -5,7 +5,7 @@ import torch
 
 from harness.data.batch import batch_size
 from harness.data.loader import FixedBatches
-from harness.modes.doctor.config import DoctorConfig
+from harness.config.doctor import DoctorConfig
 from harness.modes.doctor.data_checks import num_classes
 from harness.modes.doctor.result import Outcome, Status
 from harness.modes.doctor.sampling import batches, sample_indices

@@ -10,11 +10,10 @@ import torch
 from harness.assembly.assemble import Assembly, assemble
 from harness.config.run_config import RunConfig
 from harness.core.errors import ConfigError
-from harness.modes.lr_find.config import LRFindConfig
+from harness.config.lr_find import LRFindConfig
 from harness.modes.lr_find.report import as_json, plot, summary_line, write_json
 from harness.modes.lr_find.suggest import Suggestion, suggest_lr
 from harness.modes.lr_find.sweep import Sweep, range_test
-from harness.core.typed_config import read_typed
 
 __all__ = ["LRFindConfig", "Suggestion", "Sweep", "find_lr", "run_lr_find"]
 log = logging.getLogger("harness")
@@ -37,7 +36,7 @@ def find_lr(built: Assembly, settings: LRFindConfig) -> tuple[Sweep, Suggestion]
 
 def run_lr_find(config: RunConfig, run_dir: Path, device: torch.device) -> float:
     """mode=lr_find: writes RUN_DIR/lr_find.json and lr_find.png; returns the suggested LR."""
-    settings = read_typed(config.raw.get("lr_find"), LRFindConfig, "lr_find")
+    settings = config.lr_find
     built = assemble(sweep_config(config), run_dir, device, resume_from=None)
     try:
         sweep, suggestion = find_lr(built, settings)

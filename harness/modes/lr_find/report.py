@@ -5,7 +5,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from harness.modes.lr_find.config import LRFindConfig
+from harness.config.lr_find import LRFindConfig
 from harness.modes.lr_find.suggest import RULE, Suggestion
 from harness.modes.lr_find.sweep import Sweep
 

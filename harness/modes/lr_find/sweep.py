@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from harness.modes.lr_find.config import LRFindConfig
+from harness.config.lr_find import LRFindConfig
 from harness.modes.lr_find.driver import driven
 from harness.assembly.assemble import Assembly
 

@@ -9,6 +9,8 @@ import torch
 
 from conftest import compose_cfg
 from harness.assembly.assemble import assemble
+from harness.config.doctor import DoctorConfig
+from harness.config.lr_find import LRFindConfig
 from harness.config.run_config import RunConfig, validate_config
 from harness.core.errors import ConfigError
 from harness.data import LoadingConfig
@@ -30,7 +32,7 @@ from harness.training.schedule import ScheduleConfig
 
 TYPED = (TrainerConfig, PrecisionConfig, ScheduleConfig, ParallelConfig, LossConfig, GuardConfig, MonitorConfig,
          EarlyStopConfig, FaultConfig, PerfConfig, ScaleLRConfig, LoadingConfig, InitConfig,
-         OptimSpec, ModelSpec, SyntheticConfig)
+         OptimSpec, ModelSpec, SyntheticConfig, LRFindConfig, DoctorConfig)
 RUN = ["model=mlp", "data=synthetic", "model.width=16", "logger=none", "trainer.max_steps=4"]
 
 
@@ -70,19 +72,23 @@ def test_validation_reads_each_group_once_and_building_reads_none_again(reads, t
         built.close()
 
 
-def test_lr_scaling_rereads_only_the_schedule_it_changes(reads):
+def test_lr_scaling_derives_like_any_changed_config(reads):
+    """One way to derive: the scaled values are applied to the record and the whole of it read
+    again, so the record and the typed parts cannot disagree (scaling the record alone once left
+    the optimizer at the LR as written)."""
     config = validate_config(compose_cfg([*RUN, "batch_size=32", "scale_lr.base_batch=8", "schedule.warmup=2"]))
     scaled = config.with_lr_scaling()
-    assert scaled.raw.schedule.warmup == scaled.schedule.warmup == 1  # the record and the typed part agree
-    assert reads[ScheduleConfig.__name__] == 2 and reads[GuardConfig.__name__] == 1
+    assert scaled.record.schedule.warmup == scaled.schedule.warmup == 1
+    assert scaled.record.optim.lr == scaled.optim.options["lr"] == pytest.approx(4 * config.optim.options["lr"])
+    assert reads == Counter({schema.__name__: 2 for schema in TYPED})
 
 
 def test_a_changed_config_is_derived_as_hydra_applies_overrides_and_checked_again():
     config = validate_config(compose_cfg([*RUN, "precision=fp32", "optim.lr=0.01"]))
     changed = config.with_overrides(["precision=bf16", "optim.lr=1e-4", "guard.spike_zscore=null", "logger=none"])
-    assert changed.precision.name == "bf16" and changed.raw.precision.name == "bf16"  # the option's whole node
-    assert changed.optim.options["lr"] == changed.raw.optim.lr == 1e-4  # YAML: a float, not the text "1e-4"
+    assert changed.precision.name == "bf16" and changed.record.precision.name == "bf16"  # the option's whole node
+    assert changed.optim.options["lr"] == changed.record.optim.lr == 1e-4  # YAML: a float, not the text "1e-4"
     assert changed.guard.spike_zscore is None and changed.logger == {} and changed.device == config.device
-    assert config.optim.options["lr"] == 0.01 and config.raw.precision.name == "fp32"  # the original is untouched
+    assert config.optim.options["lr"] == 0.01 and config.record.precision.name == "fp32"  # the original is untouched
     with pytest.raises(ConfigError, match="optim.lr"):
         config.with_overrides(["optim.lr=-1"])

@@ -12,6 +12,7 @@ import pytest
 import torch
 
 from conftest import ROOT, compose_cfg, one_line_error, run_cli, torchrun, train, wait_until
+from harness.config.run_config import validate_config
 from harness.remedy.judge import ranked_loss
 from harness.remedy.story import KEPT, Applied, Attempt, Story
 
@@ -269,7 +270,7 @@ def test_a_kept_lr_move_is_followed_by_the_same_factor_and_an_overshoot_is_halve
     from harness.remedy.policy import next_attempt
     from harness.diagnosis.findings import Finding, Remedy, Restart, Severity
 
-    cfg = compose_cfg(["optim=sgd", "optim.lr=2.0"])
+    cfg = validate_config(compose_cfg(["optim=sgd", "optim.lr=2.0"]))
     given = Attempt(1, [], "as given")
     cut = Attempt(2, ["optim.lr=0.2", "clip=1.0"], "from scratch", base=1, outcome="kept",
                   applied=Applied("diverging", ["optim.lr=0.2", "clip=1.0"], kind="lr_down"))
@@ -308,7 +309,7 @@ def test_a_kept_jump_to_the_edge_of_the_optimizers_range_is_followed_by_a_10x_st
     further, to its usual 1e-3, not to 1e-6."""
     from harness.remedy.policy import next_attempt
 
-    cfg = compose_cfg(["optim=adam", "optim.lr=100.0"])
+    cfg = validate_config(compose_cfg(["optim=adam", "optim.lr=100.0"]))
     jump = Attempt(2, ["optim.lr=0.01", "clip=1.0"], "from scratch", base=1, outcome="kept",
                    applied=Applied("diverging", ["optim.lr=0.01", "clip=1.0"], kind="lr_down"))
     story = Story(5, [Attempt(1, [], "as given"), jump])
@@ -399,7 +400,7 @@ def test_a_run_that_finished_with_a_warning_tries_its_remedies_and_a_stopped_one
     critical finding stopped acts on the critical one only."""
     from harness.remedy.policy import next_candidate
 
-    cfg = compose_cfg(["optim.lr=1e-4"])
+    cfg = validate_config(compose_cfg(["optim.lr=1e-4"]))
     slow = _finding("slow_progress", "warning", "optim.lr=0.001", "lr_up")
     bursts = _finding("exploding_gradients", "critical", "clip=1.0", "clip")
     given = Attempt(1, [], "as given", status="completed")
@@ -422,7 +423,7 @@ def test_once_a_remedy_was_tried_a_finished_attempts_infos_are_tried_after_its_w
     from harness.diagnosis.findings import Remedy, Restart
     from harness.remedy.policy import next_candidate
 
-    cfg = compose_cfg(["optim.lr=1e-4"])
+    cfg = validate_config(compose_cfg(["optim.lr=1e-4"]))
     raw = _finding("unnormalised_inputs", "info", "data.standardize=true", "inputs")
     slow = _finding("slow_progress", "warning", "optim.lr=0.001", "lr_up")
     given = Attempt(1, [], "as given", status="completed")

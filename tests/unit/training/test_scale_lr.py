@@ -13,7 +13,7 @@ def test_lr_and_warmup_follow_the_batch(rule, factor):
     cfg = compose_cfg(["batch_size=32", "scale_lr.base_batch=8", f"scale_lr.rule={rule}", "optim.lr=1e-3",
                        "schedule.warmup=100"])
     config = validate_config(cfg).with_lr_scaling()
-    scaled = config.raw
+    scaled = config.record
     assert scaled.optim.lr == pytest.approx(1e-3 * factor)
     assert config.optim.options["lr"] == pytest.approx(1e-3 * factor)  # what the optimizer is built with
     assert scaled.schedule.warmup == 25  # the same 3200 warmup samples at 4x the batch
@@ -24,7 +24,7 @@ def test_off_by_default_and_fractions_stay():
     config = validate_config(compose_cfg([]))
     assert config.with_lr_scaling() is config
     scaled = validate_config(compose_cfg(["batch_size=64", "scale_lr.base_batch=32", "schedule.warmup=0.1"]))
-    assert scaled.with_lr_scaling().raw.schedule.warmup == 0.1
+    assert scaled.with_lr_scaling().record.schedule.warmup == 0.1
 
 
 def test_the_run_trains_with_the_scaled_values(tmp_path):
@@ -41,3 +41,8 @@ def test_the_run_trains_with_the_scaled_values(tmp_path):
 def test_bad_base_batch():
     with pytest.raises(ConfigError, match="scale_lr.base_batch"):
         validate_config(compose_cfg(["scale_lr.base_batch=0"]))
+
+
+def test_an_optimizer_without_an_lr_cannot_be_scaled():
+    with pytest.raises(ConfigError, match="scale_lr.base_batch=8 .*no lr to scale"):
+        validate_config(compose_cfg(["scale_lr.base_batch=8", "~optim.lr"])).with_lr_scaling()
