@@ -934,10 +934,16 @@ def eval_mode_gap(rows: list[dict]) -> float | None:
 
 
 def findings(run_dir: Path) -> list[dict]:
-    """The diagnosis of a run dir: every finding's name and severity."""
+    """The diagnosis of a run dir: every finding's name and severity, then each critical finding the
+    live diagnosis announced while it trained (`--live`) that the end's diagnosis does not hold."""
     from harness.diagnosis import diagnose, load_run
 
-    return [{"name": f.name, "severity": f.severity.value} for f in diagnose(load_run(run_dir))]
+    run = load_run(run_dir)
+    found = [{"name": f.name, "severity": f.severity.value} for f in diagnose(run)]
+    held = {f["name"] for f in found if f["severity"] == "critical"}
+    live = [{"name": e["finding"], "severity": "critical", "live_step": e["step"]}
+            for e in run.summary.get("events", []) if e.get("kind") == "diagnosis" and e["finding"] not in held]
+    return found + live
 
 
 # --- scoring ---------------------------------------------------------------------------------
@@ -965,8 +971,15 @@ def reproduced(buggy: dict, fixed: dict) -> bool:
 
 
 def alarms(run: dict) -> list[str]:
-    """Warning and critical findings (info ones name no pathology)."""
-    return [f["name"] for f in run.get("findings", []) if f["severity"] in ("warning", "critical")]
+    """Warning and critical findings (info ones name no pathology), live ones included."""
+    return list(dict.fromkeys(f["name"] for f in run.get("findings", []) if f["severity"] in ("warning", "critical")))
+
+
+def _shown_alarms(run: dict) -> str:
+    """The alarms as the table shows them: one announced live only says at which step."""
+    shown = [f["name"] + (f" (live, step {f['live_step']})" if "live_step" in f else "")
+             for f in run.get("findings", []) if f["severity"] in ("warning", "critical")]
+    return ", ".join(shown) or "—"
 
 
 def verdict(case: Case, buggy: dict, fixed: dict) -> str:
@@ -1098,8 +1111,8 @@ def report(rows: list[dict]) -> str:
                   "|---|---|---|---|---|---|---|---|---|---|---|"]
         for r in in_round:
             lines.append(f"| {r['id']} | {r['part']} | {', '.join(r['expected'])} | {_evidence(r['buggy_run'])} | "
-                         f"{_evidence(r['fixed_run'])} | {r['verdict']} | {', '.join(r['buggy_alarms']) or '—'} | "
-                         f"{r['twin']} | {', '.join(r['fixed_alarms']) or '—'} | {_twin_measures(r)} | "
+                         f"{_evidence(r['fixed_run'])} | {r['verdict']} | {_shown_alarms(r['buggy_run'])} | "
+                         f"{r['twin']} | {_shown_alarms(r['fixed_run'])} | {_twin_measures(r)} | "
                          f"{', '.join(r['fixed_false_alarms']) or '—'} |")
         lines.append("")
     return "\n".join(lines)
@@ -1115,6 +1128,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rescore", action="store_true", help="re-read the run dirs in --out; train nothing")
     parser.add_argument("--no-diagnosis", action="store_true", help="report the evidence only, no findings")
     parser.add_argument("--list", action="store_true", help="print the cases and exit")
+    parser.add_argument("--live", action="store_true", help="diagnose while training too: a critical finding "
+                                                             "announced live counts as the run's alarm")
     args = parser.parse_args(argv)
     cases = [c for c in CASES if args.only in c.id and args.part in ("all", part(c))
              and args.round in (None, c.round)]
@@ -1124,7 +1139,8 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     started = time.monotonic()
     # The runs that see the most samples start first, so that no long run is left alone at the end.
-    pairs = [((c.id, variant), c.overrides(variant)) for c in cases for variant in ("buggy", "fixed")]
+    live = ("diagnose.live=true",) if args.live else ()
+    pairs = [((c.id, variant), (*c.overrides(variant), *live)) for c in cases for variant in ("buggy", "fixed")]
     runs = dict(sorted(pairs, key=lambda pair: -samples_seen(pair[1])))
     trained: dict[tuple[str, str], dict] = {key: {"error": None} for key in runs}
     if not args.rescore:

@@ -268,6 +268,26 @@ def test_evidence_records_the_twin_measures_and_the_report_totals_each_round(tmp
     assert "## Round 1" in text and "## Round 2" in text and "## Round 3" in text and "learned yes" in text
 
 
+def test_a_critical_finding_announced_live_is_the_twins_alarm_even_when_the_end_drops_it(tmp_path):
+    """`--live`: what the live diagnosis announced while the twin trained is an alarm the user saw
+    (and that remedy=auto acts on), whatever the end's diagnosis says."""
+    run_dir = tmp_path / "fixed"
+    run_dir.mkdir()
+    live = {"step": 50, "kind": "diagnosis", "finding": "plateau_at_prior", "message": "m", "detail": "d"}
+    (run_dir / "summary.json").write_text(json.dumps({"task": "classification", "steps": 100, "max_steps": 100,
+                                                       "status": "completed", "val_prior_loss": 2.0,
+                                                       "events": [live]}))
+    rows = [{"step": s, "kind": "train", "train/loss": 2.0 - s / 100} for s in range(10, 101, 10)]
+    rows += [{"step": s, "kind": "eval", "val/loss": 1.9 - s / 100} for s in (50, 100)]
+    (run_dir / "metrics.jsonl").write_text("\n".join(json.dumps(r) for r in rows))
+    found = bench.findings(run_dir)
+    assert {"name": "plateau_at_prior", "severity": "critical", "live_step": 50} in found
+    case = bench.Case("x", "s", "f", "classification", "d", "k", (), (), ())
+    twin = {**_twin(prior_ratio=0.4), "findings": found}
+    assert bench.false_alarms(case, twin) == ["plateau_at_prior"] and bench.twin_verdict(case, twin) == "alarmed"
+    assert "plateau_at_prior (live, step 50)" in bench._shown_alarms(twin)
+
+
 @pytest.mark.slow  # two whole runs; the scoring it drives is unit-tested above
 def test_a_real_invocation_writes_results(tmp_path):
     _sklearn()
