@@ -28,13 +28,12 @@ def output_activation(run: RunData) -> Finding | None:
     task = run.summary.get("task")
     if constant or run.summary.get("user_loss") or task not in ("regression", "classification"):
         return constant  # the other checks read the output as the built-in loss does
-    return (_module_mismatch(run, out) if out else None) or _held_logits(run, out)
+    return (_module_mismatch(run, out, task) if out else None) or _held_logits(run, out)
 
 
-def _module_mismatch(run: RunData, out: dict) -> Finding | None:
+def _module_mismatch(run: RunData, out: dict, task: str) -> Finding | None:
     """The output activation module against what reads it; it names the module and its cause, so
     it comes before the held-logits check, which also sees what such a module does."""
-    task = run.summary.get("task")
     where = f"`{out['module']}` ({out['type']}), called after the model's last layer with weights"
     if out.get("single_unit_softmax"):
         probability = task == "classification" or run.summary.get("loss_function") == "bce"
