@@ -970,15 +970,18 @@ def reproduced(buggy: dict, fixed: dict) -> bool:
     return loss_f is not None and loss_b > LOSS_RATIO * loss_f
 
 
-def alarms(run: dict) -> list[str]:
+def _alarm_findings(run: dict) -> list[dict]:
     """Warning and critical findings (info ones name no pathology), live ones included."""
-    return list(dict.fromkeys(f["name"] for f in run.get("findings", []) if f["severity"] in ("warning", "critical")))
+    return [f for f in run.get("findings", []) if f["severity"] in ("warning", "critical")]
+
+
+def alarms(run: dict) -> list[str]:
+    return list(dict.fromkeys(f["name"] for f in _alarm_findings(run)))
 
 
 def _shown_alarms(run: dict) -> str:
     """The alarms as the table shows them: one announced live only says at which step."""
-    shown = [f["name"] + (f" (live, step {f['live_step']})" if "live_step" in f else "")
-             for f in run.get("findings", []) if f["severity"] in ("warning", "critical")]
+    shown = [f["name"] + (f" (live, step {f['live_step']})" if "live_step" in f else "") for f in _alarm_findings(run)]
     return ", ".join(shown) or "—"
 
 

@@ -122,11 +122,7 @@ class RunConfig:
 
     def with_lr_scaling(self, world_size: int = 1) -> RunConfig:
         """`scale_lr`: optim.lr and schedule.warmup rescaled for the batch size; itself when off."""
-        if "lr" not in self.optim.options and self.scale_lr.base_batch is not None:
-            raise ConfigError("scale_lr.base_batch", self.scale_lr.base_batch,
-                              "null: the optim node sets no lr to scale")
-        overrides = lr_scaling(self.run.batch_size, self.optim.options.get("lr", 0.0), self.schedule.warmup,
-                               self.scale_lr)
+        overrides = lr_scaling(self.run.batch_size, self.optim.options.get("lr"), self.schedule.warmup, self.scale_lr)
         return self.with_overrides(overrides, world_size)
 
 
@@ -251,11 +247,11 @@ def validate_config(cfg: DictConfig, world_size: int = 1, choices: Mapping[str, 
         if name not in SUMMARY_OBJECTIVES and not (user_loss is not None and str(name).startswith(FINAL_PART)):
             raise ConfigError("objective", name, f"one of {list(SUMMARY_OBJECTIVES)}, or {FINAL_PART}PART for a part "
                                                  f"your objective (loss._target_) logs")
-    lr_find, doctor = read_typed(cfg.get("lr_find"), LRFindConfig, "lr_find"), read_typed(cfg.get("doctor"),
-                                                                                           DoctorConfig, "doctor")
+    lr_find = read_typed(cfg.get("lr_find"), LRFindConfig, "lr_find")
+    doctor = read_typed(cfg.get("doctor"), DoctorConfig, "doctor")
     run = RunKeys(mode=cfg.mode, device=str(cfg.device), batch_size=cfg.batch_size, accum=cfg.accum,
-                  accum_reduction=cfg.accum_reduction, seed=cfg.seed, clip=float(cfg.clip) if cfg.clip else 0.0, clip_mode=cfg.clip_mode,
-                  compile=cfg.compile, model_output=cfg.model_output, activation_swap=cfg.activation_swap,
+                  accum_reduction=cfg.accum_reduction, seed=cfg.seed, clip=float(cfg.clip) if cfg.clip else 0.0,
+                  clip_mode=cfg.clip_mode, compile=cfg.compile, model_output=cfg.model_output, activation_swap=cfg.activation_swap,
                   output_activation=cfg.output_activation)
     job = JobKeys(resume=cfg.resume, overwrite=cfg.overwrite, objective=tuple(objectives),
                   eval_checkpoint=str(checkpoint), eval_batches=batches, eval_stride=stride)

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 from omegaconf import DictConfig
 
+from harness.core.errors import ConfigError
 from harness.core.typed_config import at_least, one_of, read_typed, setting
 
 RULES = ("linear", "sqrt")
@@ -29,11 +30,13 @@ def scale_lr_config(cfg: DictConfig) -> ScaleLRConfig:
     return read_typed(cfg, ScaleLRConfig, "scale_lr")
 
 
-def lr_scaling(batch_size: int, lr: float, warmup: int | float, settings: ScaleLRConfig) -> list[str]:
+def lr_scaling(batch_size: int, lr: float | None, warmup: int | float, settings: ScaleLRConfig) -> list[str]:
     """The overrides that rescale optim.lr and schedule.warmup for the batch size; none when off."""
     base = settings.base_batch
     if base is None or base == batch_size:
         return []
+    if lr is None:
+        raise ConfigError("scale_lr.base_batch", base, "null: the optim node sets no lr to scale")
     k = batch_size / base
     factor = k if settings.rule == "linear" else math.sqrt(k)
     changes = [f"optim.lr={float(lr) * factor!r}"]

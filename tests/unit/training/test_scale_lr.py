@@ -46,3 +46,8 @@ def test_bad_base_batch():
 def test_an_optimizer_without_an_lr_cannot_be_scaled():
     with pytest.raises(ConfigError, match="scale_lr.base_batch=8 .*no lr to scale"):
         validate_config(compose_cfg(["scale_lr.base_batch=8", "~optim.lr"])).with_lr_scaling()
+
+
+def test_scaling_that_changes_nothing_needs_no_lr():
+    config = validate_config(compose_cfg(["batch_size=32", "scale_lr.base_batch=32", "~optim.lr"]))
+    assert config.with_lr_scaling() is config
