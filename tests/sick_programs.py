@@ -1,7 +1,7 @@
 """Programs written the way a user writes plain torch, for the judgement tests: MLPs on raw
-tabular columns, a net with an exponential activation, three models whose output cannot vary
-(a softmax or log-softmax over one unit, a softmax along a dimension of size 1), logits cut off
-by a ReLU or a clamp, and rows that were never filled in."""
+tabular columns, a net with an exponential activation, models whose output cannot vary (a softmax
+or log-softmax over one unit, a softmax along a dimension of size 1, a sigmoid that raw columns
+saturate), logits cut off by a ReLU or a clamp, and rows that were never filled in."""
 import numpy as np
 import torch
 from torch import nn
@@ -24,6 +24,13 @@ def binary_float(n: int = 1200, n_val: int = 300, seed: int = 0):
     tr, va = tabular(n, n_val, seed)
     mean, std = tr.tensors[0].mean(0), tr.tensors[0].std(0)
     f = lambda d: TensorDataset((d.tensors[0] - mean) / std, d.tensors[1].float()[:, None])
+    return f(tr), f(va)
+
+
+def raw_binary(n: int = 1200, n_val: int = 300, seed: int = 0):
+    """The tabular rows in the thousands (a unit off by 20x), the label as a float column [B, 1]."""
+    tr, va = tabular(n, n_val, seed)
+    f = lambda d: TensorDataset(d.tensors[0] * 20.0, d.tensors[1].float()[:, None])
     return f(tr), f(va)
 
 
@@ -81,6 +88,16 @@ class ExpNet(nn.Module):
 
     def forward(self, x):
         return self.fc2(self.act(self.fc1(x)))
+
+
+class SigmoidProbability(nn.Module):
+    """A probability from a sigmoid over one unit: right for BCELoss, saturated on raw columns."""
+    def __init__(self, in_features: int = 5, hidden: int = 32):
+        super().__init__()
+        self.net = nn.Sequential(nn.Linear(in_features, hidden), nn.ReLU(), nn.Linear(hidden, 1), nn.Sigmoid())
+
+    def forward(self, x):
+        return self.net(x)
 
 
 class OneUnitSoftmax(nn.Module):

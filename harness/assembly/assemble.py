@@ -247,6 +247,7 @@ def assemble(config: RunConfig, run_dir: Path, device: torch.device,
     elif trace is not None:  # the data and the output are the objective's to read
         rows = embedding_rows(untrained)
         facts = {"parameters": parameter_counts(raw_model), "hidden_activations": trace.hidden,
+                 "input_stats": input_stats(train_set, recipe, model_call.arguments),
                  "activation_swap": swapped, "output_activation": describe_output(raw_model, trace),
                  "output_replaced": [], "test_samples": len(splits.test) if splits.test is not None else None,
                  "initial_effective_rank": effective_rank(rows) if rows is not None else None}

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import hashlib
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -13,6 +14,7 @@ import numpy as np
 import torch
 from torch.utils.data import Dataset
 
+from harness.data.batch import tensors
 from harness.data.checks import spread_indices
 from harness.data.loader import BatchRecipe, fetch
 from harness.data.standardize import TargetScale
@@ -175,13 +177,17 @@ def _outliers(indices: torch.Tensor, norms: np.ndarray | None) -> dict[str, Any]
             "samples": [{"index": int(indices[i]), "input_norm": float(norms[i])} for i in worst]}
 
 
-def input_stats(train: Dataset, recipe: BatchRecipe) -> dict[str, float] | None:
+def input_stats(train: Dataset, recipe: BatchRecipe,
+                model_inputs: Callable[[Any], Any] | None = None) -> dict[str, float] | None:
     """Scale of real-valued inputs over a spread sample: the largest |median| and robust std
     (1.4826 x MAD) of any input feature, and the root mean square. Medians, so that a few corrupt
     samples (outlier_samples' business) do not make the whole split look unscaled. None for token
-    ids and other integer inputs."""
+    ids and other integer inputs. A batch the user's objective reads whole is measured where the
+    model reads it: the first floating-point tensor `model_inputs` (what the forward is given) holds."""
     x, _ = fetch(train, recipe, spread_indices(len(train), STATS_SAMPLES, seed=2))
-    if not x.is_floating_point() or x.dim() < 2 or len(x) < 2:
+    if model_inputs is not None:
+        x = next((t for t in tensors(model_inputs(x)) if t.is_floating_point()), None)
+    if x is None or not x.is_floating_point() or x.dim() < 2 or len(x) < 2:
         return None
     flat = x.reshape(len(x), -1).double().numpy()
     flat = flat[np.isfinite(flat).all(axis=1)]

@@ -5,7 +5,9 @@ inputs (a module, or the forward's own code between them).
 
 A constant output (a softmax or log-softmax over one unit, a softmax along a dimension of size 1,
 a saturated final activation) passes no gradient back, so every unit behind it looks dead: the
-cause is the output, and only a change there heals it. A module that overflows (an exponential
+cause is the output. A module that is constant by its form stays constant on any input; a
+saturated one varies again once its inputs are brought to unit scale, so the cause there is the
+scale of what feeds it (raw inputs, a large init). A module that overflows (an exponential
 activation on large pre-activations) makes the loss non-finite whatever the LR.
 """
 from __future__ import annotations
@@ -46,10 +48,11 @@ def forward_facts(model: nn.Module, loss_of: Callable[[], torch.Tensor], batch: 
         return None
     calls: list[dict[str, Any]] = []  # per module call with a batched output, in the order the calls end
     inputs: dict[str, bool] = {}
+    probing: list[bool] = []  # set while a module is called again on rescaled inputs: not a call of the forward
 
     def record(module: nn.Module, args: tuple, kwargs: dict, output: Any, name: str) -> None:
         out = _first_batched(output, batch)
-        if out is None:
+        if out is None or probing:
             return
         given = _first_batched((args, kwargs), batch)
         finite = bool(torch.isfinite(out).all())
@@ -57,6 +60,12 @@ def forward_facts(model: nn.Module, loss_of: Callable[[], torch.Tensor], batch: 
                 "input_finite": given is None or bool(torch.isfinite(given).all()),
                 "input_max": float(given.detach().abs().max()) if given is not None and given.numel() else None,
                 "weights": any(True for _ in module.parameters(recurse=False)), "gradient": 0.0}
+        if finite and not call["varies"] and name and not call["weights"] and given is not None and _varies(given):
+            probing.append(True)
+            try:
+                call["saturated"] = _varies_at_unit_scale(module, args, kwargs, given, batch)
+            finally:
+                probing.pop()
         if out.requires_grad:
             out.register_hook(lambda g, call=call: call.update(gradient=float(g.detach().abs().max())))
         calls.append(call)
@@ -86,6 +95,17 @@ def forward_facts(model: nn.Module, loss_of: Callable[[], torch.Tensor], batch: 
     facts["nonfinite"] = _where_nonfinite(calls)
     facts["gradient_stop"] = _where_gradient_stops(calls) if norm == 0 and facts["loss_finite"] else None
     return facts
+
+
+def _varies_at_unit_scale(module: nn.Module, args: tuple, kwargs: dict, given: torch.Tensor, batch: int) -> bool:
+    """Whether a weightless module whose output was constant on an input that varied gives varying
+    outputs once that input is scaled to a largest magnitude of 1: a saturated activation does, a
+    softmax over a dimension of size 1 never does."""
+    scaled = given.detach() / given.detach().abs().max()
+    swapped = tuple(scaled if a is given else a for a in args)
+    with torch.no_grad():
+        out = _first_batched(module(*swapped, **kwargs), batch)
+    return out is not None and bool(torch.isfinite(out).all()) and _varies(out)
 
 
 def _where_nonfinite(calls: list[dict[str, Any]]) -> dict[str, Any] | None:
@@ -137,13 +157,16 @@ def _where_gradient_stops(calls: list[dict[str, Any]]) -> dict[str, Any]:
 
 def _where_constant(calls: list[dict[str, Any]]) -> dict[str, Any]:
     """The last module whose output still varied and the first after it whose output did not (None:
-    the forward's own code, not a module, made it constant); the value every sample gets."""
+    the forward's own code, not a module, made it constant), with the largest magnitude of its input
+    and whether it is saturated (varies on that input at unit scale)."""
     last = max((i for i, c in enumerate(calls) if c["varies"] and c["module"]), default=None)
     after = calls[last + 1:] if last is not None else calls
     culprit = next((c for c in after if c["module"] and not c["varies"]), None)
     return {"after": calls[last]["module"] if last is not None else None,
             "after_type": calls[last]["type"] if last is not None else None,
-            "module": culprit["module"] if culprit else None, "type": culprit["type"] if culprit else None}
+            "module": culprit["module"] if culprit else None, "type": culprit["type"] if culprit else None,
+            "input_max": culprit["input_max"] if culprit else None,
+            "saturated": bool(culprit and culprit.get("saturated"))}
 
 
 def untrained_losses(model: nn.Module, losses: list[Callable[[], torch.Tensor]]) -> list[float]:

@@ -8,7 +8,9 @@ import math
 
 from harness.diagnosis.findings import Finding, Severity
 from harness.diagnosis.load import RunData
-from harness.diagnosis.remedies import output_fix
+from harness.diagnosis.remedies import output_fix, standardised_inputs
+from harness.diagnosis.rules.setup import raw_inputs
+from harness.diagnosis.signals import fmt
 
 # Regression: the share of the training targets outside the activation's range. Past 1% the
 # targets it cannot reach are a floor under the loss; past 10% that floor is most of what the
@@ -26,8 +28,12 @@ def output_activation(run: RunData) -> Finding | None:
     constant = _constant_output(run) or _no_gradient_at_the_output(run)
     out = run.summary.get("output_activation")
     task = run.summary.get("task")
-    if constant or run.summary.get("user_loss") or task not in ("regression", "classification"):
-        return constant  # the other checks read the output as the built-in loss does
+    if constant:
+        return constant
+    if run.summary.get("user_loss"):  # the other checks read the output as the built-in loss does
+        return _held_at_the_range(run, out)
+    if task not in ("regression", "classification"):
+        return None
     return (_module_mismatch(run, out, task) if out else None) or _held_logits(run, out)
 
 
@@ -57,15 +63,15 @@ def _constant_output(run: RunData) -> Finding | None:
     where = forward.get("constant_output")
     if not where or forward.get("gradient_norm") != 0:
         return None
+    if where.get("saturated"):
+        return _saturated_output(run, where)
     out = run.summary.get("output_activation") or {}
     culprit = (f"`{where['module']}` ({where['type']})" if where["module"] else
                "the forward's own code (a function, not a module)")
     after = f", after `{where['after']}` ({where['after_type']}), whose output still varied," if where["after"] else ""
-    value = where.get("value")
-    evidence = (f"before any update, every sample of the first batch gets the same output"
-                + (f" ({value:.4g})" if value is not None else "") + f" although their inputs differ: {culprit}"
-                f"{after} makes it constant, and the loss passes no gradient to any weight (norm 0). The layers behind it get no signal, so units that look dead or gradients that look vanished "
-                "beside this finding are its doing, and no LR, init or activation change reaches it.")
+    evidence = (f"{_same_output(where)}{culprit}{after} makes it constant, and the loss passes no gradient to any "
+                "weight (norm 0). The layers behind it get no signal, so units that look dead or gradients that look "
+                "vanished beside this finding are its doing, and no LR, init or activation change reaches it.")
     fix = ("a probability of one class is a sigmoid over one unit, of one of several classes a softmax over the class "
            "dimension; a softmax or log-softmax over one unit, or along a dimension of size 1, is constant")
     replaceable = bool(where["module"]) and out.get("module") == where["module"]
@@ -76,6 +82,71 @@ def _constant_output(run: RunData) -> Finding | None:
     target = _constant_output_target(run, out)
     return Finding("output_activation", Severity.CRITICAL, "the model's output is the same for every input", evidence,
                    fix + f" (output_activation={target} replaces it).", output_fix(run, target, constant=True))
+
+
+def _same_output(where: dict) -> str:
+    """The evidence's opening for an output the untrained model gives every sample alike."""
+    value = where.get("value")
+    shown = f" ({value:.4g})" if value is not None else ""
+    return f"before any update, every sample of the first batch gets the same output{shown} although their inputs differ: "
+
+
+def _saturated_output(run: RunData, where: dict) -> Finding:
+    """A constant output made by an activation driven into its flat tails: on the same inputs
+    brought to unit scale it varies, so the cause is the size of what feeds it (inputs in raw
+    units, a large init), not its form. Standardised inputs come first when the inputs are raw; a
+    built-in loss that takes logits needs no activation there at all. The user's own objective reads
+    whole batches and its own output, so there the fix is named, not applied."""
+    out = run.summary.get("output_activation") or {}
+    feeds = f"its inputs from `{where['after']}` ({where['after_type']})" if where["after"] else "its inputs"
+    raw = raw_inputs(run)
+    evidence = (f"{_same_output(where)}`{where['module']}` ({where['type']}) is saturated. "
+                f"{feeds[0].upper() + feeds[1:]} reach "
+                f"{fmt(where.get('input_max') or math.nan)}, where it is flat, so the loss passes no gradient to any "
+                "weight (norm 0); the same inputs scaled to a largest magnitude of 1 give outputs that vary. "
+                + _raw_note(run)
+                + "Units that look dead or gradients that look vanished beside this finding are its doing.")
+    own = bool(run.summary.get("user_loss"))
+    replaceable = not own and out.get("module") == where["module"] and bool(out.get("read_by_loss"))
+    remedies = (standardised_inputs(run) if raw and not own else ()) + (
+        output_fix(run, "identity") if replaceable else ())
+    title = f"`{where['module']}` is saturated: the model's output is the same for every input"
+    return Finding("output_activation", Severity.CRITICAL, title, evidence, _saturation_fix(own), remedies)
+
+
+def _held_at_the_range(run: RunData, out: dict | None) -> Finding | None:
+    """Under the user's own objective: many of the first batch's outputs sit exactly at an end of
+    the output activation's range (a sigmoid's 0 or 1 in float32: pre-activations past +-17 to 88).
+    Each one is saturated and passes (almost) no gradient, so those samples teach nothing; the cause
+    is the size of what feeds it, as for an output saturated on every sample."""
+    bounds = (run.summary.get("forward") or {}).get("output_bounds")
+    if not out or not out["read_by_loss"] or not bounds or bounds["values"] < HELD_MIN_VALUES:
+        return None  # the bounds are the model's output's: they are the activation's when the loss reads it
+    sides = [side for side in ("low", "high") if bounds[f"share_{side}"] >= HELD_SHARE and out[side] is not None
+             and math.isclose(out[side], bounds[side], abs_tol=1e-6)]
+    if not sides:
+        return None
+    held = " and ".join(f"{bounds[f'share_{side}']:.0%} exactly {bounds[side]:.4g}" for side in sides)
+    return Finding("output_activation", Severity.WARNING, "the model's output is saturated on many samples",
+                   f"on the first batch, before any update, of the outputs of `{out['module']}` ({out['type']}), {held}: "
+                   "the end of its range, where it is flat. A saturated output passes (almost) no gradient, so those "
+                   "samples teach the model nothing. " + _raw_note(run), _saturation_fix(own=True))
+
+
+def _saturation_fix(own: bool) -> str:
+    """How to bring a saturated activation back: where the inputs are scaled depends on who reads the batch."""
+    where = "in your dataset: your objective reads whole batches" if own else "data.standardize=true, or in the dataset"
+    return (f"bring what feeds it to unit scale: standardise the inputs ({where}), or draw the layers before it "
+            "smaller; a loss that applies the sigmoid or softmax itself (a cross-entropy or bce on logits) needs no "
+            "activation here at all.")
+
+
+def _raw_note(run: RunData) -> str:
+    """What the inputs' scale says about pre-activations that large ('' for scaled inputs)."""
+    stats = run.summary.get("input_stats") or {}
+    return (f"The model's inputs are in raw units (a feature reaches |median| {fmt(stats['max_abs_feature_median'])} "
+            f"or robust std {fmt(stats['max_feature_spread'])}; standardised: ~1), which is how its pre-activations "
+            "got that large. " if raw_inputs(run) else "")
 
 
 def _held_logits(run: RunData, out: dict | None) -> Finding | None:

@@ -84,12 +84,16 @@ def _input_scale(run: RunData) -> float:
     return max(stats.get("max_abs_feature_median", 0.0), stats.get("max_feature_spread", 0.0))
 
 
+def raw_inputs(run: RunData) -> bool:
+    """Some input feature is far from standard units (|median| or robust std above INPUT_SCALE)."""
+    return _input_scale(run) > INPUT_SCALE
+
+
 def unnormalised_inputs(run: RunData) -> Finding | None:
     stats = run.summary.get("input_stats") or {}
-    scale = _input_scale(run)
     start, what = _expected_start(run)
     first = run.series(TRAIN_LOSS_FIRST).finite()
-    if scale <= INPUT_SCALE or start is None or not len(first):
+    if not raw_inputs(run) or start is None or not len(first):
         return None
     first_loss = float(first.values[0])
     hurt = first_loss > FIRST_LOSS_OVER_START * start
@@ -149,7 +153,7 @@ def unscaled_targets(run: RunData) -> Finding | None:
                       ". No val loss was finite." if never_learned else "."),
                    "data.standardize_targets=true trains on the targets in standard units and maps the model's "
                    "outputs back, so every loss stays in the targets' units; or scale the targets in the dataset "
-                   "(and predictions back).", standardised_targets(run, _input_scale(run) > INPUT_SCALE))
+                   "(and predictions back).", standardised_targets(run, raw_inputs(run)))
 
 
 def _judged_over_the_run(run: RunData) -> bool:

@@ -239,3 +239,18 @@ def test_remedy_auto_replaces_a_constant_output_under_the_users_own_objective(tm
     first, best = story["attempts"][0], story["attempts"][story["best_attempt"] - 1]
     assert applied[0] == ["output_activation=sigmoid"] and story["verdict"] == "healed"
     assert best["best_val_loss"] < 0.5 * first["best_val_loss"]
+
+
+
+def test_a_sigmoid_raw_columns_saturate_is_named_at_the_output_with_their_scale(tmp_path):
+    """Under the user's own BCELoss: the scale of the model's inputs is measured where the model
+    reads them, and the fix named is to scale them in the dataset (the objective reads whole batches)."""
+    train([*RUN, "data._target_=sick_programs.raw_binary", "data.task=regression",
+           "model._target_=sick_programs.SigmoidProbability", "loss._target_=sick_programs.bce", "optim=adam",
+           "optim.lr=1e-3", "batch_size=32", "trainer.max_steps=60", "trainer.eval_every=30"], tmp_path)
+    first = _findings(tmp_path)[0]
+    assert first.name == "output_activation" and "output is saturated" in first.title
+    assert "`net.3` (Sigmoid)" in first.evidence and "raw units" in first.evidence
+    assert "in your dataset" in first.fix and not first.remedies
+    stats = json.loads((tmp_path / "summary.json").read_text())["input_stats"]
+    assert stats["max_abs_feature_median"] > 1000

@@ -208,3 +208,66 @@ def test_an_output_module_that_explains_held_logits_is_named_with_its_own_remedy
     finding = output_activation(run_of("classification", out, **bounds(-16.1, -1e-7, 0.89, 0.09, positions=9)))
     assert finding.title == "the class scores are not probabilities"
     assert finding.remedy.overrides == ("output_activation=softmax",)
+
+
+def saturated(module: str = "head.act", kind: str = "Sigmoid") -> dict:
+    return {"forward": {"gradient_norm": 0.0, "constant_output": {
+        "after": "head", "after_type": "Linear", "module": module, "type": kind, "input_max": 387.0,
+        "saturated": True, "value": 1.0}}}
+
+
+RAW = {"input_stats": {"max_abs_feature_median": 2567.0, "max_feature_spread": 872.0, "rms": 1188.0}}
+SCALED = {"input_stats": {"max_abs_feature_median": 0.1, "max_feature_spread": 1.0, "rms": 1.0}}
+
+
+@pytest.mark.parametrize("summary, out, remedies", [
+    # raw inputs drove a sigmoid the built-in bce reads as logits flat: scale them, then drop it
+    ({**RAW, "loss_function": "bce"}, output("Sigmoid", 0.0, 1.0),
+     [("data.standardize=true",), ("output_activation=identity",)]),
+    # inputs already scaled: nothing to standardise; a sigmoid that is the prediction itself is kept
+    ({**SCALED, "loss_function": "mse"}, output("Sigmoid", 0.0, 1.0, read=False), []),
+    ({**RAW, "loss_function": "mse"}, output("Sigmoid", 0.0, 1.0, read=False), [("data.standardize=true",)]),
+    # the user's objective reads whole batches: named with its fix, never a swap to the same sigmoid
+    ({**RAW, "user_loss": "mypkg.bce"}, output("Sigmoid", 0.0, 1.0, read=False), []),
+])
+def test_a_saturated_output_is_blamed_on_the_scale_that_feeds_it(summary, out, remedies):
+    finding = output_activation(run_of("regression", out, **saturated(), **summary))
+    assert finding.severity is Severity.CRITICAL and "is saturated: the model's output is the same" in finding.title
+    assert "`head.act` (Sigmoid) is saturated" in finding.evidence and "reach 387" in finding.evidence
+    assert ("raw units" in finding.evidence) == (summary["input_stats"] is RAW["input_stats"])
+    assert [r.overrides for r in finding.remedies] == remedies
+    assert ("in your dataset" in finding.fix) == ("user_loss" in summary)
+
+
+def test_a_sigmoid_on_raw_columns_is_found_saturated_and_a_one_unit_softmax_is_not():
+    """The measurement behind it: a module constant on varying inputs that varies once they are
+    brought to unit scale is saturated; one constant by its form stays constant."""
+    from harness.models.forward_facts import forward_facts
+
+    torch.manual_seed(2)
+    raw = torch.rand(32, 6) * torch.tensor([400.0, 900.0, 30.0, 5.0, 120.0, 2.0]) + 1000.0
+    net = nn.Sequential(nn.Linear(6, 32), nn.ReLU(), nn.Linear(32, 1), nn.Sigmoid())
+    with torch.no_grad():
+        net[2].weight.abs_()
+        net[2].bias.fill_(50.0)  # every sample far in the sigmoid's upper tail, where float32 rounds it to 1
+    facts = forward_facts(net, lambda: net(raw).sum(), len(raw))
+    constant = facts["constant_output"]
+    assert constant["module"] == "3" and constant["saturated"] and constant["input_max"] > 50
+    assert facts["gradient_norm"] == 0.0
+    one_unit = nn.Sequential(nn.Linear(6, 1), nn.Softmax(dim=1))
+    facts = forward_facts(one_unit, lambda: one_unit(raw / 1000).sum(), len(raw))
+    assert facts["constant_output"]["module"] == "1" and not facts["constant_output"]["saturated"]
+
+
+@pytest.mark.parametrize("held, named", [
+    (bounds(0.0, 1.0, 0.75, 0.06, values=32, positions=1), True),  # 3 in 4 outputs at a sigmoid's 0
+    (bounds(0.0, 1.0, 0.03, 0.06, values=32, positions=1), False),  # a few: noise-sized
+    (bounds(0.02, 0.97, 0.0, 0.0, values=32, positions=1), False),  # inside the range: not saturated
+])
+def test_outputs_held_at_the_end_of_their_range_are_named_under_the_users_objective(held, named):
+    out = output("Sigmoid", 0.0, 1.0)  # the loss reads what the sigmoid returns
+    finding = output_activation(run_of("regression", out, user_loss="mypkg.bce", **RAW, **held))
+    assert (finding is not None) == named
+    if named:
+        assert finding.severity is Severity.WARNING and "75% exactly 0" in finding.evidence
+        assert "raw units" in finding.evidence and not finding.remedies
