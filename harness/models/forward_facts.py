@@ -60,7 +60,8 @@ def forward_facts(model: nn.Module, loss_of: Callable[[], torch.Tensor], batch: 
                 "input_finite": given is None or bool(torch.isfinite(given).all()),
                 "input_max": float(given.detach().abs().max()) if given is not None and given.numel() else None,
                 "weights": any(True for _ in module.parameters(recurse=False)), "gradient": 0.0}
-        if finite and not call["varies"] and name and not call["weights"] and given is not None and _varies(given):
+        if (finite and not call["varies"] and name and not call["weights"] and given is not None
+                and given.shape == out.shape and _varies(given)):  # an element-wise activation, flat on varying inputs
             probing.append(True)
             try:
                 call["saturated"] = _varies_at_unit_scale(module, args, kwargs, given, batch)
