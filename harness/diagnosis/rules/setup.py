@@ -93,7 +93,11 @@ def unnormalised_inputs(run: RunData) -> Finding | None:
     stats = run.summary.get("input_stats") or {}
     start, what = _expected_start(run)
     first = run.series(TRAIN_LOSS_FIRST).finite()
-    if not raw_inputs(run) or start is None or not len(first):
+    if not raw_inputs(run):
+        return None
+    if start is None:
+        return _scale_not_judged(stats)
+    if not len(first):
         return None
     first_loss = float(first.values[0])
     hurt = first_loss > FIRST_LOSS_OVER_START * start
@@ -103,9 +107,7 @@ def unnormalised_inputs(run: RunData) -> Finding | None:
     severity = (Severity.CRITICAL if never_recovered and not _weights_barely_moved(run) else
                 Severity.WARNING if hurt and not learned_clearly(run) else Severity.INFO)
     return Finding("unnormalised_inputs", severity, "the inputs are not normalised",
-                   f"input features reach |median| {fmt(stats['max_abs_feature_median'])} and robust std "
-                   f"{fmt(stats['max_feature_spread'])} (rms {fmt(stats.get('rms', math.nan))}; standardised "
-                   f"inputs: ~1); the first update's loss was {fmt(first_loss)}, {fmt(first_loss / start)}x "
+                   f"{_scale(stats)}; the first update's loss was {fmt(first_loss)}, {fmt(first_loss / start)}x "
                    f"{what} {fmt(start)} where an untrained model starts"
                    + ("." if hurt else " (the scale did not show there; a model that normalises its own inputs "
                       "is fine).")
@@ -115,6 +117,23 @@ def unnormalised_inputs(run: RunData) -> Finding | None:
                    "same statistics for validation and test); or standardise in the dataset or a transform "
                    "(images: scale to [0, 1], then per-channel mean/std).",
                    standardised_inputs(run))
+
+
+def _scale(stats: dict) -> str:
+    return (f"input features reach |median| {fmt(stats['max_abs_feature_median'])} and robust std "
+            f"{fmt(stats['max_feature_spread'])} (rms {fmt(stats.get('rms', math.nan))}; standardised inputs: ~1)")
+
+
+def _scale_not_judged(stats: dict) -> Finding:
+    """Under the user's own objective: no loss is known where an untrained model starts, so whether
+    the scale hurt is not judged, and the batches are the objective's to scale. An info, raised like
+    any cause beside a symptom it explains."""
+    return Finding("unnormalised_inputs", Severity.INFO, "the inputs are not normalised",
+                   f"{_scale(stats)}, measured on what the model's forward is given. Your objective's loss has no "
+                   "known value where an untrained model starts, so whether the scale hurt is not judged; units "
+                   "behind such inputs saturate or die when it did.",
+                   "standardise the features in your dataset or a transform (your objective reads whole batches, so "
+                   "data.standardize is refused beside it; images: scale to [0, 1], then per-channel mean/std).")
 
 
 def _weights_barely_moved(run: RunData) -> bool:

@@ -4,6 +4,7 @@ objective's parts), on synthetic runs."""
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -11,6 +12,8 @@ import torch
 
 from diagnosis_runs import CHANCE, EVAL_STEPS, PRICES, Run, STANDARD, STEPS, _objective_run, outlying_targets
 from harness.diagnosis import Severity, diagnose, load_run
+from harness.diagnosis.load import RunData
+from harness.diagnosis.rules.setup import unnormalised_inputs
 
 
 def test_frozen_parameters_and_their_opt_out(tmp_path):
@@ -116,6 +119,19 @@ def test_unnormalised_inputs(tmp_path, scale, first_loss, severity):
     run.set("val/loss", lambda s, v: 0.5 * CHANCE, kind="eval")
     learned = run.findings(tmp_path / "learned").get("unnormalised_inputs")
     assert (learned.severity if learned else None) is (Severity.INFO if severity else None)
+
+
+@pytest.mark.parametrize("scale, named", [(240.0, True), (1.2, False)])
+def test_unnormalised_inputs_under_the_users_objective_are_named_not_judged(scale, named):
+    """No ln K or prior says where the user's loss starts: the scale is an info (raised like any cause
+    beside what it explains) whose fix is in the dataset, since data.standardize is refused there."""
+    stats = {"max_abs_feature_median": scale, "max_feature_spread": 8.4 if scale > 10 else 1.0, "rms": scale}
+    run = RunData(Path("run"), {}, {"user_loss": "mypkg.objective", "input_stats": stats}, [], [])
+    finding = unnormalised_inputs(run)
+    assert (finding is not None) == named
+    if named:
+        assert finding.severity is Severity.INFO and "|median| 240" in finding.evidence
+        assert "not judged" in finding.evidence and "in your dataset" in finding.fix and not finding.remedies
 
 
 @pytest.mark.parametrize("best_over_start, severity", [(0.995, Severity.CRITICAL), (0.9, Severity.WARNING)])
