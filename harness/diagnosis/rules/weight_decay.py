@@ -11,7 +11,9 @@ from harness.diagnosis.rules.common import LATE_FRACTION
 from harness.diagnosis.signals import EDGE_POINTS, end_level, fmt, start_level
 from harness.core.metric_names import GRAD_NORM, PARAM_NORM, TRAIN_LOSS, TRAIN_LR
 
-# At least half of the weight tensors ended below half their start norm, and weight decay alone
+# At least half of the weight tensors ended below half their start norm (or all of them together did:
+# AdamW at wd 50 holds some tensors at an equilibrium just above half while the model, its logits
+# shrunk, sits at its prior), and weight decay alone
 # accounts for that: with decay factor (1 - lr * wd) per update, the run's logged LRs shrink an
 # untouched weight by exp(-sum lr * wd) (the default AdamW, wd 0.1 at lr 1e-3 over 1000 steps:
 # 0.90; wd 30: 1e-13). Healthy runs grow their weights or keep them within ~10%. Counted per
@@ -43,6 +45,8 @@ def weight_decay_collapse(run: RunData) -> Finding | None:
         return None
     keys, starts, ends = norms
     shrunk = ends < NORM_SHRINK * starts
+    if shrunk.mean() < SHRUNK_SHARE and np.linalg.norm(ends) < NORM_SHRINK * np.linalg.norm(starts):
+        shrunk = ends < starts  # together below half: every tensor that shrank took part
     steps = np.diff(np.concatenate([[0], lr.steps]))
     decay = math.exp(-float(np.sum(lr.values * steps)) * wd)
     pull = _coupled_pull(run, wd, [k for k, s in zip(keys, shrunk) if s]) if _coupled_adaptive(run) else None

@@ -217,6 +217,19 @@ def test_weight_decay_collapse_under_coupled_l2(tmp_path, target, flagged):
         assert "optim=adamw" in found["weight_decay_collapse"].fix
 
 
+@pytest.mark.parametrize("others, flagged", [(0.6, True), (0.75, False)])
+def test_weight_decay_collapse_when_the_weights_together_fell_below_half(tmp_path, others, flagged):
+    """AdamW at a huge wd holds most tensors at an equilibrium just above half their start while the
+    model sits at chance: one tensor below half, all of them together (x0.45) below half too."""
+    run = Run().set("param_norm/stem.0.weight", lambda s, v: 5.0 * 0.2 ** (s / 400))
+    run.set("param_norm/head.weight", lambda s, v: 5.0 * others ** (s / 400))
+    for name in LAYERS[1:-1]:
+        run.set(f"param_norm/{name}", lambda s, v: 0.5 * others ** (s / 400))
+    run.config["optim"]["weight_decay"] = 30.0
+    run.set("train/loss", lambda s, v: 2.3 - 0.3 * math.sin(math.pi * s / 400))
+    assert ("weight_decay_collapse" in run.findings(tmp_path)) is flagged
+
+
 def test_weight_decay_collapse_behind_an_embedding_kept_out_of_decay(tmp_path):
     """A large tensor outside decay holds most of the total norm, which barely moves, while every
     decayed tensor goes to zero: judged per tensor, not by the total."""
