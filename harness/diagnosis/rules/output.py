@@ -9,7 +9,7 @@ import math
 from harness.diagnosis.findings import Finding, Severity
 from harness.diagnosis.load import RunData
 from harness.diagnosis.remedies import output_fix, standardised_inputs
-from harness.diagnosis.rules.setup import raw_inputs
+from harness.diagnosis.rules.setup import input_scale_text, raw_inputs
 from harness.diagnosis.signals import fmt
 
 # Regression: the share of the training targets outside the activation's range. Past 1% the
@@ -120,10 +120,10 @@ def _held_at_the_range(run: RunData, out: dict | None) -> Finding | None:
     Each one is saturated and passes (almost) no gradient, so those samples teach nothing; the cause
     is the size of what feeds it, as for an output saturated on every sample."""
     bounds = (run.summary.get("forward") or {}).get("output_bounds")
-    if not out or not out["read_by_loss"] or not bounds or bounds["values"] < HELD_MIN_VALUES:
-        return None  # the bounds are the model's output's: they are the activation's when the loss reads it
-    sides = [side for side in ("low", "high") if bounds[f"share_{side}"] >= HELD_SHARE and out[side] is not None
-             and math.isclose(out[side], bounds[side], abs_tol=1e-6)]
+    if not bounds or bounds["values"] < HELD_MIN_VALUES:
+        return None
+    # the bounds are the model's output's: they are the activation's when the loss reads it (`_ends_at`)
+    sides = [side for side in ("low", "high") if bounds[f"share_{side}"] >= HELD_SHARE and _ends_at(out, bounds, side)]
     if not sides:
         return None
     held = " and ".join(f"{bounds[f'share_{side}']:.0%} exactly {bounds[side]:.4g}" for side in sides)
@@ -143,10 +143,8 @@ def _saturation_fix(own: bool) -> str:
 
 def _raw_note(run: RunData) -> str:
     """What the inputs' scale says about pre-activations that large ('' for scaled inputs)."""
-    stats = run.summary.get("input_stats") or {}
-    return (f"The model's inputs are in raw units (a feature reaches |median| {fmt(stats['max_abs_feature_median'])} "
-            f"or robust std {fmt(stats['max_feature_spread'])}; standardised: ~1), which is how its pre-activations "
-            "got that large. " if raw_inputs(run) else "")
+    return (f"The model's inputs are in raw units: {input_scale_text(run.summary['input_stats'])}, which is how its "
+            "pre-activations got that large. " if raw_inputs(run) else "")
 
 
 def _held_logits(run: RunData, out: dict | None) -> Finding | None:

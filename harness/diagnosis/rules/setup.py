@@ -107,7 +107,7 @@ def unnormalised_inputs(run: RunData) -> Finding | None:
     severity = (Severity.CRITICAL if never_recovered and not _weights_barely_moved(run) else
                 Severity.WARNING if hurt and not learned_clearly(run) else Severity.INFO)
     return Finding("unnormalised_inputs", severity, "the inputs are not normalised",
-                   f"{_scale(stats)}; the first update's loss was {fmt(first_loss)}, {fmt(first_loss / start)}x "
+                   f"{input_scale_text(stats)}; the first update's loss was {fmt(first_loss)}, {fmt(first_loss / start)}x "
                    f"{what} {fmt(start)} where an untrained model starts"
                    + ("." if hurt else " (the scale did not show there; a model that normalises its own inputs "
                       "is fine).")
@@ -119,7 +119,8 @@ def unnormalised_inputs(run: RunData) -> Finding | None:
                    standardised_inputs(run))
 
 
-def _scale(stats: dict) -> str:
+def input_scale_text(stats: dict) -> str:
+    """The inputs' scale as the evidence states it (summary.json's `input_stats`)."""
     return (f"input features reach |median| {fmt(stats['max_abs_feature_median'])} and robust std "
             f"{fmt(stats['max_feature_spread'])} (rms {fmt(stats.get('rms', math.nan))}; standardised inputs: ~1)")
 
@@ -129,7 +130,7 @@ def _scale_not_judged(stats: dict) -> Finding:
     the scale hurt is not judged, and the batches are the objective's to scale. An info, raised like
     any cause beside a symptom it explains."""
     return Finding("unnormalised_inputs", Severity.INFO, "the inputs are not normalised",
-                   f"{_scale(stats)}, measured on what the model's forward is given. Your objective's loss has no "
+                   f"{input_scale_text(stats)}, measured on what the model's forward is given. Your objective's loss has no "
                    "known value where an untrained model starts, so whether the scale hurt is not judged; units "
                    "behind such inputs saturate or die when it did.",
                    "standardise the features in your dataset or a transform (your objective reads whole batches, so "

@@ -44,9 +44,9 @@ def weight_decay_collapse(run: RunData) -> Finding | None:
     if not isinstance(wd, (int, float)) or wd <= 0 or norms is None or len(loss) < 2 * EDGE_POINTS:
         return None
     keys, starts, ends = norms
-    shrunk = ends < NORM_SHRINK * starts
-    if shrunk.mean() < SHRUNK_SHARE and np.linalg.norm(ends) < NORM_SHRINK * np.linalg.norm(starts):
-        shrunk = ends < starts  # together below half: every tensor that shrank took part
+    below_half = ends < NORM_SHRINK * starts
+    together = below_half.mean() < SHRUNK_SHARE and np.linalg.norm(ends) < NORM_SHRINK * np.linalg.norm(starts)
+    shrunk = ends < starts if together else below_half  # together below half: every tensor that shrank took part
     steps = np.diff(np.concatenate([[0], lr.steps]))
     decay = math.exp(-float(np.sum(lr.values * steps)) * wd)
     pull = _coupled_pull(run, wd, [k for k, s in zip(keys, shrunk) if s]) if _coupled_adaptive(run) else None
@@ -69,7 +69,8 @@ def weight_decay_collapse(run: RunData) -> Finding | None:
     else:
         why, coupled = f"optim.weight_decay={wd:g} at the run's LRs alone shrinks a weight x{fmt(decay)}", ""
     return Finding("weight_decay_collapse", Severity.CRITICAL, "weight decay shrank the model until it unlearned",
-                   f"{int(shrunk.sum())} of {len(shrunk)} weight tensors ended below half their start norm, "
+                   f"{int(below_half.sum())} of {len(shrunk)} weight tensors ended below half their start norm, "
+                   + (f"and the {int(shrunk.sum())} that shrank " if together else "") +
                    f"together {fmt(start_norm)} -> {fmt(end_norm)} (x{fmt(end_norm / start_norm)}); "
                    f"{why}; the train loss ended at {fmt(end)}, {where}.",
                    f"lower optim.weight_decay (now {wd:g}; AdamW: 0.01-0.1, SGD: 1e-4-5e-4, L2 under Adam: "
