@@ -73,6 +73,7 @@ def test_a_module_in_the_working_directory_gets_the_keys_named_on_the_command_li
     assert json.loads(record.read_text())["n_layer"] == 4 and json.loads(record.read_text())["hidden"] == 8
 
 
+@pytest.mark.trajectory
 def test_a_torch_nn_model_not_written_here_trains_and_its_loss_falls(tmp_path):
     _, summary = train([*BLOBS, "model._target_=torch.nn.LazyLinear",
                         "trainer.max_steps=60", "trainer.eval_every=30", "trainer.log_every=10", "batch_size=32",
@@ -82,6 +83,7 @@ def test_a_torch_nn_model_not_written_here_trains_and_its_loss_falls(tmp_path):
     assert summary["best_val_accuracy"] > 0.9
 
 
+@pytest.mark.trajectory
 @pytest.mark.parametrize("returns,model_output", [("tuple", "auto"), ("dict", "auto"), ("two_fields", "scores")])
 def test_tuple_and_dict_outputs_train(tmp_path, returns, model_output):
     _, summary = train([*BLOBS, "model._target_=user_code.Classifier", f"+model.returns={returns}",
@@ -132,6 +134,7 @@ def test_tensor_dataset_reads_num_classes_from_its_labels(tmp_path):
     assert summary["status"] == "completed" and summary["chance_loss"] == pytest.approx(1.3863, abs=1e-4)
 
 
+@pytest.mark.trajectory
 def test_scalar_regression_targets_meet_one_prediction_per_sample(tmp_path):
     """[B, 1] predictions against [B] targets: a broadcast [B, B] loss could not fall below var(y) ~ 2.6."""
     _, summary = train(["data=custom", "data._target_=user_code.scalar_targets", "data.task=regression",
@@ -227,6 +230,7 @@ def test_cli_user_model_error_is_one_line_plus_the_frames_in_the_users_file(tmp_
     assert f'File "{user_file}"' in (tmp_path / "run" / "train.log").read_text()
 
 
+@pytest.mark.trajectory
 def test_doctor_and_lr_find_work_on_a_user_model(tmp_path):
     common = [*BLOBS, "model._target_=user_code.Classifier", "debug=smoke", "logger=none"]
     assert run(compose_cfg([*common, "mode=doctor"]), run_dir=tmp_path / "doctor") == 0
@@ -236,6 +240,7 @@ def test_doctor_and_lr_find_work_on_a_user_model(tmp_path):
 
 
 # ---------------------------------------------------------------- Hugging Face (the hf extra)
+@pytest.mark.trajectory
 def test_tiny_gpt2_from_config_trains_30_steps_on_the_stdlib_corpus(tmp_path):
     pytest.importorskip("transformers", reason="the hf extra is not installed")
     _, summary = train(["model=hf_causal_lm", "model.block_size=32", "trainer.max_steps=30", "trainer.log_every=5",
@@ -245,6 +250,7 @@ def test_tiny_gpt2_from_config_trains_30_steps_on_the_stdlib_corpus(tmp_path):
     assert summary["status"] == "completed" and losses[-1] < losses[0] - 1.0
 
 
+@pytest.mark.trajectory
 def test_a_datasets_dataset_on_disk_trains_an_mlp(tmp_path):
     datasets = pytest.importorskip("datasets", reason="the hf extra is not installed")
     train_set, val_set = (blob_rows(d) for d in user_code.blobs())
@@ -290,6 +296,7 @@ def test_two_ranks_with_workers_equal_one_process_on_a_user_dataset(tmp_path, mo
     assert max((a[k] - b[k]).abs().max().item() for k in a) <= 1e-6
 
 
+@pytest.mark.trajectory
 def test_a_local_csv_file_with_scalar_feature_columns(tmp_path):
     pytest.importorskip("datasets", reason="the hf extra is not installed")
     rng = torch.Generator().manual_seed(0)
@@ -324,6 +331,7 @@ def _text_dataset(tmp_path) -> tuple[str, str]:
     return str(tmp_path / "ds"), str(tmp_path / "tokenizer.json")
 
 
+@pytest.mark.trajectory
 def test_hf_text_classification_trains_a_sequence_classifier_on_its_own_loss(tmp_path):
     pytest.importorskip("transformers", reason="the hf extra is not installed")
     path, tokenizer = _text_dataset(tmp_path)

@@ -35,6 +35,7 @@ def test_two_ranks_equal_one_process(tmp_path, accum):
     assert max((a[k] - b[k]).abs().max().item() for k in a) <= 1e-6
 
 
+@pytest.mark.trajectory
 def test_nan_on_one_rank_makes_both_skip(tmp_path):
     torchrun([*MLP, "fault=nan_grad", "fault.at=[7]", "fault.rank=1"], cwd=tmp_path, timeout=120)
     (run_dir,) = run_dirs(tmp_path)

@@ -405,6 +405,7 @@ def test_a_second_ctrl_c_stops_at_once(monkeypatch):
     assert result.returncode == 130 and result.stderr.startswith("Ctrl-C again: stopped now")
 
 
+@pytest.mark.trajectory
 def test_a_kill_after_a_stops_checkpoint_resumes_to_the_same_end(tmp_path):
     """A stop that writes a checkpoint (a NaN loss: diverged) and a kill before summary.json: the
     resume ends there with the same status, instead of training on from the stop."""

@@ -112,6 +112,7 @@ def test_every_clip_mode_and_the_monitor_agree_with_the_unsharded_model(tmp_path
     assert rank0 == rank1 and rank0[2] == rank0[1] / 2
 
 
+@pytest.mark.trajectory
 def test_a_nan_on_one_rank_is_skipped_on_both_and_leaves_the_optimizer_state_finite(tmp_path):
     torchrun([*FSDP, "fault=nan_grad", "fault.at=[7]", "fault.rank=1", f"hydra.run.dir={tmp_path / 'run'}"],
              cwd=tmp_path)
@@ -125,6 +126,7 @@ def test_a_nan_on_one_rank_is_skipped_on_both_and_leaves_the_optimizer_state_fin
     assert steps == {19.0}  # 20 updates, one skipped on the device: parameters and moments untouched
 
 
+@pytest.mark.trajectory
 def test_repeated_bad_updates_roll_back_to_the_last_sharded_checkpoint(tmp_path):
     """With SGD, whose fused kernel DTensor cannot run: foreach kernels, the verdict read on the host.
     And 65 validation samples: shares of 33 and 32 would be 2 and 1 micro-batches of 32, and a sharded

@@ -65,18 +65,21 @@ def test_example_4_a_callback_from_the_current_directory_logs_its_metric(tmp_pat
     assert summary["status"] == "completed" and summary["steps"] == 40
 
 
+@pytest.mark.trajectory
 def test_example_1_a_module_in_the_current_directory(tmp_path):
     (run_dir,) = run_example("Example 1", tmp_path)
     first, last = falling_loss(run_dir)
     assert json.loads((run_dir / "summary.json").read_text())["status"] == "completed" and last < first - 1.0
 
 
+@pytest.mark.trajectory
 def test_example_2_a_dataset_factory(tmp_path):
     (run_dir,) = run_example("Example 2", tmp_path)
     summary = json.loads((run_dir / "summary.json").read_text())
     assert summary["status"] == "completed" and summary["best_val_accuracy"] > 0.95
 
 
+@pytest.mark.trajectory
 def test_example_3_a_local_hf_checkpoint_and_dataset(tmp_path):
     pytest.importorskip("transformers", reason="the hf extra is not installed")
     pytest.importorskip("datasets", reason="the hf extra is not installed")
@@ -89,6 +92,7 @@ def _rows(run_dir, kind: str) -> list[dict]:
     return [r for r in read_metrics(run_dir) if r["kind"] == kind]
 
 
+@pytest.mark.trajectory
 def test_example_5_a_vae_logs_reconstruction_and_kl(tmp_path):
     (run_dir,) = run_example("Example 5", tmp_path)
     first, last = falling_loss(run_dir)
@@ -99,6 +103,7 @@ def test_example_5_a_vae_logs_reconstruction_and_kl(tmp_path):
                                                   rel=1e-4)
 
 
+@pytest.mark.trajectory
 def test_example_6_a_contrastive_model_learns_to_pair_its_views(tmp_path):
     (run_dir,) = run_example("Example 6", tmp_path)
     first, last = falling_loss(run_dir)
@@ -106,6 +111,7 @@ def test_example_6_a_contrastive_model_learns_to_pair_its_views(tmp_path):
     assert last < first and train_rows[-1]["train/loss/top1"] > train_rows[0]["train/loss/top1"]
 
 
+@pytest.mark.trajectory
 def test_example_7_an_hf_classifier_trains_on_its_own_loss(tmp_path):
     pytest.importorskip("transformers", reason="the hf extra is not installed")
     (run_dir,) = run_example("Example 7", tmp_path)
@@ -114,6 +120,7 @@ def test_example_7_an_hf_classifier_trains_on_its_own_loss(tmp_path):
     assert first > 0.5 and last < 0.3 and summary["user_loss"] == "model"
 
 
+@pytest.mark.trajectory
 def test_example_8_a_two_head_model_logs_each_head(tmp_path):
     (run_dir,) = run_example("Example 8", tmp_path)
     first, last = falling_loss(run_dir)

@@ -138,6 +138,7 @@ def test_marked_blocks_exist():
     assert set(CLAIMS) <= comments, set(CLAIMS) - comments  # every claim is still made somewhere
 
 
+@pytest.mark.trajectory
 @pytest.mark.parametrize("page,line,marker,body", MARKED,
                          ids=[f"{p.relative_to(ROOT)}:{n}" for p, n, *_ in MARKED])
 def test_marked_block_runs(tmp_path, page, line, marker, body):

@@ -18,6 +18,7 @@ def alarms(run_dir) -> list[str]:
     return [f.name for f in diagnose(load_run(run_dir)) if f.severity in (Severity.CRITICAL, Severity.WARNING)]
 
 
+@pytest.mark.trajectory
 def test_digits_resnet_reaches_97_percent_in_under_a_minute(tmp_path):
     pytest.importorskip("sklearn", reason="data=digits needs the optional vision extra")
     _, summary = train(["experiment=digits_resnet"], tmp_path / "run")
@@ -27,12 +28,14 @@ def test_digits_resnet_reaches_97_percent_in_under_a_minute(tmp_path):
     assert alarms(tmp_path / "run") == []
 
 
+@pytest.mark.trajectory
 def test_stdlib_lstm_reaches_its_quoted_val_loss(tmp_path):
     _, summary = train(["experiment=stdlib_lstm"], tmp_path / "run")
     assert summary["status"] == "completed" and summary["best_val_loss"] <= LSTM_VAL_LOSS
     assert alarms(tmp_path / "run") == []
 
 
+@pytest.mark.trajectory
 def test_baby_gpt_on_bpe_tokens_reaches_its_quoted_val_loss(tmp_path):
     _, summary = train(["experiment=baby_gpt", "data.tokenizer=bpe"], tmp_path / "run")
     assert summary["status"] == "completed" and summary["best_val_loss"] <= BPE_GPT_VAL_LOSS

@@ -61,6 +61,7 @@ def test_micro_batches_are_weighted_by_their_counted_targets_so_accumulation_cha
     assert shares == [0.25, 0.75] and target_shares([torch.full((2, 2), -100)], -100) is None
 
 
+@pytest.mark.trajectory
 @pytest.mark.parametrize("guard", ["default", "off"])
 def test_updates_with_only_padding_are_skipped_counted_and_reported_not_nan(tmp_path, guard):
     """Samples 16-23 are padding only; read in order, every epoch's third update holds nothing else."""
@@ -73,6 +74,7 @@ def test_updates_with_only_padding_are_skipped_counted_and_reported_not_nan(tmp_
     assert math.isfinite(summary["final_train_loss"]) and summary["final_val_loss"] < 0.5 * summary["chance_loss"]
 
 
+@pytest.mark.trajectory
 def test_classification_with_unlabeled_samples_learns_and_measures_only_the_labeled(tmp_path):
     _, summary = train(["data=custom", "data._target_=user_code.labels_with_unlabeled", "model=mlp",
                         "model.width=32", "logger=none", "trainer.max_steps=60", "trainer.log_every=10",

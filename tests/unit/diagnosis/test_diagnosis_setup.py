@@ -212,6 +212,7 @@ def test_a_capacity_limit_is_listed_before_the_plateau_at_chance_it_explains(tmp
     assert found[0].severity is Severity.CRITICAL
 
 
+@pytest.mark.trajectory
 @pytest.mark.parametrize("model, flagged", [("user_code.Bottleneck", True), ("user_code.Classifier", False)])
 def test_a_trained_bottleneck_is_named_and_a_wide_classifier_is_not(tmp_path, model, flagged):
     from conftest import train

@@ -170,6 +170,7 @@ def test_a_nonfinite_loss_on_finite_samples_is_the_models_not_the_datas():
 
 # --- whole runs --------------------------------------------------------------------------------------
 
+@pytest.mark.trajectory
 @pytest.mark.parametrize("batch, steps, every", [(32, 1500, 150), (1, 2400, 240)])
 def test_a_healthy_mlp_on_raw_columns_gets_no_warning(tmp_path, batch, steps, every):
     """Raw columns make the untrained model's first losses far above chance and spread widely; the
@@ -183,6 +184,7 @@ def test_a_healthy_mlp_on_raw_columns_gets_no_warning(tmp_path, batch, steps, ev
         assert held["share_low"] == held["share_high"] == 0.0 and held["values"] == 2 * batch
 
 
+@pytest.mark.trajectory
 def test_an_lr_far_too_low_is_slow_progress_not_a_divergence(tmp_path):
     train([*TABULAR, "optim.lr=1e-6", "batch_size=32", "trainer.max_steps=1500", "trainer.eval_every=150"], tmp_path)
     findings = {f.name: f for f in _findings(tmp_path)}
@@ -190,6 +192,7 @@ def test_an_lr_far_too_low_is_slow_progress_not_a_divergence(tmp_path):
     assert findings["slow_progress"].remedies[0].kind == "lr_up"
 
 
+@pytest.mark.trajectory
 def test_an_exponential_activation_that_overflows_is_named_at_its_module(tmp_path):
     train([*TABULAR, "model._target_=sick_programs.ExpNet", "optim.lr=1e-3", "batch_size=32",
            "trainer.max_steps=200", "trainer.eval_every=50"], tmp_path)
@@ -203,6 +206,7 @@ def test_an_exponential_activation_that_overflows_is_named_at_its_module(tmp_pat
     (["model._target_=sick_programs.OneUnitLogSoftmax", "loss._target_=sick_programs.bce"], "sigmoid"),
     (["model._target_=sick_programs.OneUnitSoftmax", "loss.function=bce"], "identity"),
 ])
+@pytest.mark.trajectory
 def test_a_one_unit_output_is_named_at_the_output_with_its_remedy(tmp_path, program, target):
     train([*BINARY, *program], tmp_path)
     first = _findings(tmp_path)[0]
@@ -211,6 +215,7 @@ def test_a_one_unit_output_is_named_at_the_output_with_its_remedy(tmp_path, prog
     assert first.remedies[0].overrides == (f"output_activation={target}",)
 
 
+@pytest.mark.trajectory
 def test_a_softmax_along_a_size_one_dimension_is_named_before_the_units_it_starves(tmp_path):
     train([*RUN, "data._target_=sick_programs.sequences", "data.task=classification",
            "model._target_=sick_programs.LSTMClassifier", "optim=adam", "optim.lr=1e-2", "batch_size=32",
@@ -222,6 +227,7 @@ def test_a_softmax_along_a_size_one_dimension_is_named_before_the_units_it_starv
     assert summary["forward"]["gradient_norm"] == 0.0
 
 
+@pytest.mark.trajectory
 def test_a_one_unit_softmax_on_rows_never_filled_in_is_named_at_the_output(tmp_path):
     """Inputs all alike: the output cannot be seen to be constant, but no gradient leaves it."""
     train([*BINARY, "data._target_=sick_programs.blank_rows", "model._target_=sick_programs.FunctionalOneUnitSoftmax",
@@ -231,6 +237,7 @@ def test_a_one_unit_softmax_on_rows_never_filled_in_is_named_at_the_output(tmp_p
     assert "not `net.2` (Linear), the last layer with weights" in first.evidence and not first.remedies
 
 
+@pytest.mark.trajectory
 def test_remedy_auto_replaces_a_constant_output_under_the_users_own_objective(tmp_path):
     train([*BINARY, "model._target_=sick_programs.OneUnitSoftmax", "loss._target_=sick_programs.bce",
            "diagnose.remedy=auto", "diagnose.report=false"], tmp_path)
@@ -242,6 +249,7 @@ def test_remedy_auto_replaces_a_constant_output_under_the_users_own_objective(tm
 
 
 
+@pytest.mark.trajectory
 def test_a_sigmoid_raw_columns_saturate_is_named_at_the_output_with_their_scale(tmp_path):
     """Under the user's own BCELoss: the scale of the model's inputs is measured where the model
     reads them, and the fix named is to scale them in the dataset (the objective reads whole batches)."""

@@ -130,6 +130,7 @@ def test_a_warning_beside_a_symptom_it_explains_becomes_critical_and_comes_first
     assert output_activation(replaced).remedies == ()  # replaced once already: no second candidate of that kind
 
 
+@pytest.mark.trajectory
 def test_a_user_regressor_with_a_sigmoid_head_is_named_and_its_output_replaced(tmp_path):
     overrides = ["model=mlp", "data=synthetic", "data.task=regression", "~model.depth", "~model.activation",
                  "~model.norm", "~model.residual", "~model.dropout", "~model.width", "trainer.max_steps=60",

@@ -45,6 +45,7 @@ def statuses(results) -> dict[str, str]:
 
 
 # ------------------------------------------------------------------ the command line
+@pytest.mark.trajectory
 @pytest.mark.parametrize("overrides", [[], VECTOR], ids=["defaults", "mlp-synthetic"])
 def test_doctor_passes_on_defaults(overrides, tmp_path):
     result = run_cli(["mode=doctor", f"hydra.run.dir={tmp_path}", *overrides], env=ONE_THREAD)
@@ -100,6 +101,7 @@ def test_initial_loss_is_skipped_for_regression(make_run):
     assert result.status is Status.SKIP and "MSE" in result.measured
 
 
+@pytest.mark.trajectory
 def test_overfit_passes_at_the_configured_lr_and_fails_when_nothing_can_move(make_run):
     settings = DoctorConfig(overfit_steps=150)
     assert check_overfit(make_run(VECTOR), settings).status is Status.PASS
@@ -154,6 +156,7 @@ def test_schedule_warns_about_a_long_warmup(make_run):
     assert result.status is Status.WARN and "40/100" in result.measured
 
 
+@pytest.mark.trajectory
 def test_the_doctor_leaves_the_trainer_as_built(make_run):
     built = make_run([*VECTOR, "accum=2"])
     before = {k: v.clone() for k, v in built.raw_model.state_dict().items()}

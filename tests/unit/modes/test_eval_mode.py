@@ -24,6 +24,7 @@ def snapshot(run_dir):
     return {p: (p.read_bytes(), p.stat().st_mtime_ns) for p in run_dir.rglob("*") if p.is_file() and p.name != ".lock"}
 
 
+@pytest.mark.trajectory
 def test_eval_scores_best_on_every_validation_sample_and_touches_nothing_of_the_run(tmp_path):
     run_dir = tmp_path / "run"
     trained = run_cli([*RUN, f"hydra.run.dir={run_dir}"])
@@ -139,6 +140,7 @@ def test_a_test_fraction_holds_out_the_tail_of_training_and_leaves_val_as_it_was
     assert len(held.test.tokens) == int(0.2 * len(corpus.read_text()))
 
 
+@pytest.mark.trajectory
 def test_eval_scores_the_test_fraction_of_built_in_data(tmp_path):
     run_dir = tmp_path / "run"
     trained = run_cli([*RUN, "data.test_fraction=0.1", f"hydra.run.dir={run_dir}"])

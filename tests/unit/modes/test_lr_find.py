@@ -137,12 +137,14 @@ def test_every_param_group_keeps_its_ratio_to_optim_lr(make_run):
     assert sorted(set(seen[0])) == pytest.approx([2e-4, 4e-3])
 
 
+@pytest.mark.trajectory
 def test_sweep_counts_updates_like_training_does(make_run):
     built = make_run([*VECTOR, "fault=inf_loss", "fault.at=[5]"], sweep=True)  # update 5's loss is +Inf
     sweep, _ = find_lr(built, LRFindConfig(num_steps=30))
     assert len(sweep.lrs) == 4 and sweep.stop_reason.startswith("non-finite loss or gradients")
 
 
+@pytest.mark.trajectory
 def test_sweep_stops_when_the_loss_diverges(make_run):
     built = make_run([*VECTOR, "optim=sgd", "clip=null"], sweep=True)
     sweep, suggestion = find_lr(built, LRFindConfig(num_steps=60, min_lr=1e-4, max_lr=1e4))

@@ -115,6 +115,7 @@ def test_a_resume_in_a_run_dir_reuses_its_saved_overrides(tmp_path):
     assert "[WARNING]" in line and str(tmp_path / "nope") in line
 
 
+@pytest.mark.trajectory
 def test_a_finished_cosine_run_is_trained_further_from_its_weights_as_the_refusal_says(tmp_path):
     """The hint's way out: a resume that would jump a cosine run's LR is refused naming
     init=checkpoint, and that command starts a new run from the run's best weights."""

@@ -129,6 +129,7 @@ def test_a_family_on_the_wrong_data_fails_in_one_line_at_the_cli(tmp_path):
     assert not (tmp_path / "run").exists()
 
 
+@pytest.mark.trajectory
 def test_resnet_trains_on_digits_and_logs_eval_mode_loss_on_training_samples(tmp_path):
     _, summary = train([*TINY_RESNET, "trainer.max_steps=60", "trainer.log_every=10", "trainer.eval_every=30",
                         "batch_size=32", "optim.lr=3e-3"], tmp_path / "run")
@@ -189,6 +190,7 @@ def test_data_shuffle_false_reads_stored_order_and_resumes_exactly(tmp_path):
     assert resumed == full
 
 
+@pytest.mark.trajectory
 def test_doctor_passes_on_the_new_families(tmp_path):
     """The shipped sizes: a far smaller LSTM cannot memorise 4 windows in the doctor's 200 updates."""
     for name, overrides in {"resnet": ["model=resnet", "data=digits"], "rnn": ["model=rnn"]}.items():

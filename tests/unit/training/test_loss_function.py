@@ -49,6 +49,7 @@ def test_the_prior_is_the_loss_of_the_best_constant(function):
         assert loss_of(best + shift) >= prior - 1e-9
 
 
+@pytest.mark.trajectory
 def test_a_multi_label_task_trains_under_bce_with_its_own_prior(tmp_path):
     _, summary = train([*MULTI_LABEL, "loss.function=bce"], tmp_path / "run")
     assert summary["loss_function"] == "bce" and summary["prior_loss"] == pytest.approx(0.69, abs=0.03)

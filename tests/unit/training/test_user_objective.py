@@ -36,6 +36,7 @@ def _assembled(overrides: list[str], run_dir):
     return assemble(validate_config(compose_cfg(overrides)), run_dir, torch.device("cpu"), resume_from=None)
 
 
+@pytest.mark.trajectory
 def test_a_vae_logs_its_parts_on_train_and_eval_rows_and_in_eval_json(tmp_path):
     _, summary = train(VAE, tmp_path / "run")
     rows = read_metrics(tmp_path / "run")
@@ -53,6 +54,7 @@ def test_a_vae_logs_its_parts_on_train_and_eval_rows_and_in_eval_json(tmp_path):
     assert "val_accuracy" not in scores  # the loss is not the classes' cross-entropy
 
 
+@pytest.mark.trajectory
 def test_eval_scores_every_part_on_val_and_test(tmp_path):
     train(MASKED, tmp_path / "run")
     run(compose_cfg([*MASKED, "mode=eval", "diagnose=false", "loss._target_=user_code.masked_mse_sum"]),
@@ -90,6 +92,7 @@ def test_without_a_count_an_update_is_the_mean_of_its_micro_batch_means(tmp_path
     assert max((a - b).abs().max().item() for a, b in zip(params[1], params[4])) > 1e-6
 
 
+@pytest.mark.trajectory
 def test_the_guard_skips_a_non_finite_objective_and_every_clip_mode_runs(tmp_path):
     _, summary = train([*VAE, "fault=inf_loss", "fault.at=[7]", "trainer.max_steps=12"], tmp_path / "inf")
     assert summary["skipped_steps"] == 1 and summary["status"] == "completed"
@@ -102,6 +105,7 @@ def test_the_guard_skips_a_non_finite_objective_and_every_clip_mode_runs(tmp_pat
         built.close()
 
 
+@pytest.mark.trajectory
 @pytest.mark.parametrize("precision", ["fp16", "bf16"])
 def test_reduced_precision_trains_a_user_objective(tmp_path, precision):
     _, summary = train([*VAE, f"precision={precision}", "trainer.max_steps=20"], tmp_path / precision)
@@ -111,6 +115,7 @@ def test_reduced_precision_trains_a_user_objective(tmp_path, precision):
     assert all("train/loss/kl" in r for r in rows)
 
 
+@pytest.mark.trajectory
 def test_doctor_and_lr_finder_use_the_objective(tmp_path):
     failures = run(compose_cfg([*MASKED, "mode=doctor", "doctor.overfit_steps=100"]), run_dir=tmp_path / "doc")
     table = (tmp_path / "doc" / "doctor.json").read_text()
@@ -134,6 +139,7 @@ def test_the_model_call_follows_the_batch_structure():
     assert ModelCall(MaskedRegressor()).arguments([a, y])[0] == (a,)  # (input, target): model(input), as always
 
 
+@pytest.mark.trajectory
 def test_a_model_that_computes_its_own_loss_trains_on_it_and_logs_its_aux_loss(tmp_path):
     overrides = [*MASKED, "model._target_=user_code.LossReturning", "loss._target_=null", "loss.function=model"]
     _, summary = train(overrides, tmp_path / "run")
@@ -216,6 +222,7 @@ def _findings(run_dir) -> dict[str, str]:
 LONG = ["trainer.max_steps=300", "trainer.eval_every=50", "trainer.log_every=25", "clip=null"]
 
 
+@pytest.mark.trajectory
 def test_posterior_collapse_is_named_and_its_healthy_twin_stays_clean(tmp_path):
     vae = [*VAE_MODEL, *LONG, "logger=none"]
     train([*vae, "+loss.beta=50"], tmp_path / "collapsed")
@@ -224,6 +231,7 @@ def test_posterior_collapse_is_named_and_its_healthy_twin_stays_clean(tmp_path):
     assert all(severity == "info" for severity in _findings(tmp_path / "healthy").values())
 
 
+@pytest.mark.trajectory
 def test_representation_collapse_is_named_and_a_contrastive_twin_stays_clean(tmp_path):
     views = ["data=custom", "data._target_=user_code.view_pairs", "data.task=null", *LONG, "logger=none",
              "model._target_=user_code.PairProjector"]
@@ -236,6 +244,7 @@ def test_representation_collapse_is_named_and_a_contrastive_twin_stays_clean(tmp
     assert min(rank) > 2.5
 
 
+@pytest.mark.trajectory
 def test_an_objective_below_zero_is_not_judged_by_loss_ratios(tmp_path):
     import harness.diagnosis.rules as rules
     from harness.diagnosis import load_run
@@ -250,6 +259,7 @@ def test_an_objective_below_zero_is_not_judged_by_loss_ratios(tmp_path):
     assert rules.signed_loss(load_run(tmp_path / "run"))  # the ratio rules were not run on it
 
 
+@pytest.mark.trajectory
 def test_a_drowned_part_is_named_and_a_balanced_twin_stays_clean(tmp_path):
     tasks = ["data=digits", "model._target_=user_code.TwoHeads", "loss._target_=user_code.digit_and_ink", *LONG,
              "logger=none", "optim=sgd", "optim.lr=0.05", "trainer.max_steps=400"]
