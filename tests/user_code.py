@@ -9,6 +9,7 @@ from collections import namedtuple
 import numpy as np
 import torch
 from torch import nn
+import torch.nn.functional as F
 from torch.utils.data import Dataset, IterableDataset, TensorDataset, get_worker_info
 
 from harness.loop.callbacks.base import Callback
@@ -279,6 +280,43 @@ class Regressor(nn.Module):
         return self.net(x)
 
 
+def tagger(n_train: int = 512, n_val: int = 201):
+    """A multi-label tagger's data: five yes/no labels per sample, each a linear rule with a bias, so
+    the labels are imbalanced and macro F1 differs from accuracy; an odd validation split."""
+    g = torch.Generator().manual_seed(1)
+    x = torch.randn(n_train + n_val, 8, generator=g)
+    y = (x @ torch.randn(8, 5, generator=g) > 0.6).float()
+    return TensorDataset(x[:n_train], y[:n_train]), TensorDataset(x[n_train:], y[n_train:])
+
+
+class Tagger(Regressor):
+    """The tagger's model where no data facts reach it (your own objective on a task-less dataset)."""
+
+    def __init__(self, in_features: int = 8, out_features: int = 5) -> None:
+        super().__init__(in_features, out_features)
+
+
+def tag_loss(output: torch.Tensor, batch: list) -> torch.Tensor:
+    """A user's own objective for the tagger: BCE on the logits."""
+    return F.binary_cross_entropy_with_logits(output, batch[1])
+
+
+def tag_pick(output: torch.Tensor, batch: list) -> tuple[torch.Tensor, torch.Tensor]:
+    """What a metric is fed under the user's objective: the logits and the 0/1 labels."""
+    return output, batch[1].long()
+
+
+def label_agreement(output: torch.Tensor, batch: list) -> torch.Tensor:
+    """A function metric: the batch's share of labels whose logit is on the side of its target (a mean)."""
+    return ((output > 0) == (batch[1] > 0.5)).float().mean()
+
+
+def positives_found(output: torch.Tensor, batch: list) -> dict[str, torch.Tensor]:
+    """A function metric as a sum and a count: recall over every positive label of the split."""
+    positive = batch[1] > 0.5
+    return {"sum": ((output > 0) & positive).sum(), "count": positive.sum()}
+
+
 def prices(n_train: int = 512):
     """Regression in the units a user's table has: prices around 200,000 with a spread of 50,000, a
     linear function of standardised features plus a little noise."""
@@ -335,6 +373,17 @@ def masked_mse_sum(output: torch.Tensor, batch: dict) -> dict[str, torch.Tensor]
     mask = batch["mask"]
     error = (output - batch["y"]).pow(2) * mask
     return {"loss": error.sum(), "count": mask.sum()}
+
+
+def masked_mse_with_parts(output: torch.Tensor, batch: dict, mean_part: bool = False) -> dict[str, torch.Tensor]:
+    """masked_mse_sum with a part: the absolute error summed over the same count (as the contract
+    says), or, with `mean_part`, the share of elements within 0.5 returned as a mean (a slip)."""
+    mask = batch["mask"]
+    error = (output - batch["y"]) * mask
+    parts = {"loss": error.pow(2).sum(), "count": mask.sum(), "abs_error": error.abs().sum()}
+    if mean_part:
+        parts["close"] = ((error.abs() < 0.5) & (mask > 0)).sum() / mask.sum()
+    return parts
 
 
 def masked_mse_mean(output: torch.Tensor, batch: dict) -> torch.Tensor:

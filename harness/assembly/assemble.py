@@ -26,7 +26,10 @@ from harness.loop.callbacks.evaluation import BestCheckpoint, EarlyStop, Evaluat
 from harness.loop.callbacks.guard_watch import GuardWatch
 from harness.loop.callbacks.live_diagnosis import LiveDiagnosisCallback
 from harness.loop.callbacks.metrics import MetricsLog
-from harness.config.run_config import RunConfig
+from harness.config.run_config import SUMMARY_OBJECTIVES, RunConfig
+from harness.training.metrics import build_eval_metrics
+from harness.training.metrics.measure import EvalMetrics
+from harness.training.metrics.monitored import resolve_selection
 from harness.core.config_keys import PER_INVOCATION
 from harness.loop.callbacks.sweep import SweepReport
 from harness.loop.callbacks.user import build_user_callbacks
@@ -48,7 +51,7 @@ from harness.training.guard import Guard
 from harness.loop.hooks import Callbacks
 from harness.loop.cadence import Cadence
 from harness.training.loss import compute_loss
-from harness.training.objective import Objective, OpenObjective, TargetLoss, note_unused_fields
+from harness.training.objective import PART_SHARE, Objective, OpenObjective, TargetLoss, note_unused_fields
 from harness.data.batch import batch_size, to_device
 from harness.models.calling import ModelCall
 from harness.models import build_model
@@ -220,6 +223,10 @@ def assemble(config: RunConfig, run_dir: Path, device: torch.device,
     else:  # the whole first micro-batch: its structure is the user's
         few = to_device(x, device)
         untrained = open_objective.check(raw_model, few)
+        if open_objective.counted_parts:
+            first = spread_indices(len(train_set), micro_batch)
+            fewer = fetch(train_set, recipe, first[:max(1, len(first) // PART_SHARE)])[0]
+            open_objective.check_counted_parts(raw_model, few, to_device(fewer, device))
         if dist.is_main:
             note_unused_fields(few, model_call, user_loss)
     swapped = swap_activations(raw_model, run.activation_swap, few, model_call)
@@ -265,6 +272,7 @@ def assemble(config: RunConfig, run_dir: Path, device: torch.device,
         facts["initial_losses"] = untrained_losses(raw_model, [
             scored(fetch(train_set, recipe, spread_indices(len(train_set), micro_batch, seed)))
             for seed in INITIAL_BATCHES])
+    metrics = checked_metrics(config, raw_model, pick_output, open_objective, meta, (x, y), device, dist)
     user_callbacks = build_user_callbacks(config.callbacks)
     seed_everything(run.seed + dist.rank)  # identical weights on every rank, own dropout draws per rank
     parallel = config.parallel
@@ -290,7 +298,10 @@ def assemble(config: RunConfig, run_dir: Path, device: torch.device,
     evaluator = build_evaluator(config, raw_model=raw_model, model=model, pick_output=pick_output,
                                 open_objective=open_objective, precision=precision,
                                 train_set=train_set, val_set=val_set, meta=meta, recipe=recipe, loader=loader,
-                                micro_batch=micro_batch, device=device, dist=dist, sharded=sharded)
+                                micro_batch=micro_batch, device=device, dist=dist, sharded=sharded, metrics=metrics)
+    watched, reported = resolve_selection(config.trainer.monitor, config.trainer.monitor_mode, config.job.objective,
+                                          evaluator.logged, SUMMARY_OBJECTIVES,
+                                          reporter.direction if reporter is not None else None)
     guard, faults = Guard(config.guard, dist, device), FaultInjector(config.fault, dist.rank)
     monitor = Monitor(config.monitor, raw_model, config.trainer.max_steps, dist)
     clip = ClipSettings(run.clip, run.clip_mode, run.accum_reduction == "mean")
@@ -317,12 +328,13 @@ def assemble(config: RunConfig, run_dir: Path, device: torch.device,
                    tokens_per_sample=meta.block_size if meta.task == "lm" else None,
                    peak=peak_flops(device, config.precision.name, config.perf.peak_tflops),
                    flops=closed_form / dist.world_size if closed_form is not None else None, device=device, dist=dist),
-        Evaluation(evaluator), BestCheckpoint(), EarlyStop(EarlyStopping(config.early_stop)),
+        Evaluation(evaluator), BestCheckpoint(watched),
+        EarlyStop(EarlyStopping(config.early_stop, watched.mode), watched),
         Checkpointing(cadence.stop_request)]
     if config.diagnose.live:
         callbacks.append(LiveDiagnosisCallback(config.diagnose))
     if reporter is not None:
-        callbacks.append(SweepReport(reporter))
+        callbacks.append(SweepReport(reporter, reported))
     tracker = None  # rank 0 of a training run logs; lr_find and doctor drive the trainer for their own purposes
     recorded = OmegaConf.to_container(config.record, resolve=True)  # as checkpoints and trackers record it
     if dist.is_main and run.mode == "train":
@@ -378,7 +390,7 @@ def build_evaluator(config: RunConfig, *, raw_model: nn.Module, model: nn.Module
                     open_objective: OpenObjective | None, precision: Precision, train_set: Dataset,
                     val_set: Dataset, meta: DataMeta, recipe: BatchRecipe, loader: LoaderSettings, micro_batch: int,
                     device: torch.device, dist: DistInfo,
-                    sharded: bool = False) -> Evaluator:
+                    sharded: bool = False, metrics: EvalMetrics | None = None) -> Evaluator:
     """The same validation samples at every eval, each rank its share; plus training samples in
     eval mode for models whose eval mode differs (batch norm, dropout). `open_objective`: the
     user's objective, which scores whole batches (None: the built-in loss)."""
@@ -392,14 +404,40 @@ def build_evaluator(config: RunConfig, *, raw_model: nn.Module, model: nn.Module
                      loss_fn=partial(compute_loss, task=meta.task, ignore_index=meta.ignore_index,
                                      function=meta.loss_function), meta=meta,
                      batches=val_batches, train_batches=train_batches, prior=prior, device=device, dist=dist,
-                     open_objective=open_objective)
+                     open_objective=open_objective, metrics=metrics)
+
+
+def checked_metrics(config: RunConfig, raw_model: nn.Module, pick_output: OutputPicker,
+                    open_objective: OpenObjective | None, meta: DataMeta, first: tuple[Any, Any],
+                    device: torch.device, dist: DistInfo) -> EvalMetrics:
+    """The metrics each eval measures, run once on the untrained model's first micro-batch (in eval
+    mode, the RNG streams left as they were) so that one that cannot be fed fails before training."""
+    metrics = build_eval_metrics(config.metrics, task=meta.task, loss_function=meta.loss_function,
+                                 open_objective=open_objective is not None, device=device, dist=dist)
+    if not config.metrics:
+        return metrics
+    was_training = raw_model.training
+    raw_model.eval()
+    try:
+        with torch.no_grad(), torch.random.fork_rng(devices=[]):
+            if open_objective is not None:
+                batch = to_device(first[0], device)
+                output = open_objective.call(raw_model, batch)
+            else:
+                batch = (first[0].to(device), first[1].to(device))
+                output = pick_output(raw_model(batch[0]))
+            metrics.check(output, batch, torch.tensor(float(batch_size(first[0])), device=device))
+    finally:
+        raw_model.train(was_training)
+    return metrics
 
 
 def eval_batches(config: RunConfig, dataset: Dataset, recipe: BatchRecipe, loader: LoaderSettings, micro_batch: int,
                  dist: DistInfo, sharded: bool = False, split: str = "val") -> tuple[EvalBatches, torch.Tensor]:
-    """A split's fixed eval sample (`trainer.eval_batches` micro-batches per rank) as this rank's
-    batches, and the whole sample (every rank's)."""
-    count = config.trainer.eval_batches * micro_batch * dist.world_size
+    """A split's fixed eval sample (`trainer.eval_batches` batches of `batch_size` samples, the same
+    samples whatever `accum` and the number of ranks) as this rank's micro-batches, and the whole
+    sample (every rank's)."""
+    count = config.trainer.eval_batches * config.run.batch_size
     stride = eval_stride(config, dataset)
     indices = eval_indices(len(dataset), count) if stride == 1 else torch.arange(0, len(dataset), stride)[:count]
     sample = _equal_shares(indices, dist, sharded)

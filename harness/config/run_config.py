@@ -13,6 +13,11 @@ from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
 from harness.loop.callbacks.user import CallbackSpec, validate_callbacks_config
+from harness.core.metric_names import (VAL_ACCURACY, VAL_LABEL_ACCURACY, VAL_LOSS, VAL_LOSS_PART, VAL_PERPLEXITY,
+                                       VAL_PREFIX)
+from harness.training.metrics.measure import MODE_OF
+from harness.training.metrics.monitored import check_objectives, default_objectives, resolve_monitor
+from harness.training.metrics.spec import MetricSpec, validate_metrics_config
 from harness.state.checkpoint import is_sharded_checkpoint
 from harness.training.clipping import validate_clip
 from harness.core.config_keys import check_known_keys
@@ -98,6 +103,7 @@ class RunConfig:
     init: InitConfig
     optim: OptimSpec
     callbacks: dict[str, CallbackSpec]  # the user's, by name
+    metrics: dict[str, MetricSpec]  # the user's, by name (logged as val/NAME)
     parallel: ParallelConfig
     loss: LossConfig
     user_loss: ObjectiveSpec | None  # loss._target_ or loss.function=model: the run trains on whole batches
@@ -124,6 +130,23 @@ class RunConfig:
         """`scale_lr`: optim.lr and schedule.warmup rescaled for the batch size; itself when off."""
         overrides = lr_scaling(self.run.batch_size, self.optim.options.get("lr"), self.schedule.warmup, self.scale_lr)
         return self.with_overrides(overrides, world_size)
+
+
+BEST_PART = "best_val_loss_"  # summary.json's best of each part of your objective's
+
+
+def may_log(metrics: dict[str, MetricSpec]) -> dict[str, str | None]:
+    """What a run may log at each eval, known from its config alone (name -> mode; None: not known):
+    which built-in ones it does depends on the data, which assembly checks."""
+    built_in = {VAL_LOSS: "min", VAL_ACCURACY: "max", VAL_LABEL_ACCURACY: "max", VAL_PERPLEXITY: "min"}
+    return {**built_in, **{VAL_PREFIX + name: MODE_OF[_higher_is_better(spec)] for name, spec in metrics.items()}}
+
+
+def _higher_is_better(spec: MetricSpec) -> bool | None:
+    if spec.higher_is_better is not None:
+        return spec.higher_is_better
+    declared = getattr(spec.target, "higher_is_better", None)  # a torchmetrics class says it on the class
+    return declared if isinstance(declared, bool) else None
 
 
 def _positive_int(key: str, value: object) -> None:
@@ -208,6 +231,7 @@ def validate_config(cfg: DictConfig, world_size: int = 1, choices: Mapping[str, 
     validate_diagnose_config(cfg.diagnose)
     diagnose = diagnose_settings(cfg.diagnose)
     callbacks = validate_callbacks_config(cfg.get("callbacks"))
+    metrics = validate_metrics_config(cfg.get("metrics"))
     if cfg.accum_reduction not in ("mean", "sum"):
         raise ConfigError("accum_reduction", cfg.accum_reduction, "mean or sum")
     if cfg.mode not in MODES:
@@ -242,11 +266,19 @@ def validate_config(cfg: DictConfig, world_size: int = 1, choices: Mapping[str, 
     stride = cfg.get("eval", {}).get("stride")
     if stride is not None and (not is_whole(stride) or stride < 1):
         raise ConfigError("eval.stride", stride, "null (token data: non-overlapping windows) or an integer >= 1")
-    objectives = cfg.objective if OmegaConf.is_list(cfg.objective) else [cfg.objective]
+    if not (user_loss is not None and trainer.monitor.startswith(VAL_LOSS_PART)):  # parts: known once it runs
+        resolve_monitor(trainer.monitor, trainer.monitor_mode, may_log(metrics))
+    objectives = default_objectives(cfg.objective, trainer.monitor)
     for name in objectives:
-        if name not in SUMMARY_OBJECTIVES and not (user_loss is not None and str(name).startswith(FINAL_PART)):
-            raise ConfigError("objective", name, f"one of {list(SUMMARY_OBJECTIVES)}, or {FINAL_PART}PART for a part "
-                                                 f"your objective (loss._target_) logs")
+        if user_loss is not None and str(name).startswith((FINAL_PART, BEST_PART)):
+            continue  # a part of the objective's: its parts are known once it runs (assembly checks them)
+        try:
+            check_objectives((str(name),), may_log(metrics), SUMMARY_OBJECTIVES)
+        except ConfigError:
+            raise ConfigError("objective", name, f"one of {list(SUMMARY_OBJECTIVES)}, best_val_NAME or final_val_NAME "
+                                                 f"of a metric (metrics.NAME, val/perplexity, ...), or "
+                                                 f"{FINAL_PART}PART for a part your objective (loss._target_) logs"
+                              ) from None
     lr_find = read_typed(cfg.get("lr_find"), LRFindConfig, "lr_find")
     doctor = read_typed(cfg.get("doctor"), DoctorConfig, "doctor")
     run = RunKeys(mode=cfg.mode, device=str(cfg.device), batch_size=cfg.batch_size, accum=cfg.accum,
@@ -256,7 +288,7 @@ def validate_config(cfg: DictConfig, world_size: int = 1, choices: Mapping[str, 
     job = JobKeys(resume=cfg.resume, overwrite=cfg.overwrite, objective=tuple(objectives),
                   eval_checkpoint=str(checkpoint), eval_batches=batches, eval_stride=stride)
     return RunConfig(record=cfg, device=device, run=run, job=job, trainer=trainer, precision=precision,
-                     schedule=schedule, data=data, model=model, init=init, optim=optim, callbacks=callbacks,
+                     schedule=schedule, data=data, model=model, init=init, optim=optim, callbacks=callbacks, metrics=metrics,
                      parallel=parallel, loss=loss, user_loss=user_loss, guard=guard, monitor=monitor,
                      early_stop=early_stop, fault=fault, perf=perf, scale_lr=scale_lr, logger=logger, diagnose=diagnose,
                      lr_find=lr_find, doctor=doctor)

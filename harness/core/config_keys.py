@@ -22,7 +22,7 @@ from omegaconf import DictConfig, OmegaConf
 from harness.core.errors import ConfigError
 
 CONF_DIR = Path(__file__).resolve().parents[2] / "conf"
-USER_NODES = ("vars", "model", "optim", "callbacks", "hydra")  # checked elsewhere, or free
+USER_NODES = ("vars", "model", "optim", "callbacks", "metrics", "hydra")  # checked elsewhere, or free
 # What one invocation sets and a run's identity leaves aside: never carried over from a run's saved
 # overrides on resume, and no difference between a checkpoint's config and the run resuming it.
 PER_INVOCATION = ("resume", "overwrite", "trainer.stop_after", "mode", "eval.checkpoint")

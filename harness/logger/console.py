@@ -8,7 +8,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
 
 from harness.core.metric_names import (GRAD_NORM_PRECLIP, PERF_SAMPLES, PERF_STEP_MS, PERF_TOKENS, TRAIN_LOSS,
-                                       TRAIN_LOSS_PART, TRAIN_LR, TRAIN_SKIPPED, VAL_ACCURACY, VAL_LOSS, VAL_LOSS_PART)
+                                       TRAIN_LOSS_PART, TRAIN_LR, TRAIN_SKIPPED, VAL_ACCURACY, VAL_EFFECTIVE_RANK,
+                                       VAL_LOSS, VAL_LOSS_ON_TRAIN, VAL_LOSS_PART, VAL_PREFIX)
 from harness.logger.base import Sink
 
 if TYPE_CHECKING:
@@ -69,6 +70,9 @@ def console_line(step: int, max_steps: int, scalars: dict[str, float], kind: str
         parts = [f"val loss {loss_text(scalars[VAL_LOSS])}{_parts(scalars, VAL_LOSS_PART)}"]
         if VAL_ACCURACY in scalars:
             parts.append(f"acc {scalars[VAL_ACCURACY]:.3f}")
+        parts += [f"{name.removeprefix(VAL_PREFIX)} {value:.4g}" for name, value in scalars.items()
+                  if name.startswith(VAL_PREFIX) and not name.startswith(VAL_LOSS_PART)
+                  and name not in (VAL_LOSS, VAL_ACCURACY, VAL_LOSS_ON_TRAIN, VAL_EFFECTIVE_RANK)]
     else:
         parts = _fields(scalars)
     return f"step {step}/{max_steps} | " + " | ".join(parts)

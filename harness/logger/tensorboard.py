@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from harness.core.metric_names import VAL_LOSS
 from harness.logger.base import RunInfo, Sink
 
 TB_FIRST_GROUPS = ("grad", "train", "val")
@@ -29,7 +30,7 @@ def custom_scalars_layout() -> dict[str, dict[str, list]]:
     per-tensor statistic with every layer in it (the Scalars tab shows one chart per tensor).
     Entries are regexes matched from the start of a tag (group names and the prefix hold no
     regex metacharacters)."""
-    overview = {"loss": ["Multiline", ["train/loss$", "val/loss$"]],
+    overview = {"loss": ["Multiline", ["train/loss$", f"{VAL_LOSS}$"]],
                 "learning rate": ["Multiline", ["train/lr$"]],
                 "gradient norm": ["Multiline", ["grad/norm_preclip$", "grad/norm_postclip$"]]}
     per_tensor = {group: ["Multiline", [tb_tag(f"{group}/")]] for group in PER_TENSOR_GROUPS}

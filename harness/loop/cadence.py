@@ -8,7 +8,8 @@ from typing import Any
 import torch
 
 from harness.core.distributed import DistInfo, any_rank
-from harness.core.typed_config import at_least, read_typed, setting
+from harness.core.metric_names import VAL_ACCURACY, VAL_LOSS, VAL_LOSS_PART, VAL_PREFIX
+from harness.core.typed_config import at_least, one_of, read_typed, setting
 from harness.loop.hooks import Tick
 from harness.loop.signals import StopRequest
 
@@ -24,6 +25,11 @@ class TrainerConfig:
     ckpt_every: int = setting(200, "an integer >= 1", at_least(1))
     keep_last: int = setting(2, "an integer >= 1", at_least(1))
     stop_after: int | None = setting(None, "an integer >= 1", at_least(1))
+    monitor: str = setting(VAL_LOSS, f"{VAL_LOSS}, or {VAL_PREFIX}NAME of a value this run logs at each eval "
+                                     f"({VAL_ACCURACY}, {VAL_PREFIX}f1 of metrics.f1, {VAL_LOSS_PART}PART of your "
+                                     f"objective)", lambda v: v.startswith(VAL_PREFIX))
+    monitor_mode: str | None = setting(None, "null (inferred: losses min, accuracies max, a torchmetrics Metric's "
+                                             "higher_is_better), min or max", one_of(("min", "max")))
 
 
 def trainer_config(cfg: Any) -> TrainerConfig:

@@ -40,6 +40,10 @@ class TrainState:
     best_val_loss: float = math.inf
     best_val_accuracy: float | None = None
     last_val_loss: float | None = None
+    last_eval: dict[str, float] = field(default_factory=dict)  # what the last eval measured, by name (val/f1)
+    best_metrics: dict[str, float] = field(default_factory=dict)  # each measured name's best, where its mode is known
+    best_monitor: float | None = None  # trainer.monitor's best, whose state best.pt holds
+    best_step: int | None = None  # the step of that eval
     last_train_loss: float | None = None
     skipped_steps: int = 0  # updates skipped by the guard (NaN/Inf or loss spike)
     overflow_steps: int = 0  # fp16 updates skipped by the loss scaler
@@ -193,7 +197,7 @@ class Trainer:
         self.callbacks.call("on_checkpoint_saved", self, self.state.step)
 
     def save_best(self) -> None:
-        """checkpoints/best.pt (or best.dcp): the state at the best validation loss so far."""
+        """checkpoints/best.pt (or best.dcp): the state at the monitor's best eval so far."""
         self.checkpoints.best(self.state_dict(), self.run_dir)
 
     def summary(self, status: str) -> dict[str, Any]:

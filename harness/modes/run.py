@@ -81,9 +81,9 @@ def _walk_back(run_dir: Path, dist: DistInfo, fresh_start_allowed: bool) -> tupl
 def summarize(trainer: Trainer, status: str, wall_time: float, objective: tuple[str, ...]) -> dict[str, Any]:
     summary = {**trainer.summary(status), "wall_time_s": round(wall_time, 3)}
     for name in objective:
-        if name not in summary:  # a part the objective never logged: the sweep records a failed trial
+        if name not in summary:  # no eval measured it (or a part the objective stopped returning): a failed trial
             parts = sorted(k for k in summary if k.startswith(FINAL_PART))
-            log.warning("objective=%s: the objective logged no such part (its parts: %s); reported as NaN",
+            log.warning("objective=%s: no eval of this run logged it (the objective's parts: %s); reported as NaN",
                         name, ", ".join(parts) or "none")
     values = [summary.get(name, math.nan) for name in objective]
     summary["objective"] = values if len(values) > 1 else values[0]

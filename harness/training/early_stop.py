@@ -1,4 +1,5 @@
-"""Early stopping on validation loss; its counters live in the checkpoint so resume keeps counting."""
+"""Early stopping on the monitored eval value (trainer.monitor, the val loss by default), and on a
+val loss that diverges; its counters live in the checkpoint so resume keeps counting."""
 from __future__ import annotations
 
 import math
@@ -22,18 +23,24 @@ def early_stop_config(cfg: DictConfig) -> EarlyStopConfig:
 
 
 class EarlyStopping:
-    def __init__(self, settings: EarlyStopConfig) -> None:
+    def __init__(self, settings: EarlyStopConfig, mode: str = "min") -> None:
         self.patience, self.min_delta, self.ceiling = settings.patience, settings.min_delta, \
             settings.divergence_threshold
-        self.best = math.inf
+        self.sign = 1.0 if mode == "min" else -1.0  # improvements are compared as a loss is: lower is better
+        self.best = math.inf  # sign x the best value
         self.bad_evals = 0
 
-    def update(self, val_loss: float) -> str | None:
-        """Feed one eval; returns why to stop ("diverged", "early_stopped") or None."""
+    @property
+    def best_value(self) -> float:
+        return self.sign * self.best
+
+    def update(self, value: float, val_loss: float) -> str | None:
+        """Feed one eval (the monitored value, and the val loss, which alone can diverge); returns why
+        to stop ("diverged", "early_stopped") or None."""
         if not math.isfinite(val_loss) or (self.ceiling is not None and val_loss > self.ceiling):
             return "diverged"
-        if val_loss < self.best - self.min_delta:
-            self.best, self.bad_evals = val_loss, 0
+        if math.isfinite(value) and self.sign * value < self.best - self.min_delta:
+            self.best, self.bad_evals = self.sign * value, 0
             return None
         self.bad_evals += 1
         return "early_stopped" if self.patience is not None and self.bad_evals >= self.patience else None

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import inspect
 import logging
+import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -38,6 +39,8 @@ LOSS, COUNT = "loss", "count"  # the keys of an objective's mapping the harness 
 FINAL_PART = "final_val_loss_"  # summary.json's field for each part at the last eval (a sweep may optimise it)
 PRIOR_PART = "prior"  # a part holding the loss of the best constant prediction, when the objective knows it
 TARGET_KEY = "_target_"
+COUNT_RATIO = 4  # counts must differ this much for a mean and a sum to be told apart (PART_SHARE: ~8x)
+PART_SHARE = 8  # the smaller batch of that check: this share of the first micro-batch
 LossFn = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]  # the built-in loss on (output, target)
 
 
@@ -138,6 +141,8 @@ class OpenObjective:
 
     def __init__(self, spec: ObjectiveSpec, call: ModelCall) -> None:
         self.spec, self.call = spec, call
+        self.part_names: tuple[str, ...] = ()  # what `check` saw the objective return besides its loss
+        self.counted_parts = False  # `check` saw parts beside a `count`
 
     def shares(self, targets: list[Any]) -> list[float]:
         return [1.0 / len(targets)] * len(targets)
@@ -202,8 +207,39 @@ class OpenObjective:
                                   f"{describe_batch(output)} and the batch {describe_batch(batch)}: {name} raised "
                                   f"{one_line(err)}").in_user_code(err) from None
             _check_returned(result, spec)
-        _check_gradient_path(self.read(result).loss, model, spec)
+        scored = self.read(result)
+        _check_gradient_path(scored.loss, model, spec)
+        self.part_names = tuple(scored.parts)
+        self.counted_parts = scored.count is not None and bool(scored.parts)
         return output
+
+    def check_counted_parts(self, model: nn.Module, batch: Any, fewer: Any) -> None:
+        """Beside a `count`, parts are sums over the counted items, as `loss` is, and are divided by
+        it; a part returned as a mean would be divided again and logged `count` times too small. On
+        two batches whose counts differ, a mean stays put while a sum grows with its count: a part
+        that reads as a mean is refused in one line naming it."""
+        was_training = model.training
+        model.eval()
+        try:
+            with torch.no_grad(), torch.random.fork_rng(devices=[]):
+                big, small = (self.read(self.returned(self.call(model, b), b)) for b in (batch, fewer))
+        finally:
+            model.train(was_training)
+        counts = float(big.count), float(small.count)
+        if not counts[1] > 0 or counts[0] < COUNT_RATIO * counts[1]:
+            return
+        for name in big.parts:
+            values = float(big.parts[name]), float(small.parts[name])
+            if values[0] * values[1] <= 0:
+                continue  # a zero or a sign change: the two readings cannot be told apart
+            as_mean = abs(math.log(values[0] / values[1]))
+            as_sum = abs(math.log(values[0] / counts[0] * counts[1] / values[1]))
+            if as_sum - as_mean > math.log(COUNT_RATIO):  # the mean's reading fits the two batches far better
+                raise ConfigError(self.spec.key, self.spec.path, f"parts beside `count` that are sums over the "
+                                  f"counted items, as `loss` is (each is divided by `count`): {name} reads as a "
+                                  f"mean ({values[0]:.4g} over {counts[0]:.0f} counted items, {values[1]:.4g} over "
+                                  f"{counts[1]:.0f}); return its sum, or measure it with metrics.{name} "
+                                  f"(docs/metrics.md)")
 
 
 def _field(output: Any, name: str) -> Any:

@@ -21,7 +21,6 @@ from optuna.trial import FrozenTrial, TrialState
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ArgumentError
 
-from harness.core.metric_names import TEST_ACCURACY, TEST_LOSS, flat
 from harness.core.validation import is_number
 from hydra_plugins.harness_optuna_sweeper._ledger import (
     ATTR_OVERRIDES,
@@ -37,7 +36,6 @@ from hydra_plugins.harness_optuna_sweeper._ledger import (
 )
 
 SUMMARY_FILE = "sweep_summary.json"
-TEST_SCORES = (flat(TEST_LOSS), flat(TEST_ACCURACY))
 MIN_TRIALS_FOR_IMPORTANCE = 4
 TB_DIR = "tb_hparams"
 
@@ -89,7 +87,8 @@ def best_line(summary: dict[str, Any]) -> str:
     line = f"best trial {best['number']}: {values} with {' '.join(best['overrides'])}"
     test = best.get("test")
     if test:
-        scores = ", ".join(f"{key} {test[key]:.6g}" for key in TEST_SCORES if test.get(key) is not None)
+        scores = ", ".join(f"{key} {value:.6g}" for key, value in test.items()
+                           if key.startswith("test_") and key != "test_samples" and is_number(value))
         line += f"; on its {test['test_samples']} test samples: {scores}"
     return line
 

@@ -33,12 +33,28 @@ def storage_url(settings: SweepSettings, sweep_dir: Path) -> str:
 
 
 def objective_names(cfg: DictConfig) -> tuple[str, ...]:
-    """The app's `objective` key (the summary.json field(s) a trial returns); () for an app
-    without one."""
-    value = cfg.get("objective")
-    if value is None:
+    """The app's `objective` key (the summary.json field(s) a trial returns): null is the best of the
+    harness's `trainer.monitor`; () for an app without either."""
+    from harness.training.metrics.monitored import default_objectives
+
+    value, monitor = cfg.get("objective"), OmegaConf.select(cfg, "trainer.monitor")
+    if value is None and monitor is None:
         return ()
-    return tuple(map(str, value)) if OmegaConf.is_list(value) else (str(value),)
+    return default_objectives(value, str(monitor))
+
+
+def check_directions(cfg: DictConfig, objectives: Sequence[str], directions: Sequence[str]) -> None:
+    """An objective of the harness's (best_val_f1) whose direction is known from the config must be
+    swept that way: refused in one line before any trial, as a trial would refuse it."""
+    from harness.config.run_config import may_log
+    from harness.training.metrics.monitored import check_direction, objective_metric
+    from harness.training.metrics.spec import validate_metrics_config
+
+    logged = may_log(validate_metrics_config(cfg.get("metrics")))
+    for objective, direction in zip(objectives, directions):
+        name = objective_metric(objective, logged)
+        if name is not None:
+            check_direction(objective, name, logged[name], direction)
 
 
 def study_name(settings: SweepSettings, job_name: str, space: SearchSpace,

@@ -21,7 +21,7 @@ from harness.launch.app import app_command
 from hydra_plugins.harness_optuna_sweeper._loop import TrialLoop, trial_dir
 from hydra_plugins.harness_optuna_sweeper._settings import SweepSettings, parse_settings
 from hydra_plugins.harness_optuna_sweeper._space import SearchSpace, parse_search_space
-from hydra_plugins.harness_optuna_sweeper._study import objective_names, open_study, storage_url
+from hydra_plugins.harness_optuna_sweeper._study import check_directions, objective_names, open_study, storage_url
 from hydra_plugins.harness_optuna_sweeper._test_best import score_best_trial
 from harness.launch.runner import TrialRunner
 
@@ -42,6 +42,7 @@ def run_sweep(cfg: DictConfig, options: dict[str, Any], config_loader: ConfigLoa
 
     sweep_dir = Path(cfg.hydra.runtime.cwd, str(cfg.hydra.sweep.dir)).resolve()
     url = storage_url(settings, sweep_dir)
+    check_directions(cfg, objective_names(cfg), settings.directions)
     study, rejoin = _open_or_leave_nothing(settings, space, sweep_dir, str(cfg.hydra.job.name), target,
                                            objective_names(cfg), runner)
     OmegaConf.save(cfg, sweep_dir / "multirun.yaml")  # only once the sweep is accepted

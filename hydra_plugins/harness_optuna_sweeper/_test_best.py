@@ -17,12 +17,12 @@ from hydra.core.override_parser.types import Quote, QuotedString
 
 from hydra_plugins.harness_optuna_sweeper._ledger import ATTR_SUMMARY, STUDY_BEST_TEST
 from hydra_plugins.harness_optuna_sweeper._loop import trial_dir
-from hydra_plugins.harness_optuna_sweeper._report import TEST_SCORES
 from harness.launch.runner import AppCommand
 
 log = logging.getLogger(__name__)
 EVAL_FILE = "eval.json"
-KEPT = ("checkpoint", "step", "test_samples", *TEST_SCORES)  # of eval.json
+KEPT = ("checkpoint", "step", "test_samples")  # of eval.json, besides its test scores
+TEST_PREFIX = "test_"
 
 
 def score_best_trial(study: optuna.Study, app: AppCommand, sweep_dir: Path) -> Optional[dict[str, Any]]:
@@ -46,7 +46,8 @@ def score_best_trial(study: optuna.Study, app: AppCommand, sweep_dir: Path) -> O
         why = (proc.stderr.strip() or proc.stdout.strip() or "no output").splitlines()[-1]
         log.warning("[trial %d] test eval failed (exit code %d): %s", best.number, proc.returncode, why)
         return None
-    scores = {"trial": best.number, **{key: report[key] for key in KEPT if key in report}}
+    scores = {"trial": best.number, **{key: value for key, value in report.items()
+                                       if key in KEPT or key.startswith(TEST_PREFIX)}}  # every test metric
     study.set_user_attr(STUDY_BEST_TEST, scores)
     return scores
 

@@ -9,6 +9,7 @@ import sys
 import pytest
 import torch
 
+from apps.sweep_helpers import load_study
 from conftest import ROOT
 import warm_train
 from harness.logger.tracking import read_metrics
@@ -49,8 +50,8 @@ def falling_loss(run_dir) -> tuple[float, float]:
     return losses[0], losses[-1]
 
 
-def test_docs_have_eight_examples():
-    assert sorted(EXAMPLES) == [f"Example {i}" for i in range(1, 9)]
+def test_docs_have_nine_examples():
+    assert sorted(EXAMPLES) == [f"Example {i}" for i in range(1, 10)]
 
 
 def test_example_4_a_callback_from_the_current_directory_logs_its_metric(tmp_path):
@@ -107,8 +108,9 @@ def test_example_5_a_vae_logs_reconstruction_and_kl(tmp_path):
 def test_example_6_a_contrastive_model_learns_to_pair_its_views(tmp_path):
     (run_dir,) = run_example("Example 6", tmp_path)
     first, last = falling_loss(run_dir)
-    train_rows = _rows(run_dir, "train")
-    assert last < first and train_rows[-1]["train/loss/top1"] > train_rows[0]["train/loss/top1"]
+    evals = _rows(run_dir, "eval")
+    assert last < first and "train/loss/top1" not in _rows(run_dir, "train")[-1]
+    assert evals[-1]["val/top1"] > 0.1  # over 3x chance: one partner in a batch of 32
 
 
 @pytest.mark.trajectory
@@ -127,3 +129,20 @@ def test_example_8_a_two_head_model_logs_each_head(tmp_path):
     row = _rows(run_dir, "eval")[-1]
     assert last < first and {"val/loss/digit", "val/loss/ink"} <= set(row)
     assert row["val/loss"] == pytest.approx(row["val/loss/digit"] + 0.5 * row["val/loss/ink"], rel=1e-4)
+
+
+def test_example_9_a_tagger_is_kept_and_swept_by_its_f1(tmp_path):
+    run_dir, _ = run_example("Example 9", tmp_path)
+    summary = json.loads((run_dir / "summary.json").read_text())
+    evals = _rows(run_dir, "eval")
+    best = max(evals, key=lambda row: row["val/f1"])
+    assert summary["monitor"]["best_step"] == best["step"] and summary["objective"] == best["val/f1"]
+    assert all({"val/f1", "val/recall", "val/label_accuracy"} <= set(row) for row in evals)
+    (sweep,) = tmp_path.glob("multirun/*/*/sweep_summary.json")
+    report = json.loads(sweep.read_text())
+    study = load_study(sweep.parent)
+    assert report["metric_names"] == ["best_val_f1"] and len(study.trials) == 3
+    for trial in study.trials:  # its value is its best F1; the pruner saw its F1 at every eval
+        f1 = {row["step"]: row["val/f1"] for row in _rows(sweep.parent / str(trial.number), "eval")}
+        assert trial.intermediate_values == f1 and trial.values == [max(f1.values())]
+    assert report["best_trial"]["values"] == [max(t.values[0] for t in study.trials)]

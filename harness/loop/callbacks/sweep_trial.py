@@ -136,6 +136,11 @@ class TrialReporter:
         return self._sweeper_pid
 
     @property
+    def direction(self) -> Optional[str]:
+        """minimize or maximize; None for a multi-objective study."""
+        return None if self._multi_objective else self._study.direction.name.lower()
+
+    @property
     def number(self) -> int:
         return self._trial.number
 
