@@ -71,6 +71,8 @@ def _judge(config: RunConfig, story: Story, run_dir: Path, scope: str, world_siz
     attempt.status, attempt.steps, attempt.best_val_loss = summary["status"], summary["steps"], summary["best_val_loss"]
     attempt.best_val_accuracy, attempt.final_train_loss = summary.get("best_val_accuracy"), summary["final_train_loss"]
     attempt.critical = [f.name for f in findings if f.severity is Severity.CRITICAL]
+    if config.trainer.monitor != VAL_LOSS:  # the user measures the run by another value: the result follows it
+        attempt.monitor = summary.get("monitor")
     attempt.learned = learned(run)
     base = story.attempt(attempt.base)
     if base is not None:

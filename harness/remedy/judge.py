@@ -120,14 +120,23 @@ def rejudge_at_the_end(story: Story, finished: Attempt, noise: float) -> None:
 
 
 def best(story: Story) -> Attempt:
-    """The attempt with the lowest best val loss (no val loss ranks last; the earlier one on a tie)
-    among those that may be the result: the run as given, remedies kept for doing measurably
-    better (also at the end, once a base stopped early was finished), and the continuations that
-    finish them. A rejected remedy is not, however low it ended: it did not beat its base where both
-    had trained, and a base the live diagnosis stopped early is finished instead, so that
-    remedy=auto never ends below the run as given."""
+    """The attempt with the lowest best val loss (no val loss ranks last; the earlier one on a tie),
+    or the best monitored value where the user named a monitor (`trainer.monitor=val/f1`: the run
+    is measured by it), among those that may be the result: the run as given, remedies kept for
+    doing measurably better (also at the end, once a base stopped early was finished), and the
+    continuations that finish them. A rejected remedy is not, however low it ended: it did not beat
+    its base where both had trained, and a base the live diagnosis stopped early is finished
+    instead, so that remedy=auto never ends below the run as given."""
     eligible = [a for a in story.attempts if a.outcome != REJECTED or a.finishes is not None]
-    return min(eligible, key=lambda a: (ranked_loss(a.best_val_loss), a.number))
+    return min(eligible, key=lambda a: (_ranked(a), a.number))
+
+
+def _ranked(attempt: Attempt) -> float:
+    """Lower is better: the best val loss, or the named monitor's best (negated where higher is better)."""
+    if attempt.monitor is None:
+        return ranked_loss(attempt.best_val_loss)
+    value = ranked_loss(attempt.monitor.get("best"))
+    return value if attempt.monitor.get("mode") == "min" or not math.isfinite(value) else -value
 
 
 def conclude(story: Story) -> None:

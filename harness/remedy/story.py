@@ -74,6 +74,7 @@ class Attempt:
     critical: list[str] | None = None  # its critical findings, once judged
     learned: bool | None = None
     outcome: str | None = None  # KEPT, REJECTED or KEPT_AT_THE_END; None for the run as given
+    monitor: dict[str, Any] | None = None  # summary.json's `monitor` where the user named one (val/f1, ...)
 
     @property
     def kept(self) -> bool:

@@ -45,6 +45,18 @@ def test_a_diverging_run_restarts_with_a_lower_lr_and_heals(tmp_path):
     assert "`optim.lr=0.2 schedule.warmup=0.05 clip=1.0` for diverging" in report
 
 
+def test_a_run_measured_by_its_accuracy_ends_with_the_attempt_of_the_best_accuracy(tmp_path):
+    """trainer.monitor=val/accuracy: each attempt records the monitor's best, and the run's result is the
+    eligible attempt whose best accuracy is the highest (the objective is that accuracy)."""
+    objective, summary = train(["experiment=pathology/lr_too_high", "trainer.monitor=val/accuracy", *AUTO],
+                               tmp_path / "run")
+    attempts = story(tmp_path / "run")["attempts"]
+    assert len(attempts) > 1 and all(a["monitor"]["name"] == "val/accuracy" for a in attempts)
+    eligible = [a for a in attempts if a.get("outcome") != "rejected" or a.get("finishes") is not None]
+    best = max(eligible, key=lambda a: (a["monitor"]["best"] or -1.0, -a["number"]))
+    assert summary["best_attempt"] == best["number"] and objective == best["monitor"]["best"]
+
+
 def test_a_remedy_that_may_continue_restarts_from_the_last_good_checkpoint(tmp_path):
     train(["experiment=pathology/accum_sum", "trainer.ckpt_every=10", "trainer.keep_last=10", *AUTO], tmp_path / "run")
     first, second = story(tmp_path / "run")["attempts"]
@@ -239,6 +251,27 @@ def test_the_verdict_needs_a_better_attempt_without_critical_findings_that_learn
     for told, verdict, best in cases:
         conclude(told)
         assert (told.verdict, told.best_attempt) == (verdict, best)
+
+
+def test_where_the_user_named_a_monitor_the_result_is_the_attempt_with_its_best_value():
+    """trainer.monitor=val/f1: among the attempts that may be the result, the largest best F1 wins,
+    though another has the lower val loss; a rejected remedy still never is the result."""
+    from harness.remedy.judge import best
+
+    def f1(value):
+        return {"name": "val/f1", "mode": "max", "best": value, "best_step": 100}
+
+    story = Story(5, [Attempt(1, [], "as given", best_val_loss=0.40, monitor=f1(0.61)),
+                      Attempt(2, ["optim.lr=0.01"], "from scratch", best_val_loss=0.35, base=1, outcome="kept",
+                              monitor=f1(0.58)),
+                      Attempt(3, ["clip=1.0"], "from scratch", best_val_loss=0.38, base=2, outcome="kept",
+                              monitor=f1(0.66)),
+                      Attempt(4, ["optim.lr=0.001"], "from scratch", best_val_loss=0.30, base=3, outcome="rejected",
+                              monitor=f1(0.90))])
+    assert best(story).number == 3
+    story.attempts[2].monitor = f1(None)  # no finite F1 ranks last
+    assert best(story).number == 1
+    assert Story.from_json(json.loads(json.dumps(story.to_json()))).attempts[0].monitor == f1(0.61)
 
 
 def test_a_rejected_remedy_is_never_the_result_and_a_stopped_base_is_finished_instead(tmp_path):
