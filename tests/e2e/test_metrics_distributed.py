@@ -25,7 +25,7 @@ def test_two_ranks_log_the_metrics_of_the_whole_odd_split(tmp_path):
     (run_dir,) = run_dirs(tmp_path)
     summary = json.loads((run_dir / "summary.json").read_text())
     model = Regressor(8, 5)
-    model.load_state_dict(torch.load(run_dir / "checkpoints" / "step_00000030.pt", weights_only=False)["model"])
+    model.load_state_dict(torch.load(run_dir / "checkpoints" / "step_00000030.pt")["model"])
     _, val = tagger()
     with torch.no_grad():
         logits, labels = model(val.tensors[0]), val.tensors[1]

@@ -39,7 +39,7 @@ def _evals(run_dir):
 def _logits(run_dir, checkpoint: str) -> tuple[torch.Tensor, torch.Tensor]:
     """The model of a checkpoint on the whole validation split, as the user would compute it."""
     model = Regressor(8, 5)
-    model.load_state_dict(torch.load(run_dir / "checkpoints" / checkpoint, weights_only=False)["model"])
+    model.load_state_dict(torch.load(run_dir / "checkpoints" / checkpoint)["model"])
     _, val = tagger()
     with torch.no_grad():
         return model(val.tensors[0]), val.tensors[1]
@@ -54,7 +54,7 @@ def test_metrics_equal_scikit_learns_over_the_whole_odd_split_and_best_pt_is_the
     assert summary["monitor"] == {"name": "val/f1", "mode": "max", "best": best["val/f1"], "best_step": best["step"]}
     assert summary["objective"] == summary["best_val_f1"] == best["val/f1"]  # the default objective follows the monitor
     logits, labels = _logits(tmp_path, "best.pt")
-    assert torch.load(tmp_path / "checkpoints" / "best.pt", weights_only=False)["step"] == best["step"]
+    assert torch.load(tmp_path / "checkpoints" / "best.pt")["step"] == best["step"]
     exact = f1_score(labels.numpy(), (logits > 0).numpy(), average="macro", zero_division=0)
     assert best["val/f1"] == pytest.approx(exact, abs=1e-5)
     batch_mean = sum(f1_score(labels[i:i + 32].numpy(), (logits[i:i + 32] > 0).numpy(), average="macro",
