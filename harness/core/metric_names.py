@@ -27,7 +27,6 @@ VAL_LOSS = "val/loss"
 VAL_ACCURACY = "val/accuracy"
 VAL_LOSS_ON_TRAIN = "val/loss_on_train"  # training samples in eval mode (models with batch norm or dropout)
 TEST_LOSS = "test/loss"  # mode=eval only: the held-out test split
-TEST_ACCURACY = "test/accuracy"
 VAL_LABEL_ACCURACY = "val/label_accuracy"  # multi-label (loss.function=bce): labels on the side of their target
 VAL_PERPLEXITY = "val/perplexity"  # token data: exp(val loss)
 # every measured metric (metrics.NAME, the built-in ones): val/NAME at each eval, test/NAME in mode=eval

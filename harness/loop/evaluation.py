@@ -16,7 +16,7 @@ from harness.data.batch import batch_size, to_device
 from harness.data.loader import EvalBatches
 from harness.core.distributed import DistInfo, all_reduce_mean
 from harness.training.loss import counted_targets
-from harness.core.metric_names import (TEST_ACCURACY, TEST_LOSS, TEST_LOSS_PART, TEST_PREFIX, VAL_ACCURACY,
+from harness.core.metric_names import (TEST_LOSS, TEST_LOSS_PART, TEST_PREFIX, VAL_ACCURACY,
                                        VAL_EFFECTIVE_RANK, VAL_LOSS, VAL_LOSS_ON_TRAIN, VAL_LOSS_PART, VAL_PERPLEXITY,
                                        VAL_PREFIX)
 from harness.training.metrics.builtin import perplexity

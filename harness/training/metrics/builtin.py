@@ -10,9 +10,10 @@ from typing import Any
 import torch
 
 from harness.core.distributed import DistInfo
+from harness.core.metric_names import VAL_LABEL_ACCURACY, VAL_PREFIX
 from harness.training.metrics.measure import FunctionMetric
 
-LABEL_ACCURACY = "label_accuracy"
+LABEL_ACCURACY = VAL_LABEL_ACCURACY.removeprefix(VAL_PREFIX)  # logged as val/label_accuracy
 
 
 def label_accuracy(output: torch.Tensor, batch: tuple[Any, torch.Tensor]) -> dict[str, torch.Tensor]:
