@@ -13,10 +13,8 @@ from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
 from harness.loop.callbacks.user import CallbackSpec, validate_callbacks_config
-from harness.core.metric_names import (VAL_ACCURACY, VAL_LABEL_ACCURACY, VAL_LOSS, VAL_LOSS_PART, VAL_PERPLEXITY,
-                                       VAL_PREFIX)
-from harness.training.metrics.measure import MODE_OF
-from harness.training.metrics.monitored import check_objectives, default_objectives, resolve_monitor
+from harness.core.metric_names import VAL_LOSS_PART
+from harness.training.metrics.monitored import check_objectives, default_objectives, may_log, resolve_monitor
 from harness.training.metrics.spec import MetricSpec, validate_metrics_config
 from harness.state.checkpoint import is_sharded_checkpoint
 from harness.training.clipping import validate_clip
@@ -133,20 +131,6 @@ class RunConfig:
 
 
 BEST_PART = "best_val_loss_"  # summary.json's best of each part of your objective's
-
-
-def may_log(metrics: dict[str, MetricSpec]) -> dict[str, str | None]:
-    """What a run may log at each eval, known from its config alone (name -> mode; None: not known):
-    which built-in ones it does depends on the data, which assembly checks."""
-    built_in = {VAL_LOSS: "min", VAL_ACCURACY: "max", VAL_LABEL_ACCURACY: "max", VAL_PERPLEXITY: "min"}
-    return {**built_in, **{VAL_PREFIX + name: MODE_OF[_higher_is_better(spec)] for name, spec in metrics.items()}}
-
-
-def _higher_is_better(spec: MetricSpec) -> bool | None:
-    if spec.higher_is_better is not None:
-        return spec.higher_is_better
-    declared = getattr(spec.target, "higher_is_better", None)  # a torchmetrics class says it on the class
-    return declared if isinstance(declared, bool) else None
 
 
 def _positive_int(key: str, value: object) -> None:

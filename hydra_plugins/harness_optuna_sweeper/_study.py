@@ -46,8 +46,7 @@ def objective_names(cfg: DictConfig) -> tuple[str, ...]:
 def check_directions(cfg: DictConfig, objectives: Sequence[str], directions: Sequence[str]) -> None:
     """An objective of the harness's (best_val_f1) whose direction is known from the config must be
     swept that way: refused in one line before any trial, as a trial would refuse it."""
-    from harness.config.run_config import may_log
-    from harness.training.metrics.monitored import check_direction, objective_metric
+    from harness.training.metrics.monitored import check_direction, may_log, objective_metric
     from harness.training.metrics.spec import validate_metrics_config
 
     logged = may_log(validate_metrics_config(cfg.get("metrics")))

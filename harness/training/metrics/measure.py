@@ -14,9 +14,8 @@ from harness.core.callables import call
 from harness.core.distributed import DistInfo, all_reduce_mean
 from harness.core.errors import ConfigError, one_line
 from harness.data.batch import describe_batch
-from harness.training.metrics.spec import INPUTS, MetricSpec
+from harness.training.metrics.spec import INPUTS, MODE_OF, MetricSpec
 
-MODE_OF = {True: "max", False: "min", None: None}  # higher_is_better -> the monitor's mode
 
 
 class Measured(Protocol):
@@ -123,11 +122,11 @@ def build_metric(spec: MetricSpec, *, open_objective: bool, flatten: bool, devic
                                      f"processes: only those are reduced over every rank's samples")
     if callable(getattr(metric, "to", None)):
         metric = metric.to(device)
-    higher = spec.higher_is_better
-    if higher is None:
-        higher = getattr(metric, "higher_is_better", None)
-    return ObjectMetric(spec.name, metric, spec.inputs or logits_and_targets(flatten),
-                        MODE_OF[higher if isinstance(higher, bool) else None], key, path)
+    higher = spec.declared_higher_is_better
+    if higher is None:  # an object may say it once built
+        declared = getattr(metric, "higher_is_better", None)
+        higher = declared if isinstance(declared, bool) else None
+    return ObjectMetric(spec.name, metric, spec.inputs or logits_and_targets(flatten), MODE_OF[higher], key, path)
 
 
 def _reduces_over_ranks(metric: Any) -> bool:

@@ -10,7 +10,8 @@ from typing import Any
 from omegaconf import ListConfig
 
 from harness.core.errors import ConfigError
-from harness.core.metric_names import flat
+from harness.core.metric_names import VAL_ACCURACY, VAL_LABEL_ACCURACY, VAL_LOSS, VAL_PERPLEXITY, VAL_PREFIX, flat
+from harness.training.metrics.spec import MODE_OF, MetricSpec
 
 BEST, FINAL = "best_", "final_"  # summary.json's fields for a logged name: best_val_f1, final_val_f1
 
@@ -27,6 +28,13 @@ class Monitored:
         if value is None or not math.isfinite(value):
             return False
         return best is None or (value < best if self.mode == "min" else value > best)
+
+
+def may_log(metrics: dict[str, MetricSpec]) -> dict[str, str | None]:
+    """What a run may log at each eval, known from its config alone (name -> mode; None: not known):
+    which of the built-in ones it does depends on the data, which assembly checks."""
+    built_in = {VAL_LOSS: "min", VAL_ACCURACY: "max", VAL_LABEL_ACCURACY: "max", VAL_PERPLEXITY: "min"}
+    return {**built_in, **{VAL_PREFIX + name: MODE_OF[spec.declared_higher_is_better] for name, spec in metrics.items()}}
 
 
 def resolve_monitor(name: str, mode: str | None, logged: dict[str, str | None]) -> Monitored:

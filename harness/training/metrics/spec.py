@@ -21,6 +21,7 @@ from harness.core.errors import ConfigError
 INPUTS, HIGHER_IS_BETTER = "inputs", "higher_is_better"  # the entry's keys the harness reads itself
 BUILT_IN = ("loss", "accuracy", "label_accuracy", "perplexity", "effective_rank", "loss_on_train")  # val/ names taken
 NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_]*$")
+MODE_OF = {True: "max", False: "min", None: None}  # higher_is_better -> the monitor's mode
 
 
 @dataclass(frozen=True)
@@ -38,6 +39,14 @@ class MetricSpec:
     @property
     def is_function(self) -> bool:
         return not inspect.isclass(self.target)
+
+    @property
+    def declared_higher_is_better(self) -> bool | None:
+        """Which way is better, as the entry or the metric's class says it (torchmetrics' classes do)."""
+        if self.higher_is_better is not None:
+            return self.higher_is_better
+        declared = getattr(self.target, "higher_is_better", None)
+        return declared if isinstance(declared, bool) else None
 
 
 def validate_metrics_config(node: Any) -> dict[str, MetricSpec]:
