@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 import torch
+from omegaconf import OmegaConf
 
 from harness.assembly.assemble import Assembly, assemble, eval_batches, eval_stride
 from harness.config.run_config import RunConfig
@@ -43,6 +44,7 @@ HINT_AFTER_S = 10.0  # a split's estimated scoring time past which the faster fo
 def run_eval(config: RunConfig, run_dir: Path, device: torch.device, dist: DistInfo = DistInfo()) -> float:
     """Returns the validation loss over the whole split (what a sweep would take)."""
     path, state = eval_checkpoint(config.job.eval_checkpoint, run_dir)
+    check_built_as_trained(state.get("config"), OmegaConf.to_container(config.record, resolve=True), path)
     # every validation sample; no tracker, no diagnosis: only the numbers
     whole = config.with_overrides([f"trainer.eval_batches={config.job.eval_batches or ALL_BATCHES}", "logger=none",
                                    "diagnose=false"], dist.world_size)
@@ -135,6 +137,33 @@ class Progress:
 def _duration(seconds: float) -> str:
     minutes, seconds = divmod(round(seconds), 60)
     return f"{minutes}m{seconds:02d}s" if minutes else f"{seconds}s"
+
+
+BUILDS_THE_MODEL = ("model", "activation_swap", "output_activation")  # the keys that decide the modules built
+SHOWN_DIFFERENCES = 3
+
+
+def check_built_as_trained(saved: dict[str, Any] | None, composed: dict[str, Any], path: Path) -> None:
+    """The model this command builds is the one the checkpoint was trained with: another one (a
+    remedy's attempt scored with the run's own config, a mistyped override) is refused in one line
+    naming both, before anything is built or written."""
+    if saved is None:  # a checkpoint from before configs were recorded: loading it tells
+        return
+    differences = [f"{key}: {theirs!r} in the checkpoint, {ours!r} here"
+                   for top in BUILDS_THE_MODEL for key, theirs, ours in _differences(top, saved.get(top), composed.get(top))]
+    if differences:
+        shown = "; ".join(differences[:SHOWN_DIFFERENCES]) + ("; ..." if len(differences) > SHOWN_DIFFERENCES else "")
+        raise ConfigError("eval.checkpoint", str(path), f"a checkpoint of the model this command builds: it was trained "
+                                                        f"with another ({shown}); score it with the overrides it was "
+                                                        f"trained with (its run dir's, or the attempt's)")
+
+
+def _differences(key: str, theirs: Any, ours: Any) -> list[tuple[str, Any, Any]]:
+    """(dotted key, checkpoint's value, this command's value) of every leaf that differs."""
+    if isinstance(theirs, dict) and isinstance(ours, dict):
+        return [d for name in sorted(set(theirs) | set(ours), key=str)
+                for d in _differences(f"{key}.{name}", theirs.get(name), ours.get(name))]
+    return [] if theirs == ours else [(key, theirs, ours)]
 
 
 def eval_checkpoint(choice: str, run_dir: Path) -> tuple[Path, dict[str, Any]]:

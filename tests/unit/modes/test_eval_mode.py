@@ -61,6 +61,18 @@ def test_eval_of_the_last_step_matches_the_models_own_loss(tmp_path):
     assert report["val_samples"] == 64 and report["val_loss"] == summary["final_val_loss"]
 
 
+def test_a_checkpoint_of_another_model_is_refused_in_one_line_naming_both_and_nothing_is_written(tmp_path):
+    """Scoring a checkpoint with a config that builds another model (a remedy's attempt scored with the
+    run's own overrides, a mistyped width) would load the wrong modules: one line, exit 2, nothing written."""
+    run_dir = tmp_path / "run"
+    assert run_cli([*RUN, "trainer.max_steps=4", f"hydra.run.dir={run_dir}"]).returncode == 0
+    before = snapshot(run_dir)
+    result = run_cli(["mode=eval", "model.width=48", "activation_swap=gelu", f"hydra.run.dir={run_dir}"])
+    line = one_line_error(result, "eval.checkpoint")
+    assert "model.width: 32 in the checkpoint, 48 here" in line and "activation_swap: None in the checkpoint" in line
+    assert snapshot(run_dir) == before  # no eval.json, no eval.log
+
+
 def test_eval_without_a_checkpoint_is_one_line(tmp_path):
     line = one_line_error(run_cli(["mode=eval", *RUN, f"hydra.run.dir={tmp_path / 'none'}"]), "eval.checkpoint")
     assert "holds no best checkpoint" in line
