@@ -118,7 +118,9 @@ def _check_fields(cfg: CustomConfig, train: Dataset) -> None:
         wanted = getattr(cfg.recipe, key)
         names = list(wanted) if isinstance(wanted, list) else [wanted]
         if wanted is None or any(n not in sample for n in names):
-            raise ConfigError(f"data.{key}", wanted, f"a field of {cfg.path}'s dict samples: one of {fields}")
+            raise ConfigError(f"data.{key}", wanted, f"a field of {cfg.path}'s dict samples: one of {fields} (or "
+                                                     f"data.task=null, which hands whole batches to your own "
+                                                     f"objective, loss._target_ or loss.function=model)")
         read.update(names)
     unread = [f for f in fields if f not in read]
     if unread:
