@@ -57,7 +57,7 @@ from harness.models.calling import ModelCall
 from harness.models import build_model
 from harness.models.activation_swap import swap_activations
 from harness.models.activation_trace import ActivationTrace, trace_activations
-from harness.models.forward_facts import forward_facts, untrained_losses
+from harness.models.forward_facts import forward_facts, untouched, untrained_losses
 from harness.models.output_activation import describe_output, replace_output_activation
 from harness.models.init import apply_init
 from harness.models.output import OutputPicker
@@ -223,10 +223,10 @@ def assemble(config: RunConfig, run_dir: Path, device: torch.device,
     else:  # the whole first micro-batch: its structure is the user's
         few = to_device(x, device)
         untrained = open_objective.check(raw_model, few)
-        if open_objective.counted_parts:
+        if open_objective.counted is not None:
             first = spread_indices(len(train_set), micro_batch)
             fewer = fetch(train_set, recipe, first[:max(1, len(first) // PART_SHARE)])[0]
-            open_objective.check_counted_parts(raw_model, few, to_device(fewer, device))
+            open_objective.check_counted_parts(raw_model, to_device(fewer, device))
         if dist.is_main:
             note_unused_fields(few, model_call, user_loss)
     swapped = swap_activations(raw_model, run.activation_swap, few, model_call)
@@ -416,19 +416,14 @@ def checked_metrics(config: RunConfig, raw_model: nn.Module, pick_output: Output
                                  open_objective=open_objective is not None, device=device, dist=dist)
     if not config.metrics:
         return metrics
-    was_training = raw_model.training
-    raw_model.eval()
-    try:
-        with torch.no_grad(), torch.random.fork_rng(devices=[]):
-            if open_objective is not None:
-                batch = to_device(first[0], device)
-                output = open_objective.call(raw_model, batch)
-            else:
-                batch = (first[0].to(device), first[1].to(device))
-                output = pick_output(raw_model(batch[0]))
-            metrics.check(output, batch, torch.tensor(float(batch_size(first[0])), device=device))
-    finally:
-        raw_model.train(was_training)
+    with torch.no_grad(), untouched(raw_model):
+        if open_objective is not None:
+            batch = to_device(first[0], device)
+            output = open_objective.call(raw_model, batch)
+        else:
+            batch = (first[0].to(device), first[1].to(device))
+            output = pick_output(raw_model(batch[0]))
+        metrics.check(output, batch, torch.tensor(float(batch_size(first[0])), device=device))
     return metrics
 
 

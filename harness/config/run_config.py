@@ -250,14 +250,15 @@ def validate_config(cfg: DictConfig, world_size: int = 1, choices: Mapping[str, 
     stride = cfg.get("eval", {}).get("stride")
     if stride is not None and (not is_whole(stride) or stride < 1):
         raise ConfigError("eval.stride", stride, "null (token data: non-overlapping windows) or an integer >= 1")
+    logged = may_log(metrics)
     if not (user_loss is not None and trainer.monitor.startswith(VAL_LOSS_PART)):  # parts: known once it runs
-        resolve_monitor(trainer.monitor, trainer.monitor_mode, may_log(metrics))
+        resolve_monitor(trainer.monitor, trainer.monitor_mode, logged)
     objectives = default_objectives(cfg.objective, trainer.monitor)
     for name in objectives:
         if user_loss is not None and str(name).startswith((FINAL_PART, BEST_PART)):
             continue  # a part of the objective's: its parts are known once it runs (assembly checks them)
         try:
-            check_objectives((str(name),), may_log(metrics), SUMMARY_OBJECTIVES)
+            check_objectives((str(name),), logged, SUMMARY_OBJECTIVES)
         except ConfigError:
             raise ConfigError("objective", name, f"one of {list(SUMMARY_OBJECTIVES)}, best_val_NAME or final_val_NAME "
                                                  f"of a metric (metrics.NAME, val/perplexity, ...), or "

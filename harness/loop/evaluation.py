@@ -24,7 +24,7 @@ from harness.training.metrics.measure import EvalMetrics
 from harness.models.output import OutputPicker
 from harness.models.probe import OUTPUT_ROWS, effective_rank, embedding_rows, output_directions
 from harness.training.precision import Precision
-from harness.training.objective import FINAL_PART, PRIOR_PART, LossFn, OpenObjective
+from harness.training.objective import PRIOR_PART, LossFn, OpenObjective
 
 
 def keep_rows(kept: list[torch.Tensor], rows: torch.Tensor) -> None:
@@ -179,8 +179,7 @@ class Evaluator:
         """With an objective's `prior` part, the rules that judge a loss against the prior can run."""
         best_constant = self.last_parts.get(PRIOR_PART)  # the loss of the objective's best constant prediction
         prior = {} if best_constant is None else {"prior_loss": best_constant, "val_prior_loss": best_constant}
-        finals = {FINAL_PART + name: value for name, value in self.last_parts.items()}
-        return {"output_directions": self.output_directions, **self.prior, **prior, **finals}
+        return {"output_directions": self.output_directions, **self.prior, **prior}
 
     def close(self) -> None:
         self.batches.close()

@@ -79,7 +79,7 @@ def forward_facts(model: nn.Module, loss_of: Callable[[], torch.Tensor], batch: 
              for name, module in model.named_modules()]
     params = [p for p in model.parameters() if p.requires_grad]
     try:
-        with _untouched(model):
+        with untouched(model):
             loss = loss_of()
             grads = torch.autograd.grad(loss, params, allow_unused=True) if loss.requires_grad and params else ()
     finally:
@@ -174,12 +174,12 @@ def untrained_losses(model: nn.Module, losses: list[Callable[[], torch.Tensor]])
     """The untrained model's loss on a few batches (each `losses` entry scores one), in eval mode,
     without gradients and with the RNG streams untouched: how widely its losses spread before any
     update, which the blow-up test measures a first window's peak against."""
-    with torch.no_grad(), _untouched(model):
+    with torch.no_grad(), untouched(model):
         return [float(loss_of()) for loss_of in losses]
 
 
 @contextlib.contextmanager
-def _untouched(model: nn.Module) -> Iterator[None]:
+def untouched(model: nn.Module) -> Iterator[None]:
     """Eval mode (no dropout draws, no batch-norm statistics updated) with the RNG streams forked:
     the run that follows starts exactly as it would have without the measurement."""
     training = model.training

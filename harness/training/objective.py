@@ -31,6 +31,7 @@ from harness.core.errors import ConfigError, one_line
 from harness.data.batch import describe_batch
 from harness.data.targets import AUTO, target_shares
 from harness.models.calling import ModelCall
+from harness.models.forward_facts import untouched
 from harness.models.output import OutputPicker
 
 log = logging.getLogger("harness")
@@ -142,7 +143,7 @@ class OpenObjective:
     def __init__(self, spec: ObjectiveSpec, call: ModelCall) -> None:
         self.spec, self.call = spec, call
         self.part_names: tuple[str, ...] = ()  # what `check` saw the objective return besides its loss
-        self.counted_parts = False  # `check` saw parts beside a `count`
+        self.counted: tuple[float, dict[str, float]] | None = None  # `check`'s count and parts, where it saw both
 
     def shares(self, targets: list[Any]) -> list[float]:
         return [1.0 / len(targets)] * len(targets)
@@ -175,13 +176,8 @@ class OpenObjective:
         """One forward and objective on the first batch, before training, in eval mode and with the
         RNG streams left as they were: every way the objective cannot train fails in one line
         naming it, what it returned and what is allowed. Returns the model's output."""
-        was_training = model.training
-        model.eval()  # no batch-norm statistics updated, no dropout draws
-        try:
-            with torch.random.fork_rng(devices=[]):
-                return self._check(model, batch)
-        finally:
-            model.train(was_training)
+        with untouched(model):  # no batch-norm statistics updated, no dropout draws
+            return self._check(model, batch)
 
     def _check(self, model: nn.Module, batch: Any) -> Any:
         spec, name = self.spec, self.spec.name
@@ -210,26 +206,24 @@ class OpenObjective:
         scored = self.read(result)
         _check_gradient_path(scored.loss, model, spec)
         self.part_names = tuple(scored.parts)
-        self.counted_parts = scored.count is not None and bool(scored.parts)
+        if scored.count is not None and scored.parts:
+            self.counted = float(scored.count), {name: float(value) for name, value in scored.parts.items()}
         return output
 
-    def check_counted_parts(self, model: nn.Module, batch: Any, fewer: Any) -> None:
+    def check_counted_parts(self, model: nn.Module, fewer: Any) -> None:
         """Beside a `count`, parts are sums over the counted items, as `loss` is, and are divided by
         it; a part returned as a mean would be divided again and logged `count` times too small. On
-        two batches whose counts differ, a mean stays put while a sum grows with its count: a part
-        that reads as a mean is refused in one line naming it."""
-        was_training = model.training
-        model.eval()
-        try:
-            with torch.no_grad(), torch.random.fork_rng(devices=[]):
-                big, small = (self.read(self.returned(self.call(model, b), b)) for b in (batch, fewer))
-        finally:
-            model.train(was_training)
-        counts = float(big.count), float(small.count)
+        two batches whose counts differ (the checked first batch, and `fewer` of its samples), a mean
+        stays put while a sum grows with its count: a part that reads as a mean is refused in one
+        line naming it."""
+        with torch.no_grad(), untouched(model):
+            small = self.read(self.returned(self.call(model, fewer), fewer))
+        big_count, big_parts = self.counted
+        counts = big_count, float(small.count)
         if not counts[1] > 0 or counts[0] < COUNT_RATIO * counts[1]:
             return
-        for name in big.parts:
-            values = float(big.parts[name]), float(small.parts[name])
+        for name, big in big_parts.items():
+            values = big, float(small.parts[name])
             if values[0] * values[1] <= 0:
                 continue  # a zero or a sign change: the two readings cannot be told apart
             as_mean = abs(math.log(values[0] / values[1]))
