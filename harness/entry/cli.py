@@ -17,7 +17,7 @@ from typing import NoReturn
 from harness.core.config_keys import CONF_DIR, PER_INVOCATION, missing_key_hint
 from harness.core.errors import DISK_ERRNOS, ConfigError, HarnessError, RunDirBusy, WriteError, write_error
 from harness.entry.elastic_error import tell_torchrun
-from harness.state.run_dir_snapshot import RunDirSnapshot
+from harness.state.run_dir_snapshot import RunDirSnapshot, command_accepted
 from harness.state.run_lock import LOCK_FILE, hold_run_dir, release_all
 from harness.state.rundir import claim_run_dir
 
@@ -182,11 +182,11 @@ def fail(err: HarnessError, cleanup_hydra_dir: bool = False) -> NoReturn:
 
 
 def leave_run_dir_as_found() -> None:
-    """A command that wrote nothing of its own into an existing run dir (refused, or a resume of a
-    run already complete) puts back what Hydra and the lock wrote there: the run's saved overrides
-    stay those of the commands that trained it."""
+    """A command the harness did not accept into an existing run dir (refused, or a resume of a run
+    already complete) puts back what Hydra and the lock wrote there: the run's saved overrides stay
+    those of the commands that trained it."""
     # a run dir that held only Hydra's files is gone (fail removed it): nothing to put back there
-    if _snapshot is not None and _snapshot.run_dir.is_dir() and not _snapshot.harness_wrote():
+    if _snapshot is not None and _snapshot.run_dir.is_dir() and not command_accepted():
         release_all()  # the lock's release rewrites .lock: put back after it
         _snapshot.restore()
 
@@ -285,7 +285,7 @@ def with_saved_overrides(command: CommandLine) -> CommandLine:
                                       argv=[*command.argv, *EVAL_OWN_FILES])
     if not (given.get("resume") == "auto" or evaluating) or "hydra.run.dir" not in given or command.multirun:
         return command
-    saved_file = Path(given["hydra.run.dir"]) / ".hydra" / "overrides.yaml"
+    saved_file = _saved_overrides(Path(given["hydra.run.dir"]), evaluating)
     if not saved_file.is_file():
         return command
     import yaml
@@ -308,6 +308,17 @@ def with_saved_overrides(command: CommandLine) -> CommandLine:
     flags = command.argv[:len(command.argv) - len(command.overrides)]
     overrides = [*carried, *(arg for arg in command.overrides if arg not in undone)]
     return dataclasses.replace(command, overrides=overrides, argv=[*flags, *overrides])
+
+
+def _saved_overrides(run_dir: Path, evaluating: bool) -> Path:
+    """The run dir's .hydra/overrides.yaml. An attempt of diagnose.remedy=auto (RUN_DIR/attempts/N)
+    has none of its own: an eval there reads its run's, and mode=eval adds the attempt's remedies."""
+    own = run_dir / ".hydra" / "overrides.yaml"
+    if own.is_file() or not evaluating:
+        return own
+    from harness.remedy.story import ATTEMPTS
+
+    return run_dir.parent.parent / ".hydra" / "overrides.yaml" if run_dir.parent.name == ATTEMPTS else own
 
 
 def _override_key(arg: str) -> str:

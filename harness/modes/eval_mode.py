@@ -26,8 +26,11 @@ from omegaconf import OmegaConf
 
 from harness.assembly.assemble import Assembly, assemble, eval_batches, eval_stride
 from harness.config.run_config import RunConfig
+from harness.remedy.story import remedied_attempt
 from harness.state.checkpoint import best_checkpoints, is_sharded_checkpoint, step_checkpoints, verified_checkpoint
 from harness.state.files import atomic_json_dump
+from harness.state.rundir import CKPT_DIR
+from harness.state.run_dir_snapshot import accept_command
 from harness.data import check_test_split
 from harness.core.distributed import DistInfo
 from harness.core.errors import ConfigError, Interrupted
@@ -43,7 +46,19 @@ HINT_AFTER_S = 10.0  # a split's estimated scoring time past which the faster fo
 
 def run_eval(config: RunConfig, run_dir: Path, device: torch.device, dist: DistInfo = DistInfo()) -> float:
     """Returns the validation loss over the whole split (what a sweep would take)."""
-    path, state = eval_checkpoint(config.job.eval_checkpoint, run_dir)
+    choice = config.job.eval_checkpoint
+    source = run_dir if choice in ("best", "last") else Path(choice)
+    owner = source.parent.parent if source.parent.name == CKPT_DIR else source  # the run dir it belongs to
+    remedied = remedied_attempt(owner)
+    if remedied is not None:  # the attempt's own config: the run's, plus the remedies it applied
+        folder, attempt = remedied
+        source = folder if source == owner else source
+        config = config.with_overrides(attempt.overrides, dist.world_size)
+        if dist.is_main:
+            log.info("mode=eval: %s is attempt %d of diagnose.remedy=auto%s: scored with its remedies (%s)",
+                     folder, attempt.number, " (the run's result)" if folder != owner else "",
+                     " ".join(attempt.overrides) or "none: the run as given")
+    path, state = eval_checkpoint(choice, source)
     check_built_as_trained(state.get("config"), OmegaConf.to_container(config.record, resolve=True), path)
     # every validation sample; no tracker, no diagnosis: only the numbers
     whole = config.with_overrides([f"trainer.eval_batches={config.job.eval_batches or ALL_BATCHES}", "logger=none",
@@ -66,6 +81,9 @@ def run_eval(config: RunConfig, run_dir: Path, device: torch.device, dist: DistI
                               "whole_split": not config.job.eval_batches, "stride": measured.pop("stride"),
                               "precision": config.precision.name, "micro_batch": measured.pop("micro_batch"),
                               **measured}
+    if remedied is not None:
+        result.update(attempt=remedied[1].number, remedies=remedied[1].overrides)
+    accept_command()
     if dist.is_main:
         atomic_json_dump(result, run_dir / EVAL_FILE)
         _log_result(result, path, config.data.name, run_dir / EVAL_FILE)
@@ -166,10 +184,10 @@ def _differences(key: str, theirs: Any, ours: Any) -> list[tuple[str, Any, Any]]
     return [] if theirs == ours else [(key, theirs, ours)]
 
 
-def eval_checkpoint(choice: str, run_dir: Path) -> tuple[Path, dict[str, Any]]:
+def eval_checkpoint(choice: str, source: Path) -> tuple[Path, dict[str, Any]]:
     """`best` (checkpoints/best.pt, or best.dcp), `last` (the newest step checkpoint), or a path:
-    a checkpoint, or a run dir (its best). Verified like a resume's."""
-    source = run_dir if choice in ("best", "last") else Path(choice)
+    a checkpoint, or a run dir (its best); `source` is the checkpoint or run dir it names. Verified
+    like a resume's."""
     if source.is_file() or is_sharded_checkpoint(source):
         candidates = [source]
     elif choice == "last":

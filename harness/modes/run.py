@@ -20,6 +20,7 @@ from harness.core.distributed import DistInfo, barrier, destroy_process_group, d
 from harness.core.errors import ConfigError, WriteError
 from harness.training.objective import FINAL_PART
 from harness.training.parallel import is_sharded
+from harness.state.run_dir_snapshot import accept_command
 from harness.state.run_lock import run_dir_held
 from harness.state.rundir import claim_run_dir, results_in, stored_objective, sweep_value
 from harness.logger.console import shown_path
@@ -206,6 +207,7 @@ def _train(config: RunConfig, run_dir: Path, device: torch.device, dist: DistInf
            resume_from: tuple[Path, dict[str, Any]] | None) -> Any:
     started = time.perf_counter()
     trainer = assemble(config, run_dir, device, resume_from, dist).trainer
+    accept_command()
     try:
         status = trainer.fit()
     except BaseException as err:

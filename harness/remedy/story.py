@@ -143,14 +143,37 @@ def attempt_dir(run_dir: Path, attempt: Attempt | int) -> Path:
     return run_dir / ATTEMPTS / str(attempt if isinstance(attempt, int) else attempt.number)
 
 
-def load_story(run_dir: Path) -> Story | None:
+def load_story(run_dir: Path, asked_by: tuple[str, str] = ("resume", "auto")) -> Story | None:
+    """The run dir's story, None without one; `asked_by` is the key and value an unreadable one is
+    refused under."""
     path = run_dir / STORY
     if not path.is_file():
         return None
     try:
         return Story.from_json(json.loads(path.read_text()))
     except (json.JSONDecodeError, KeyError, TypeError) as err:
-        raise ConfigError("resume", "auto", f"a run dir whose {STORY} is readable ({err})") from None
+        raise ConfigError(*asked_by, f"a run dir whose {STORY} is readable ({err})") from None
+
+
+def remedied_attempt(run_dir: Path) -> tuple[Path, Attempt] | None:
+    """The attempt a remedied run's dir stands for, with that attempt's dir: the run's result (its
+    best attempt) for RUN_DIR, attempt N for RUN_DIR/attempts/N; None where no remedies ran."""
+    key = ("hydra.run.dir", str(run_dir))
+    if run_dir.parent.name == ATTEMPTS and (run_dir.parent.parent / STORY).is_file():
+        root = run_dir.parent.parent
+        story = load_story(root, key)
+        if not run_dir.name.isdigit() or not 1 <= int(run_dir.name) <= len(story.attempts):
+            raise ConfigError(*key, f"an attempt dir of {root}: {ATTEMPTS}/1 to {ATTEMPTS}/{len(story.attempts)}")
+        return run_dir, story.attempts[int(run_dir.name) - 1]
+    story = load_story(run_dir, key)
+    if story is None:
+        return None
+    if story.verdict is None:
+        raise ConfigError(*key, f"a remedied run whose remedies have ended: attempt {len(story.attempts)} has not "
+                                f"(resume=auto finishes it), or score an attempt that has: "
+                                f"hydra.run.dir={attempt_dir(run_dir, 1)}")
+    best = story.attempt(story.best_attempt or len(story.attempts))
+    return attempt_dir(run_dir, best), best
 
 
 def save_story(run_dir: Path, story: Story) -> None:

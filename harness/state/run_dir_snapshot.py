@@ -3,8 +3,9 @@ log into the run dir, and the run lock its holder, before the harness has read t
 command the harness then refuses (a resume that would jump the LR, an eval of a missing
 checkpoint, a bad key) would otherwise have rewritten a finished run's saved overrides, which
 every later `resume=auto` and `mode=eval` there reads. The snapshot holds those files' bytes and
-times, taken before Hydra runs; a refusal puts them back, unless the harness wrote a file of its
-own meanwhile (then the run was accepted, and what it wrote is its record)."""
+times, taken before Hydra runs; a command the harness did not accept puts them back. Acceptance is
+said by the harness itself (`accept_command`), never read off the dir, where a finished run's
+background plotter or a user's own tools may be writing at the same moment."""
 from __future__ import annotations
 
 import os
@@ -27,19 +28,10 @@ class RunDirSnapshot:
     run_dir: Path
     written_first: Callable[[str], bool]  # the top-level names Hydra and the lock write before the harness runs
     before_hydra: dict[Path, Saved]  # those files as they were
-    others: dict[Path, int]  # every other file of the run dir's top level, with its mtime
 
     @classmethod
     def take(cls, run_dir: Path, written_first: Callable[[str], bool]) -> RunDirSnapshot:
-        saved = {f: _read(f) for f in _files_written_first(run_dir, written_first)}
-        others = {p: p.stat().st_mtime_ns for p in run_dir.iterdir() if p.is_file() and not written_first(p.name)}
-        return cls(run_dir, written_first, saved, others)
-
-    def harness_wrote(self) -> bool:
-        """Whether a file outside Hydra's and the lock's changed or appeared: the run went ahead."""
-        now = {p: p.stat().st_mtime_ns for p in self.run_dir.iterdir()
-               if p.is_file() and not self.written_first(p.name)}
-        return any(self.others.get(p) != mtime for p, mtime in now.items())
+        return cls(run_dir, written_first, {f: _read(f) for f in _files_written_first(run_dir, written_first)})
 
     def restore(self) -> None:
         """Put the saved files back as they were (bytes and times); remove the ones the refused
@@ -51,6 +43,21 @@ class RunDirSnapshot:
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_bytes(saved.data)
             os.utime(path, ns=(saved.atime_ns, saved.mtime_ns))
+
+
+_accepted = False  # set once this process's command has passed every check and starts its own record
+
+
+def accept_command() -> None:
+    """The command passed every check and writes its own record from here (a training run after
+    its build, an eval's result, the doctor's or the LR finder's report): the files Hydra wrote for
+    it stay, even if it later fails."""
+    global _accepted
+    _accepted = True
+
+
+def command_accepted() -> bool:
+    return _accepted
 
 
 def _files_written_first(run_dir: Path, written_first: Callable[[str], bool]) -> list[Path]:

@@ -10,6 +10,7 @@ from pathlib import Path
 import torch
 
 from harness.assembly.assemble import Assembly, assemble
+from harness.state.run_dir_snapshot import accept_command
 from harness.config.run_config import RunConfig
 from harness.config.doctor import DoctorConfig
 from harness.modes.doctor.data_checks import check_inputs, check_labels
@@ -56,6 +57,7 @@ def run_doctor(config: RunConfig, run_dir: Path, device: torch.device) -> int:
     """mode=doctor: prints the table, writes RUN_DIR/doctor.md and doctor.json; returns the number of failures."""
     settings = config.doctor
     built = assemble(config, run_dir, device, resume_from=None)
+    accept_command()
     try:
         results = diagnose(built, settings)
     finally:

@@ -8,6 +8,7 @@ from pathlib import Path
 import torch
 
 from harness.assembly.assemble import Assembly, assemble
+from harness.state.run_dir_snapshot import accept_command
 from harness.config.run_config import RunConfig
 from harness.core.errors import ConfigError
 from harness.config.lr_find import LRFindConfig
@@ -38,6 +39,7 @@ def run_lr_find(config: RunConfig, run_dir: Path, device: torch.device) -> float
     """mode=lr_find: writes RUN_DIR/lr_find.json and lr_find.png; returns the suggested LR."""
     settings = config.lr_find
     built = assemble(sweep_config(config), run_dir, device, resume_from=None)
+    accept_command()
     try:
         sweep, suggestion = find_lr(built, settings)
     finally:

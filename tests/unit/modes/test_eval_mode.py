@@ -73,6 +73,47 @@ def test_a_checkpoint_of_another_model_is_refused_in_one_line_naming_both_and_no
     assert snapshot(run_dir) == before  # no eval.json, no eval.log
 
 
+REMEDIED = ["model=mlp", "data=synthetic", "~model.depth", "~model.activation", "~model.norm", "~model.residual",
+            "~model.dropout", "~model.width", "model._target_=tests.remedy_models.SigmoidHeadRegressor",
+            "data.task=regression", "trainer.max_steps=150", "diagnose.remedy=auto", "diagnose.report=false",
+            "logger=none"]
+
+
+@pytest.mark.trajectory
+def test_eval_after_a_remedy_scores_the_runs_result_and_each_attempt_with_its_own_config(tmp_path):
+    """A remedied run dir holds no checkpoint of its own: mode=eval there scores its result (the
+    best attempt, built with that attempt's remedies), an attempt dir scores itself, and an
+    explicit checkpoint of an attempt is built as that attempt was. The remedy here replaces the
+    model's output activation, so the run's own config would build another model."""
+    run_dir = tmp_path / "run"
+    trained = run_cli([*REMEDIED, f"hydra.run.dir={run_dir}"])
+    assert trained.returncode == 0, trained.stderr[-2000:]
+    story = json.loads((run_dir / "attempts.json").read_text())
+    best = story["attempts"][story["best_attempt"] - 1]
+    assert story["verdict"] == "healed" and "output_activation=identity" in best["overrides"]
+    before = snapshot(run_dir)
+
+    def scored(where, *extra):
+        result = run_cli(["mode=eval", f"hydra.run.dir={where}", *extra])
+        assert result.returncode == 0, result.stderr[-2000:]
+        return json.loads((where / "eval.json").read_text())
+
+    result = scored(run_dir)
+    assert result["attempt"] == best["number"] and result["remedies"] == best["overrides"]
+    assert result["checkpoint"] == str(run_dir / "attempts" / str(best["number"]) / "checkpoints" / "best.pt")
+    assert scored(run_dir / "attempts" / str(best["number"]))["val_loss"] == result["val_loss"]
+    first = scored(run_dir / "attempts" / "1")
+    assert first["attempt"] == 1 and first["remedies"] == [] and first["val_loss"] > result["val_loss"]
+    explicit = scored(run_dir, f"eval.checkpoint={run_dir / 'attempts' / '1' / 'checkpoints' / 'best.pt'}")
+    assert explicit["attempt"] == 1 and explicit["val_loss"] == first["val_loss"]
+    written = {"eval.json", "eval.log"}
+    assert {p: v for p, v in snapshot(run_dir).items() if p.name not in written} == before
+
+    missing = run_dir / "attempts" / str(len(story["attempts"]) + 1)
+    line = one_line_error(run_cli(["mode=eval", f"hydra.run.dir={missing}"]), "hydra.run.dir")
+    assert f"attempts/1 to attempts/{len(story['attempts'])}" in line and not missing.exists()
+
+
 def test_eval_without_a_checkpoint_is_one_line(tmp_path):
     line = one_line_error(run_cli(["mode=eval", *RUN, f"hydra.run.dir={tmp_path / 'none'}"]), "eval.checkpoint")
     assert "holds no best checkpoint" in line
@@ -239,3 +280,14 @@ def test_ctrl_c_during_eval_is_one_line_with_exit_130_and_writes_nothing(tmp_pat
     with pytest.raises(Interrupted, match="mode=eval stopped by Ctrl-C; nothing was written") as stopped:
         run(compose_cfg([*GPT_RUN, "mode=eval"]), run_dir=tmp_path / "run")
     assert stopped.value.exit_status == 130 and not (tmp_path / "run" / "eval.json").exists()
+
+
+def test_a_remedied_run_still_running_its_remedies_names_the_attempt_dirs_to_score(tmp_path):
+    from harness.remedy.story import Attempt, Story, remedied_attempt, save_story
+
+    save_story(tmp_path, Story(3, [Attempt(1, [], "as given"), Attempt(2, ["clip=1.0"], "from scratch", base=1)]))
+    with pytest.raises(ConfigError, match="attempt 2 has not .resume=auto finishes it"):
+        remedied_attempt(tmp_path)
+    folder, attempt = remedied_attempt(tmp_path / "attempts" / "2")
+    assert folder == tmp_path / "attempts" / "2" and attempt.overrides == ["clip=1.0"]
+    assert remedied_attempt(tmp_path / "attempts") is None and remedied_attempt(tmp_path / "elsewhere") is None

@@ -98,3 +98,39 @@ def test_a_refused_command_leaves_a_finished_run_dir_as_it_was(tmp_path, finishe
     else:
         one_line_error(result, key)
     assert snapshot(run_dir) == before
+
+
+WRITER = """
+import sys, time
+from pathlib import Path
+report, ready = Path(sys.argv[1]), Path(sys.argv[2])
+n = 0
+while True:  # a finished run's plotter (or any tool) rewriting a file of the run dir, on and on
+    report.write_text(f"report, draft {n}")
+    n += 1
+    ready.touch()
+    time.sleep(0.005)
+"""
+
+
+def test_a_refusal_touches_nothing_while_another_process_writes_into_the_run_dir(tmp_path, finished_run):
+    """Right after a run, its background plotter still rewrites report.md: a command refused then
+    must still put back every file Hydra and the lock wrote (acceptance is not read off the dir)."""
+    import subprocess
+    import sys
+    import time
+
+    run_dir = tmp_path / "run"
+    shutil.copytree(finished_run, run_dir)
+    ready = tmp_path / "writing"
+    writer = subprocess.Popen([sys.executable, "-c", WRITER, str(run_dir / "report.md"), str(ready)])
+    try:
+        while not ready.exists():
+            time.sleep(0.01)
+        before = {p: v for p, v in snapshot(run_dir).items() if p.name != "report.md"}
+        result = run_cli([f"hydra.run.dir={run_dir}", "resume=auto", "trainer.max_steps=60"])
+    finally:
+        writer.kill()
+        writer.wait()
+    one_line_error(result, "trainer.max_steps")
+    assert {p: v for p, v in snapshot(run_dir).items() if p.name != "report.md"} == before
