@@ -145,6 +145,13 @@ def torchrun(args: list[str], cwd: Path, timeout: float = 180, script: Path = RO
     return result
 
 
+def logged_train_losses(run_dir: Path) -> list[float]:
+    """Each logged train loss, its first-update loss and its parts, in order."""
+    rows = [json.loads(line) for line in (run_dir / "metrics.jsonl").open()]
+    return [v for r in rows if "train/loss" in r for k, v in sorted(r.items())
+            if k.startswith("train/loss") and k != "train/loss_max"]  # a window's peak is each rank's own
+
+
 def run_dirs(cwd: Path) -> list[Path]:
     """The run dirs under `cwd/outputs`, named as any run's: outputs/<date>/<time>."""
     return sorted(p for p in (cwd / "outputs").glob("*/*") if p.is_dir())

@@ -603,3 +603,9 @@ class Watcher(Callback):
 
     def on_error(self, trainer, error: BaseException) -> None:
         Watcher.errors.append(f"{type(error).__name__}: {error}")
+
+
+def focal_loss(output: torch.Tensor, batch: list, gamma: float = 2.0) -> torch.Tensor:
+    """A user's classification objective on (input, label) pairs: the focal loss."""
+    ce = F.cross_entropy(output, batch[1], reduction="none")
+    return ((1 - (-ce).exp()) ** gamma * ce).mean()

@@ -3,6 +3,7 @@ with one line naming the key, the value and what is allowed. What validation rea
 typed (RunConfig): the builders take their own part of it and read no group a second time."""
 from __future__ import annotations
 
+import copy
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -21,6 +22,7 @@ from harness.training.clipping import validate_clip
 from harness.core.config_keys import check_known_keys
 from harness.core.overrides import overridden
 from harness.data import DataConfig, validate_data_config
+from harness.data.custom import AUTO_TASK, custom_task
 from harness.diagnosis.live import DiagnoseSettings, diagnose_settings, validate_diagnose_config
 from harness.training.early_stop import EarlyStopConfig, early_stop_config
 from harness.core.errors import ConfigError
@@ -29,7 +31,7 @@ from harness.training.perf import PerfConfig, perf_config
 from harness.training.guard import GuardConfig, guard_config
 from harness.loop.cadence import TrainerConfig, trainer_config
 from harness.training.loss import LossConfig, loss_config
-from harness.training.objective import FINAL_PART, ObjectiveSpec
+from harness.training.objective import FINAL_PART, MODEL_LOSS, ObjectiveSpec
 from harness.training.scale_lr import ScaleLRConfig, lr_scaling, scale_lr_config
 from harness.models import ModelSpec, validate_model_config
 from harness.models.activation_swap import validate_activation_swap
@@ -156,6 +158,18 @@ def resolve_device(name: str) -> torch.device:
     return device
 
 
+def with_data_task(cfg: DictConfig) -> DictConfig:
+    """data=custom's `data.task=auto` settled by the loss: the record keeps the task the run took."""
+    task = cfg.data.get("task")
+    if cfg.data.get("name") != "custom" or task != AUTO_TASK:
+        return cfg
+    loss = cfg.get("loss") or {}
+    open_objective = loss.get("_target_") is not None or loss.get("function") == MODEL_LOSS
+    settled = copy.deepcopy(cfg)
+    settled.data.task = custom_task(task, open_objective)
+    return settled
+
+
 def data_task(cfg: DictConfig) -> str:
     """The task the data option declares: fixed by the option (text and token corpora are language
     modelling, digits is classification), or its `data.task`."""
@@ -201,6 +215,7 @@ def validate_config(cfg: DictConfig, world_size: int = 1, choices: Mapping[str, 
         key = getattr(err, "full_key", "") or "config"
         raise ConfigError(key, "???", "a value: this key is required (set it on the command line)") from None
     check_known_keys(cfg, choices)
+    cfg = with_data_task(cfg)
     trainer = trainer_config(cfg.trainer)
     _positive_int("batch_size", cfg.batch_size)
     _positive_int("accum", cfg.accum)

@@ -37,7 +37,7 @@ class DataMeta:
 
     @property
     def num_classes(self) -> int | None:
-        return self.out_features if self.task == "classification" else None
+        return self.out_features if self.task in ("classification", NO_TASK) else None  # without a task: read labels
 
     @property
     def chance_loss(self) -> float | None:

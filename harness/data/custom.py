@@ -53,9 +53,21 @@ class CustomConfig:
     recipe: BatchRecipe  # collate_fn, input_key, target_key: the first sample is read as training reads it
 
 
+AUTO_TASK = "auto"  # no task beside your own objective, else classification (custom_task)
+
+
+def custom_task(task: str | None, open_objective: bool) -> str | None:
+    """`data.task=auto`, the default: none beside your own objective (loss._target_ or
+    loss.function=model), which then gets each batch whole and the model each batch as it is;
+    classification under the built-in loss. A task set by hand is kept."""
+    if task != AUTO_TASK:
+        return task
+    return None if open_objective else "classification"
+
+
 def validate_custom(cfg: DictConfig) -> CustomConfig:
-    if cfg.get("task") is not None and cfg.get("task") not in TASKS:
-        raise ConfigError("data.task", cfg.get("task"), f"one of {list(TASKS)}, or null (batches go whole to "
+    if cfg.get("task") is not None and cfg.get("task") not in (*TASKS, AUTO_TASK):
+        raise ConfigError("data.task", cfg.get("task"), f"auto, one of {list(TASKS)}, or null (batches go whole to "
                                                         f"loss._target_)")
     _positive_or_null(cfg, "num_classes", 2)
     _positive_or_null(cfg, "vocab_size", 1)
@@ -63,7 +75,8 @@ def validate_custom(cfg: DictConfig) -> CustomConfig:
     factory, kwargs = locate("data._target_", path), factory_kwargs(cfg)
     check_accepts(factory, kwargs, "data", path)
     recipe = BatchRecipe.from_config(cfg)
-    return CustomConfig(path=path, factory=factory, kwargs=kwargs, task=cfg.task, num_classes=cfg.get("num_classes"),
+    task = custom_task(cfg.task, open_objective=False)  # a run's config has resolved auto already (its loss known)
+    return CustomConfig(path=path, factory=factory, kwargs=kwargs, task=task, num_classes=cfg.get("num_classes"),
                         vocab_size=cfg.get("vocab_size"), recipe=recipe)
 
 
@@ -119,8 +132,9 @@ def _check_fields(cfg: CustomConfig, train: Dataset) -> None:
         names = list(wanted) if isinstance(wanted, list) else [wanted]
         if wanted is None or any(n not in sample for n in names):
             raise ConfigError(f"data.{key}", wanted, f"a field of {cfg.path}'s dict samples: one of {fields} (or "
-                                                     f"data.task=null, which hands whole batches to your own "
-                                                     f"objective, loss._target_ or loss.function=model)")
+                                                     f"your own objective, loss._target_=mypkg.objective or "
+                                                     f"loss.function=model, which gets whole batches with "
+                                                     f"data.task=auto or null)")
         read.update(names)
     unread = [f for f in fields if f not in read]
     if unread:
@@ -129,14 +143,34 @@ def _check_fields(cfg: CustomConfig, train: Dataset) -> None:
                  ", ".join(unread), "is" if len(unread) == 1 else "are", cfg.recipe.input_key, cfg.recipe.target_key)
 
 
+def _pair_facts(cfg: CustomConfig, train: Dataset) -> DataMeta:
+    """Without a task, `(input, label)` pairs still tell a model's constructor what they hold: the
+    input's size and shape and, for integer labels, the class count where it can be read. Other
+    samples (dicts, two views, one tensor) tell nothing: the model's own keys say it."""
+    sample = peek(train, 0)
+    if not isinstance(sample, (tuple, list)) or len(sample) != 2:
+        return DataMeta(NO_TASK)
+    try:
+        x, y = (torch.as_tensor(item) for item in sample)
+    except (TypeError, ValueError, RuntimeError):  # not tensors: nothing to tell
+        return DataMeta(NO_TASK)
+    classes = None
+    if y.dim() == 0 and not y.is_floating_point() and y.dtype != torch.bool:
+        try:
+            classes = _declared_or_read(cfg, "num_classes", train, ("num_classes", "classes"))
+        except ConfigError:  # a model that asks for it says so, naming data.num_classes
+            classes = None
+    return DataMeta(NO_TASK, in_features=x.numel(), input_shape=tuple(x.shape), out_features=classes)
+
+
 def build_custom(cfg: CustomConfig) -> Splits:
     path = cfg.path
     result = call(cfg.factory, cfg.kwargs, "data._target_", path, "a factory that runs")
     train, val, *test = _splits(result, path)
     if len(train) == 0:
         raise ConfigError("data", "train", "a non-empty split: it has no samples")
-    if cfg.task is None:  # what a model's signature may ask of the data is the user's to set
-        return Splits(train, val, DataMeta(NO_TASK), test[0] if test else None)
+    if cfg.task is None:  # batches go whole to the user's objective
+        return Splits(train, val, _pair_facts(cfg, train), test[0] if test else None)
     _check_fields(cfg, train)
     x, y = fetch(train, cfg.recipe, torch.tensor([0]))
     x, y = x[0], y[0]

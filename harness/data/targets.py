@@ -23,10 +23,15 @@ def regression_loss(function: str, task: str) -> str | None:
     return "mse" if function == AUTO else function
 
 
+def target_counts(targets: list[torch.Tensor], ignore_index: int | None) -> list[int]:
+    """How many targets of each micro-batch count (those not `ignore_index`)."""
+    return [y.numel() if ignore_index is None else int((y != ignore_index).sum()) for y in targets]
+
+
 def target_shares(targets: list[torch.Tensor], ignore_index: int | None) -> list[float] | None:
     """Each micro-batch's share of the update's counted targets (those not `ignore_index`):
     weighting micro-batch means by it gives the mean over every counted target, however the
     padding falls. None when no target counts (an empty update)."""
-    counts = [y.numel() if ignore_index is None else int((y != ignore_index).sum()) for y in targets]
+    counts = target_counts(targets, ignore_index)
     total = sum(counts)
     return [c / total for c in counts] if total else None

@@ -85,6 +85,8 @@ class TrainStep:
         micro_batches = batches.next_update()
         fetched = [batches.fetch(mb) for mb in micro_batches]
         shares = self.objective.shares([y for _, y in fetched])
+        if self.dist.world_size > 1:
+            shares = self._weighed_across_ranks([y for _, y in fetched], shares)
         if shares is None and self.dist.world_size == 1:
             return self._skip_empty(step)
         loss, parts, part_shares = self._forward_backward(fetched, shares or [0.0] * len(fetched), monitoring)
@@ -118,7 +120,7 @@ class TrainStep:
         return StepResult(step, loss, parts, grad_norm, verdict, judged_loss, clipped, lr, scale_dropped,
                           post_clip_norm, without_grad, micro_batches if self.guard.enabled else None, part_shares)
 
-    def _forward_backward(self, fetched: list[tuple[Any, Any]], shares: list[float], monitoring: bool
+    def _forward_backward(self, fetched: list[tuple[Any, Any]], shares: list[float | torch.Tensor], monitoring: bool
                           ) -> tuple[torch.Tensor, dict[str, torch.Tensor], dict[str, torch.Tensor] | None]:
         """Accumulate the gradients of one batch's mean loss; returns that loss, its parts and, on a
         monitor step of a multi-part objective, the parts' gradient shares (all on the device)."""
@@ -147,18 +149,31 @@ class TrainStep:
             loss, parts = self._per_counted_item(loss, parts, count)
         return loss, parts, shares_of_parts
 
+    def _weighed_across_ranks(self, targets: list[Any], shares: list[float] | None
+                              ) -> list[float | torch.Tensor] | None:
+        """Ranks may count different numbers of targets (padding at ignore_index): each rank's loss
+        weighs by its count over the ranks' mean count, so that DDP's mean of the ranks' gradients,
+        and the logged mean of their losses, are the mean over every rank's counted targets, as in
+        one process. The count is all-reduced on the device: the host waits for nothing."""
+        counted = self.objective.counted_targets(targets)
+        if counted is None:
+            return shares
+        count = torch.tensor(float(counted), device=self.device)
+        weight = count / all_reduce_mean(count, self.dist).clamp(min=1.0)
+        return None if shares is None else [share * weight for share in shares]
+
     def _per_counted_item(self, loss: torch.Tensor, parts: dict[str, torch.Tensor],
                           count: torch.Tensor) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
         """An objective that counts returned sums: the gradients become those of the mean over every
         rank's counted items (DDP averaged them over ranks, so they are divided by the ranks' mean
-        count), and the loss this rank's mean."""
+        count), and so does the loss: this rank's sum over that mean count, whose mean over ranks
+        is the mean over every rank's items."""
         count = count.to(self.device, torch.float32)
-        mean_count = all_reduce_mean(count, self.dist) if self.dist.world_size > 1 else count
+        mean_count = (all_reduce_mean(count, self.dist) if self.dist.world_size > 1 else count).clamp(min=1.0)
         grads = [p.grad for p in self.params if p.grad is not None]
         if grads:
-            torch._foreach_div_(grads, mean_count.clamp(min=1.0))
-        count = count.clamp(min=1.0)
-        return loss / count, {name: value / count for name, value in parts.items()}
+            torch._foreach_div_(grads, mean_count)
+        return loss / mean_count, {name: value / mean_count for name, value in parts.items()}
 
     def _skip_empty(self, step: int) -> StepResult:
         """An update whose every target is the ignore index has nothing to learn from: no forward,

@@ -29,7 +29,7 @@ from torch import nn
 from harness.core.callables import locate
 from harness.core.errors import ConfigError, one_line
 from harness.data.batch import describe_batch
-from harness.data.targets import AUTO, target_shares
+from harness.data.targets import AUTO, target_counts, target_shares
 from harness.models.calling import ModelCall
 from harness.models.forward_facts import untouched
 from harness.models.output import OutputPicker
@@ -60,6 +60,11 @@ class Objective(Protocol):
 
     def shares(self, targets: list[Any]) -> list[float] | None: ...
 
+    def counted_targets(self, targets: list[Any]) -> int | None:
+        """How many targets this rank's update counts where ranks may count different numbers; None
+        where every rank's update weighs the same."""
+        ...
+
     def score(self, model: nn.Module, x: Any, y: Any) -> Scored: ...
 
 
@@ -74,6 +79,9 @@ class TargetLoss:
 
     def shares(self, targets: list[torch.Tensor]) -> list[float] | None:
         return target_shares(targets, self.ignore_index)
+
+    def counted_targets(self, targets: list[torch.Tensor]) -> int | None:
+        return None if self.ignore_index is None else sum(target_counts(targets, self.ignore_index))
 
     def score(self, model: nn.Module, x: torch.Tensor, y: torch.Tensor) -> Scored:
         return Scored(self.loss_fn(self.pick_output(model(x)), y))
@@ -148,6 +156,9 @@ class OpenObjective:
     def shares(self, targets: list[Any]) -> list[float]:
         return [1.0 / len(targets)] * len(targets)
 
+    def counted_targets(self, targets: list[Any]) -> None:
+        return None  # a count the objective returns weighs itself (TrainStep._per_counted_item)
+
     def score(self, model: nn.Module, x: Any, y: Any = None) -> Scored:
         return self.scored_output(model, x)[1]
 
@@ -207,7 +218,7 @@ class OpenObjective:
         _check_gradient_path(scored.loss, model, spec)
         self.part_names = tuple(scored.parts)
         if scored.count is not None and scored.parts:
-            self.counted = float(scored.count), {name: float(value) for name, value in scored.parts.items()}
+            self.counted = float(scored.count), {name: float(value.detach()) for name, value in scored.parts.items()}
         return output
 
     def check_counted_parts(self, model: nn.Module, fewer: Any) -> None:

@@ -3,12 +3,13 @@ targets are all ignored is skipped as empty, not turned into a NaN."""
 from __future__ import annotations
 
 import math
+import shutil
 
 import pytest
 import torch
 import torch.nn.functional as F
 
-from conftest import compose_cfg, train
+from conftest import ROOT, compose_cfg, logged_train_losses, run_dirs, torchrun, train
 from harness.assembly.assemble import assemble
 from harness.config.run_config import validate_config
 from harness.data.targets import target_shares
@@ -105,3 +106,18 @@ def test_data_whose_sampled_targets_are_all_ignored_is_refused_naming_the_key(tm
         train(["data=custom", "data._target_=user_code.labels_with_unlabeled", "+data.unlabeled=1.0", "model=mlp",
                "logger=none"], tmp_path / "run")
     assert "-100" in str(err.value) and not (tmp_path / "run").exists()
+
+
+def test_two_ranks_equal_one_process_when_their_padding_differs(tmp_path):
+    """Each rank's micro-batch holds a different number of counted tokens: the gradients and the
+    logged train loss are the mean over every rank's counted targets, as one process's are."""
+    from harness.state.checkpoint import load_checkpoint, step_checkpoints
+
+    run = [*PADDED, "trainer.max_steps=8", "trainer.eval_every=8", "trainer.ckpt_every=8", "diagnose=false"]
+    shutil.copy(ROOT / "tests" / "user_code.py", tmp_path)  # modules are found where train.py starts
+    torchrun(run, cwd=tmp_path)
+    (ddp_dir,) = run_dirs(tmp_path)
+    train(run, tmp_path / "single")
+    assert logged_train_losses(ddp_dir) == pytest.approx(logged_train_losses(tmp_path / "single"), rel=1e-5)
+    a, b = (load_checkpoint(step_checkpoints(d)[0])["model"] for d in (ddp_dir, tmp_path / "single"))
+    assert max((a[k] - b[k]).abs().max().item() for k in a) <= 1e-5

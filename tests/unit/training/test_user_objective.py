@@ -4,6 +4,7 @@ and every bad objective refused in one line before a run dir exists."""
 from __future__ import annotations
 
 import json
+import math
 import os
 import shutil
 import signal
@@ -12,8 +13,10 @@ import sys
 
 import pytest
 import torch
+from omegaconf import OmegaConf
 
-from conftest import ROOT, compose_cfg, one_line_error, run_cli, run_dirs, torchrun, train, wait_until
+from conftest import (ROOT, compose_cfg, logged_train_losses, one_line_error, run_cli, run_dirs, torchrun, train,
+                      wait_until)
 from harness.assembly.assemble import assemble
 from harness.config.run_config import validate_config
 from harness.core.errors import ConfigError
@@ -208,6 +211,9 @@ def test_two_ranks_equal_one_process_on_a_counting_objective(tmp_path, parallel)
     train([*ddp[:-1], "parallel=ddp"], tmp_path / "single")
     summaries = [json.loads((d / "summary.json").read_text()) for d in (ddp_dir, tmp_path / "single")]
     assert summaries[0]["best_val_loss"] == pytest.approx(summaries[1]["best_val_loss"], rel=1e-6)
+    # the logged train loss is the mean over every rank's counted items, as one process logs it
+    ddp_rows, single_rows = (logged_train_losses(d) for d in (ddp_dir, tmp_path / "single"))
+    assert len(ddp_rows) == len(single_rows) == 5 and ddp_rows == pytest.approx(single_rows, rel=1e-5)
     if parallel == "ddp":  # a sharded checkpoint is a directory of shards: the val loss above compares it
         a, b = (load_checkpoint(step_checkpoints(d)[0])["model"] for d in (ddp_dir, tmp_path / "single"))
         assert max((a[k] - b[k]).abs().max().item() for k in a) <= 1e-6
@@ -302,3 +308,27 @@ def test_task_less_data_takes_any_model_option_under_an_objective():
     """data.task=null is no language-modelling data: a vector model is not refused for it."""
     config = validate_config(compose_cfg([*(o for o in MASKED if not o.startswith("model.")), "model=mlp"]))
     assert config.user_loss is not None and config.model.path.endswith("MLP")
+
+
+@pytest.mark.parametrize("samples, model", [
+    ("dicts", ["data._target_=user_code.masked_sequences", "model._target_=user_code.MaskedRegressor",
+               "loss._target_=user_code.masked_mse_sum"]),
+    ("two views", ["data._target_=user_code.view_pairs", "model._target_=user_code.PairEncoder",
+                   "loss._target_=user_code.views_contrast"]),
+    ("(input, label) pairs and a built-in model", ["data._target_=user_code.pairs", "model=mlp",
+                                                   "loss._target_=user_code.focal_loss"]),
+])
+def test_your_own_objective_takes_any_custom_samples_without_a_task_switch(tmp_path, samples, model):
+    """data=custom's task is `auto`: beside your own objective the batches go whole to it, with no
+    data.task=null to know about; pairs still tell a built-in model its sizes; the record says null."""
+    _, summary = train(["data=custom", *model, "trainer.max_steps=6", "trainer.eval_every=3", "logger=none",
+                        "diagnose=false"], tmp_path / "run")
+    assert summary["status"] == "completed" and math.isfinite(summary["best_val_loss"])
+    assert OmegaConf.load(tmp_path / "run" / "config.yaml").data.task is None
+
+
+def test_without_an_objective_auto_is_classification_and_dict_samples_name_both_ways_out(tmp_path):
+    config = validate_config(compose_cfg(["data=custom", "data._target_=user_code.pairs", "model=mlp"]))
+    assert config.record.data.task == "classification" and config.user_loss is None
+    with pytest.raises(ConfigError, match=r"data.input_key=None.*one of \['mask', 'x', 'y'\].*loss._target_="):
+        train(["data=custom", "data._target_=user_code.masked_sequences", "model=mlp", "logger=none"], tmp_path / "r")
