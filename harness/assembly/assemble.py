@@ -57,6 +57,7 @@ from harness.models.calling import ModelCall
 from harness.models import build_model
 from harness.models.activation_swap import swap_activations
 from harness.models.activation_trace import ActivationTrace, trace_activations
+from harness.models.code_checks import announced, code_facts
 from harness.models.forward_facts import forward_facts, untouched, untrained_losses
 from harness.models.output_activation import describe_output, replace_output_activation
 from harness.models.init import apply_init
@@ -269,6 +270,7 @@ def assemble(config: RunConfig, run_dir: Path, device: torch.device,
             return lambda: objective.score(raw_model, *inputs).loss
 
         facts["forward"] = forward_facts(raw_model, scored((x, y)), batch_size(x))
+        facts["code_causes"] = announced(code_facts(raw_model, scored((x, y)), batch_size(x)))
         facts["initial_losses"] = untrained_losses(raw_model, [
             scored(fetch(train_set, recipe, spread_indices(len(train_set), micro_batch, seed)))
             for seed in INITIAL_BATCHES])

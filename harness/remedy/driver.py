@@ -9,7 +9,8 @@ when no candidate is left, the run ends with its best attempt: RUN_DIR/summary.j
 attempt's (plus the story, report.py), and so is the objective a sweep gets. The verdict:
 `healthy` (nothing to remedy), `healed` (the best attempt is a remedied one, better than the
 first, with no critical finding and, for classification, an accuracy clearly above guessing),
-`unchanged` (no remedy beat the run as given), `sick` (better, but still sick).
+`unchanged` (no remedy beat the run as given), `sick` (better, but still sick), `needs a code change`
+(the run as given has a cause in the user's own code that no override reaches: nothing is tried).
 """
 from __future__ import annotations
 
@@ -23,6 +24,7 @@ from harness.core.errors import ConfigError
 from harness.core.metric_names import VAL_LOSS
 from harness.diagnosis import diagnose, load_run
 from harness.diagnosis.findings import Severity
+from harness.diagnosis.rules.code import code_lines
 from harness.remedy.judge import better, conclude, learned, log_noise, rejudge_at_the_end
 from harness.remedy.policy import finish_best, next_attempt
 from harness.remedy.report import write_top
@@ -74,6 +76,10 @@ def _judge(config: RunConfig, story: Story, run_dir: Path, scope: str, world_siz
     if config.trainer.monitor != VAL_LOSS:  # the user measures the run by another value: the result follows it
         attempt.monitor = summary.get("monitor")
     attempt.learned = learned(run)
+    attempt.code = code_lines(run) or None
+    if attempt.code and attempt.base is None:  # a cause in the user's code that no override reaches
+        conclude(story)
+        return
     base = story.attempt(attempt.base)
     if base is not None:
         cleared = bool(base.critical) and not attempt.critical

@@ -21,7 +21,7 @@ from harness.core.metric_names import VAL_LOSS
 from harness.diagnosis.load import RunData, Series
 from harness.diagnosis.rules.curves import guessing_accuracy_bound
 from harness.diagnosis.signals import noise_level
-from harness.remedy.story import KEPT_AT_THE_END, REJECTED, Attempt, Story
+from harness.remedy.story import CODE_CHANGE, KEPT_AT_THE_END, REJECTED, Attempt, Story
 
 log = logging.getLogger("harness")
 
@@ -143,7 +143,11 @@ def conclude(story: Story) -> None:
     """The best attempt (lowest best val loss; no val loss ranks last) and the verdict."""
     first, result = story.attempts[0], best(story)
     story.best_attempt = result.number
-    if len(story.attempts) == 1:
+    if len(story.attempts) == 1 and first.code:
+        story.verdict = CODE_CHANGE
+        log.warning("remedy: %s at %s; no override reaches it, so nothing was tried", CODE_CHANGE,
+                    ", ".join(first.code))
+    elif len(story.attempts) == 1:
         story.verdict = "sick" if first.critical else "healthy"
     elif result is first or result.finishes == first.number:
         story.verdict = "unchanged"

@@ -5,7 +5,7 @@ import json
 from pathlib import Path
 
 from harness.diagnosis.report import PLOTS_PENDING
-from harness.remedy.story import FURTHER, MIDPOINT, Attempt, Story, attempt_dir
+from harness.remedy.story import CODE_CHANGE, FURTHER, MIDPOINT, Attempt, Story, attempt_dir
 from harness.state.files import atomic_json_dump
 
 SEARCH_NOTE = {FURTHER: " (LR search: the kept factor again)", MIDPOINT: " (LR search: the midpoint of an overshoot)"}
@@ -27,6 +27,10 @@ def write_top(run_dir: Path, story: Story) -> None:
              "| attempt | builds on | remedy applied | started | ended | steps | best val loss | outcome "
              "| critical findings |", "|---|---|---|---|---|---|---|---|---|"]
     lines += [_row(a) for a in story.attempts]
+    first = story.attempts[0]
+    if story.verdict == CODE_CHANGE and first.code:
+        lines.append(f"\nNothing was tried: the run as given has a cause in your own code, at {', '.join(first.code)}, "
+                     f"that no config override reaches. Its finding below quotes the line and the edit.")
     for refusal in story.refused:
         lines.append(f"\nNot tried, refused by the config checks: `{' '.join(refusal.overrides)}` for "
                      f"{refusal.finding} ({refusal.why}).")

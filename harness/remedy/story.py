@@ -21,6 +21,7 @@ STORY = "attempts.json"
 ATTEMPTS = "attempts"  # RUN_DIR/attempts/N/: attempt N's run dir
 FURTHER, MIDPOINT = "further", "midpoint"  # the LR search's steps: the same factor again; half of an overshoot
 KEPT, REJECTED = "kept", "rejected"
+CODE_CHANGE = "needs a code change"  # the verdict when the run as given has a cause only an edit reaches
 KEPT_AT_THE_END = "kept at the end"  # rejected where its base stopped early, better once the base was finished
 JUDGED = ("status", "steps", "best_val_loss", "best_val_accuracy", "final_train_loss", "critical", "learned")
 
@@ -75,6 +76,7 @@ class Attempt:
     learned: bool | None = None
     outcome: str | None = None  # KEPT, REJECTED or KEPT_AT_THE_END; None for the run as given
     monitor: dict[str, Any] | None = None  # summary.json's `monitor` where the user named one (val/f1, ...)
+    code: list[str] | None = None  # FILE:LINE of causes in the user's code that no override reaches
 
     @property
     def kept(self) -> bool:
@@ -109,7 +111,7 @@ class Refusal:
 class Story:
     max_attempts: int
     attempts: list[Attempt]
-    verdict: str | None = None  # healthy, healed, unchanged or sick, once no remedy is left
+    verdict: str | None = None  # healthy, healed, unchanged, sick or CODE_CHANGE, once no remedy is left
     best_attempt: int | None = None
     refused: list[Refusal] = field(default_factory=list)
 

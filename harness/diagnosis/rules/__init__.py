@@ -10,12 +10,18 @@ import numpy as np
 from harness.core.metric_names import TRAIN_LOSS, VAL_LOSS
 from harness.diagnosis.findings import Finding, Remedy, Severity
 from harness.diagnosis.load import RunData
-from harness.diagnosis.rules import (attention, capacity, curves, data_order, eval_mode, gradients, guard_events,
-                                     numerics, objective, outliers, output, schedule, setup, splits, weight_decay)
+from harness.diagnosis.rules import (attention, capacity, code, curves, data_order, eval_mode, gradients,
+                                     guard_events, numerics, objective, outliers, output, schedule, setup, splits,
+                                     weight_decay)
 
 Rule = Callable[[RunData], "Finding | None"]
 
 RULES: tuple[Rule, ...] = (  # setup mistakes first: among findings of one severity they come first
+    code.probabilities_into_logits_loss,  # causes at a line of the user's code, measured before any update
+    code.softmax_over_one,
+    code.broadcast_target,
+    code.detached_term,
+    code.zero_gradient_op,
     setup.frozen_parameters,
     setup.val_train_overlap,
     splits.split_mismatch,
@@ -62,13 +68,15 @@ RULE_NAMES = frozenset(rule.__name__ for rule in RULES)
 # slow_progress is the symptom of a pinned clip or a spent schedule and the cause of a plateau. A
 # finding is raised to the severity of any finding of a later tier beside it (the thing it
 # explains) and listed before it.
+CODE_CAUSES = ("probabilities_into_logits_loss", "softmax_over_one", "broadcast_target", "detached_term",
+               "zero_gradient_op")
 SYMPTOMS = frozenset({"plateau_at_chance", "plateau_at_prior", "underfitting"})
 INTERMEDIATE = frozenset({"slow_progress"})
 CAUSES = frozenset({"clip_pinned", "schedule_ended_early", "dead_relu", "vanishing_gradients", "fp16_underflow",
                     "exploding_gradients", "warmup_too_long", "weight_decay_collapse", "frozen_parameters",
                     "unnormalised_inputs", "attention_entropy_collapse", "outlier_samples", "output_activation",
                     "capacity_limit", "unscaled_targets", "split_mismatch", "posterior_collapse",
-                    "representation_collapse", "drowned_part", "forward_overflow"})
+                    "representation_collapse", "drowned_part", "forward_overflow", *CODE_CAUSES})
 
 
 # Findings outside that chain that particular causes explain: inputs 100x too large, targets far

@@ -7,6 +7,7 @@ import math
 from harness.diagnosis.findings import Finding, Severity
 from harness.diagnosis.load import RunData
 from harness.diagnosis.remedies import bounded_forward, wider_range
+from harness.diagnosis.rules.code import quoted_line
 from harness.diagnosis.rules.common import fp16_unscaled, name_some, zero_gradient_tensors
 from harness.diagnosis.signals import fmt
 from harness.core.metric_names import TRAIN_LOSS_SCALE
@@ -26,20 +27,20 @@ def forward_overflow(run: RunData) -> Finding | None:
     if not where:
         return None
     if where["module"] == "":
-        return _own_code_nonfinite(where)
+        return _own_code_nonfinite(where, quoted_line(run, "nonfinite_op"))
     hidden = where["module"] in (run.summary.get("hidden_activations") or ())
     largest = f" (its largest input {fmt(where['input_max'])})" if where.get("input_max") is not None else ""
     return Finding("forward_overflow", Severity.CRITICAL, "the forward pass overflows",
                    f"before any update, `{where['module']}` ({where['type']}) returned Inf/NaN on finite inputs"
                    f"{largest}, so the loss is not finite whatever the LR; every layer after it, and the gradient, "
-                   "inherit it.",
+                   f"inherit it.{quoted_line(run, 'nonfinite_op')}",
                    "bound the activation (a GELU, tanh or softplus grows slowly; an exponential overflows float32 past "
                    "about 88), keep its inputs small (standardise the data, a smaller init), or compute it in a "
                    "stable form (log-sum-exp, torch.special); a lower LR cannot shrink an input.",
                    bounded_forward(run, hidden))
 
 
-def _own_code_nonfinite(where: dict) -> Finding:
+def _own_code_nonfinite(where: dict, line: str) -> Finding:
     """The model's output went non-finite on finite inputs while every module it called returned
     finite values: a step of the forward written as a function did it. No config change reaches
     that code, and no update has happened yet, so no remedy is offered."""
@@ -48,7 +49,7 @@ def _own_code_nonfinite(where: dict) -> Finding:
                    f"before any update, the model's output is Inf/NaN on finite inputs while every module it called "
                    f"returned finite values{after}: the forward's own code after them makes it (a log or square root "
                    "of a value at or below 0, a division by 0, an exponential past about 88, written as a function), "
-                   "so the loss is not finite whatever the LR; no update has happened yet.",
+                   f"so the loss is not finite whatever the LR; no update has happened yet.{line}",
                    "compute that step in a stable form (log_softmax, logsigmoid or a clamp before a log; a loss on "
                    "logits such as binary_cross_entropy_with_logits), or bound what it reads (a sigmoid before a "
                    "log of a probability).")

@@ -9,6 +9,7 @@ import math
 from harness.diagnosis.findings import Finding, Severity
 from harness.diagnosis.load import RunData
 from harness.diagnosis.remedies import output_fix, standardised_inputs
+from harness.diagnosis.rules.code import quoted_line
 from harness.diagnosis.rules.setup import input_scale_text, raw_inputs
 from harness.diagnosis.signals import fmt
 
@@ -71,7 +72,8 @@ def _constant_output(run: RunData) -> Finding | None:
     after = f", after `{where['after']}` ({where['after_type']}), whose output still varied," if where["after"] else ""
     evidence = (f"{_same_output(where)}{culprit}{after} makes it constant, and the loss passes no gradient to any "
                 "weight (norm 0). The layers behind it get no signal, so units that look dead or gradients that look "
-                "vanished beside this finding are its doing, and no LR, init or activation change reaches it.")
+                "vanished beside this finding are its doing, and no LR, init or activation change reaches it."
+                + quoted_line(run, "softmax_over_one", "saturated_op"))
     fix = ("a probability of one class is a sigmoid over one unit, of one of several classes a softmax over the class "
            "dimension; a softmax or log-softmax over one unit, or along a dimension of size 1, is constant")
     replaceable = bool(where["module"]) and out.get("module") == where["module"]
@@ -105,7 +107,8 @@ def _saturated_output(run: RunData, where: dict) -> Finding:
                 f"{fmt(where.get('input_max') or math.nan)}, where it is flat, so the loss passes no gradient to any "
                 "weight (norm 0); the same inputs scaled to a largest magnitude of 1 give outputs that vary. "
                 + _raw_note(run)
-                + "Units that look dead or gradients that look vanished beside this finding are its doing.")
+                + "Units that look dead or gradients that look vanished beside this finding are its doing."
+                + quoted_line(run, "saturated_op"))
     own = bool(run.summary.get("user_loss"))
     replaceable = not own and out.get("module") == where["module"] and bool(out.get("read_by_loss"))
     remedies = (standardised_inputs(run) if raw and not own else ()) + (

@@ -13,6 +13,7 @@ from harness.assembly.assemble import Assembly, assemble
 from harness.state.run_dir_snapshot import accept_command
 from harness.config.run_config import RunConfig
 from harness.config.doctor import DoctorConfig
+from harness.modes.doctor.code_check import check_code
 from harness.modes.doctor.data_checks import check_inputs, check_labels
 from harness.modes.doctor.gradcheck import check_gradients
 from harness.modes.doctor.model_checks import check_gradient_flow, check_initial_loss, check_overfit
@@ -31,6 +32,7 @@ def checks(settings: DoctorConfig) -> list[tuple[str, Check]]:
         ("labels vary and are in range", check_labels),
         ("inputs finite / ids in vocab", check_inputs),
         ("initial loss vs ln(K)", check_initial_loss),
+        ("your code: no cause at a line", check_code),  # before the gradients: a cut term explains a missing one
         ("every parameter gets a gradient", check_gradient_flow),
         ("numerical gradient check (float64)", check_gradients),
         ("schedule fits max_steps", check_schedule),

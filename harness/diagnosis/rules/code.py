@@ -1,0 +1,75 @@
+"""Rules that name a cause in the user's own code at its file and line (summary.json's
+`code_causes`, from the traced first step: models/code_checks.py). The cause was measured on the
+untrained model, so it holds whatever the run's curves show; most need an edit no config override
+reaches, and the finding quotes the lines and says the edit. Where a config remedy does reach it
+(an output activation that is a module), the finding carries it."""
+from __future__ import annotations
+
+from typing import Any
+
+from harness.diagnosis.findings import Finding, Remedy, Restart, Severity
+from harness.diagnosis.load import RunData
+
+# the checks whose cause a module-level finding already reports (forward_overflow, output_activation):
+# those findings quote the line (`quoted_line`) instead of a second finding
+QUOTED_ELSEWHERE = frozenset({"nonfinite_op", "saturated_op"})
+
+
+def causes(run: RunData) -> list[dict[str, Any]]:
+    return list(run.summary.get("code_causes") or ())
+
+
+def shown(line: dict[str, Any]) -> str:
+    return f"`{line['file']}:{line['line']}  {line['text']}`"
+
+
+def quoted_line(run: RunData, *checks: str) -> str:
+    """' At FILE:LINE `text`.' for the first cause of `checks` the trace found, else ''."""
+    cause = next((c for c in causes(run) if c["check"] in checks), None)
+    return f" In your code: {shown(cause['lines'][0])}." if cause else ""
+
+
+def code_lines(run: RunData) -> list[str]:
+    """FILE:LINE of every code cause the findings name (remedy=auto's "needs a code change at")."""
+    return [f"{c['lines'][0]['file']}:{c['lines'][0]['line']}" for c in causes(run)
+            if c["check"] not in QUOTED_ELSEWHERE and not c["remedy"]]
+
+
+def _finding(run: RunData, check: str) -> Finding | None:
+    cause = next((c for c in causes(run) if c["check"] == check), None)
+    if cause is None:
+        return None
+    first = cause["lines"][0]
+    lines = "; ".join(shown(line) for line in cause["lines"])
+    remedy = tuple(cause["remedy"])
+    remedies = (Remedy(remedy, Restart.SCRATCH, "replaces the activation module that makes the cause",
+                       kind="output", changes_model=True, any_objective=True),) if remedy else ()
+    config = f" (a config override reaches it: `{' '.join(remedy)}`)" if remedy else " (an edit: no config override reaches it)"
+    return Finding(check, Severity.WARNING, f"{cause['title']}, at {first['file']}:{first['line']}",
+                   f"measured on the untrained model's first batch, before any update: {lines}.",
+                   cause["edit"] + config, remedies)
+
+
+def probabilities_into_logits_loss(run: RunData) -> Finding | None:
+    return _finding(run, "probabilities_into_logits_loss")
+
+
+def softmax_over_one(run: RunData) -> Finding | None:
+    """Silent where the model's output is constant with no gradient: output_activation names that
+    (with its remedy when the softmax is the output's module) and quotes this line."""
+    forward = run.summary.get("forward") or {}
+    if forward.get("constant_output") and forward.get("gradient_norm") == 0:
+        return None
+    return _finding(run, "softmax_over_one")
+
+
+def broadcast_target(run: RunData) -> Finding | None:
+    return _finding(run, "broadcast_target")
+
+
+def detached_term(run: RunData) -> Finding | None:
+    return _finding(run, "detached_term")
+
+
+def zero_gradient_op(run: RunData) -> Finding | None:
+    return _finding(run, "zero_gradient_op")

@@ -1,0 +1,280 @@
+"""Causes in the user's own forward or objective, read off one traced step (code_trace.py) and
+named at their file and line, each with the edit that fixes it. A cause here is in code, where no
+config override reaches, unless `remedy` names one (an output activation that is a module).
+
+Each check reads what happened on the untrained model's first micro-batch, not the code's text:
+a sigmoid that feeds a loss which applies one again, a softmax over one value, a target that
+broadcasts against the prediction, a term whose gradient was cut before it joined the loss, an op
+whose gradient is zero everywhere, the first op that overflows, the first activation that is flat.
+"""
+from __future__ import annotations
+
+import logging
+import re
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+from torch import nn
+
+from harness.models.code_trace import FLAT_TAILS, Facts, Op, Trace, Where, traced
+from harness.models.forward_facts import untouched
+
+log = logging.getLogger("harness")
+
+# ops that pass a tensor's values on as they are (shape, dtype, device): looked through to find its maker
+PASSING = frozenset({"view", "reshape", "squeeze", "unsqueeze", "flatten", "contiguous", "float", "double", "half",
+                     "to", "type_as", "transpose", "permute", "clone", "view_as", "reshape_as", "getitem", "t"})
+LOGITS_LOSSES = {"binary_cross_entropy_with_logits": "BCE-with-logits", "cross_entropy": "cross-entropy"}
+PROBABILITIES = frozenset({"sigmoid", "softmax"})
+TARGET_LOSSES = frozenset({"mse_loss", "l1_loss", "smooth_l1_loss", "huber_loss", "binary_cross_entropy",
+                           "binary_cross_entropy_with_logits", "soft_margin_loss"})
+ELEMENTWISE = frozenset({"sub", "add", "mul", "div", "truediv", "pow"})
+ZERO_GRADIENT = frozenset({"round", "floor", "ceil", "trunc", "sign"})
+ACTIVATION_MODULES = {"Sigmoid", "Softmax", "LogSoftmax"}  # output_activation replaces these when they end the model
+REBUILT = frozenset({"as_tensor", "tensor", "from_numpy", "scalar_tensor"})
+NUMBER = re.compile(r"(?<![\w.])\d+(?:\.\d*)?(?:[eE][-+]?\d+)?")
+
+
+@dataclass(frozen=True)
+class CodeCause:
+    check: str  # the finding's name
+    title: str
+    lines: tuple[Where, ...]  # where it happens, the cause's own line first
+    edit: str
+    remedy: tuple[str, ...] = ()  # config overrides that reach it, where any do
+
+    def to_json(self) -> dict[str, Any]:
+        return {"check": self.check, "title": self.title, "lines": [w.to_json() for w in self.lines],
+                "edit": self.edit, "remedy": list(self.remedy)}
+
+
+Check = Callable[[Trace], Iterator[CodeCause]]
+
+
+def _tensors(op: Op) -> list[Facts]:
+    return [f for f in op.inputs if isinstance(f, Facts)]
+
+
+def _dim(op: Op) -> int | None:
+    dim = op.kwargs.get("dim", op.inputs[1] if len(op.inputs) > 1 else None)
+    return dim if isinstance(dim, int) else None
+
+
+def _module_note(op: Op) -> str:
+    return f" (in `{op.module}`, {op.module_type})" if op.module else ""
+
+
+def probabilities_into_logits_loss(trace: Trace) -> Iterator[CodeCause]:
+    """BCE-with-logits and cross-entropy apply their own sigmoid or softmax: one fed a probability
+    applies it twice, squeezing every prediction towards the middle, so the loss stalls far from 0."""
+    for op in trace.ops:
+        if op.name not in LOGITS_LOSSES or op.where is None or not op.inputs:
+            continue
+        made = trace.source(op.inputs[0] if isinstance(op.inputs[0], Facts) else None, PASSING)
+        if made is None or made.name not in PROBABILITIES or (made.where is None and not made.module):
+            continue
+        at = f"at {made.where}{_module_note(made)}" if made.where else f"in `{made.module}` ({made.module_type})"
+        yield CodeCause(
+            "probabilities_into_logits_loss", f"a {made.name} output is fed to {LOGITS_LOSSES[op.name]}, which applies "
+                                              f"one itself",
+            tuple(w for w in (made.where, op.where) if w is not None),
+            f"return the logits: drop the {made.name} {at}; {op.name} at {op.where} applies it (apply it yourself "
+            f"only where you report probabilities)",
+            ("output_activation=identity",) if made.module_type in ACTIVATION_MODULES else ())
+        return
+    for op in trace.ops:  # nll_loss reads log-probabilities: anything above 0 is not one
+        if op.name == "nll_loss" and op.where is not None and op.inputs and isinstance(op.inputs[0], Facts):
+            made = trace.source(op.inputs[0], PASSING)
+            largest = op.inputs[0].largest
+            if (made is not None and made.name in PROBABILITIES) or (largest is not None and largest > 1e-6):
+                shown = made.where if made is not None and made.where is not None else op.where
+                yield CodeCause("probabilities_into_logits_loss", "nll_loss is fed values that are not log-probabilities",
+                                (shown, op.where) if shown != op.where else (op.where,),
+                                f"nll_loss at {op.where} reads log-probabilities (all <= 0): give it log_softmax of the "
+                                f"logits, or give the logits to cross_entropy")
+                return
+
+
+def softmax_over_one(trace: Trace) -> Iterator[CodeCause]:
+    """A softmax over a dimension of size 1 is 1 whatever its input (a log-softmax 0): constant,
+    with no gradient."""
+    for op in trace.ops:
+        dim = _dim(op)
+        tensors = _tensors(op)
+        if op.name not in ("softmax", "log_softmax") or op.where is None or dim is None or not tensors:
+            continue
+        shape = tensors[0].shape
+        if -len(shape) <= dim < len(shape) and shape[dim] == 1:
+            yield CodeCause(
+                "softmax_over_one", f"a {op.name} over a dimension of size 1 (dim={dim} of {list(shape)})", (op.where,),
+                f"a {op.name} over one value is {'1' if op.name == 'softmax' else '0'} for every input: for one output "
+                f"unit use a sigmoid (and BCE-with-logits on the logit), for K classes take it over the class "
+                f"dimension of K outputs",
+                ("output_activation=identity",) if op.module_type in ACTIVATION_MODULES else ())
+            return
+
+
+def broadcast_target(trace: Trace) -> Iterator[CodeCause]:
+    """A prediction of shape (B, 1) against a target of (B,) broadcasts to (B, B): every prediction
+    is compared with every target, and the model learns the targets' mean."""
+    for op in trace.ops:
+        tensors = _tensors(op)
+        if op.where is None or len(tensors) < 2 or op.output is None:
+            continue
+        a, b = tensors[0].shape, tensors[1].shape
+        if op.name in TARGET_LOSSES and a != b:
+            try:
+                joined = torch.broadcast_shapes(a, b)
+            except RuntimeError:
+                continue
+            if _count(joined) > max(_count(a), _count(b)):
+                yield _broadcast(op, a, b, tuple(joined))
+                return
+        if op.name in ELEMENTWISE and trace.batch > 1 and op.got_gradient and {a, b} == {
+                (trace.batch, 1), (trace.batch,)} and op.output.shape == (trace.batch, trace.batch):
+            yield _broadcast(op, a, b, op.output.shape)
+            return
+
+
+def _broadcast(op: Op, a: tuple[int, ...], b: tuple[int, ...], joined: tuple[int, ...]) -> CodeCause:
+    return CodeCause(
+        "broadcast_target", f"{op.name} broadcasts {list(a)} against {list(b)} to {list(joined)}", (op.where,),
+        f"give the prediction and the target one shape: squeeze the model's last dimension (`out.squeeze(-1)`) or "
+        f"add one to the target (`y[:, None]`); as written every prediction is compared with every target")
+
+
+def _count(shape: tuple[int, ...] | torch.Size) -> int:
+    total = 1
+    for size in shape:
+        total *= size
+    return total
+
+
+def detached_term(trace: Trace) -> Iterator[CodeCause]:
+    """A term added into the loss whose path to the parameters was cut (detach, no_grad, `.data`,
+    numpy) or that was read as a Python number (`.item()`, `float()`): its value is in the loss,
+    its gradient is not, so what it measures never trains."""
+    numbers = [op for op in trace.ops if op.read_off]
+    for op in trace.ops:
+        if op.name not in ("add", "sub") or op.where is None or op.output is None or not op.got_gradient:
+            continue
+        cut = next((f for f in _tensors(op) if f.cut_at is not None and _count(f.shape) == 1), None)
+        if cut is not None:
+            at = trace.op(cut.cut_at)
+            lines = tuple(w for w in (at.where if at else None, op.where) if w is not None)
+            yield CodeCause(
+                "detached_term", "a term of the loss has no gradient: its path to the parameters was cut", lines,
+                f"compute the term from tensors that keep their gradient: the {at.name if at else 'cut'} at "
+                f"{lines[0]} cuts it, and {op.name} at {op.where} adds it to the loss, which then trains only the "
+                f"other terms")
+            return
+        read = [n for n in numbers if n.index < op.index and n.where is not None]
+        constant = next((v for v in op.inputs if isinstance(v, float) and not _literal(v, op.where.text)), None)
+        rebuilt = next((f for f in _tensors(op) if _count(f.shape) == 1 and not f.from_params
+                        and _made_by(trace, f) in REBUILT), None)  # a value read out of torch, a tensor again
+        if read and (constant is not None or rebuilt is not None):
+            yield CodeCause(
+                "detached_term", "a term of the loss was read out of torch (a number, a numpy array): it has no "
+                                 "gradient", (read[-1].where, op.where),
+                f"keep the term a torch tensor: `{read[-1].name}` at {read[-1].where} reads it out, and {op.where} "
+                f"adds what was read to the loss, which then trains only the other terms")
+            return
+
+
+def _made_by(trace: Trace, facts: Facts) -> str | None:
+    made = trace.op(facts.made_by)
+    return made.name if made is not None else None
+
+
+def _literal(value: float, text: str) -> bool:
+    """Whether `value` is written as a number in the line (a constant, not a value read at run time)."""
+    return any(float(n) == value for n in NUMBER.findall(text))
+
+
+def zero_gradient_op(trace: Trace) -> Iterator[CodeCause]:
+    """round, floor, ceil, trunc and sign have a zero gradient everywhere: nothing before them learns."""
+    for op in trace.ops:
+        tensors = _tensors(op)
+        if op.name in ZERO_GRADIENT and op.where is not None and op.got_gradient and tensors and \
+                tensors[0].requires_grad and tensors[0].from_params:
+            yield CodeCause(
+                "zero_gradient_op", f"{op.name} between the parameters and the loss passes no gradient", (op.where,),
+                f"{op.name}'s gradient is 0 everywhere, so every weight before {op.where} gets none: train on the "
+                f"continuous value and apply {op.name} only to report (or pass the gradient straight through: "
+                f"`x + (x.{op.name}() - x).detach()`)")
+            return
+
+
+def nonfinite_op(trace: Trace) -> Iterator[CodeCause]:
+    """The first op whose output is Inf/NaN on finite inputs: an exp past ~88, a log of a value at
+    or below 0, a division by 0."""
+    for op in trace.ops:
+        tensors = _tensors(op)
+        if op.output is None or op.output.finite or not tensors or not all(f.finite for f in tensors):
+            continue
+        if op.where is not None:
+            yield CodeCause("nonfinite_op", f"{op.name} returns Inf/NaN on finite inputs", (op.where,),
+                            f"compute {op.name} in a stable form (log_softmax, logsigmoid, a clamp or an epsilon "
+                            f"before a log or a division, softplus instead of exp)")
+        return
+
+
+def saturated_op(trace: Trace) -> Iterator[CodeCause]:
+    """The first activation whose output is the same for every sample while its input differs."""
+    for op in trace.ops:
+        tensors = _tensors(op)
+        if op.name in FLAT_TAILS and op.output is not None and op.output.varies is False and tensors \
+                and tensors[0].varies:
+            if op.where is not None:
+                yield CodeCause("saturated_op", f"{op.name} is flat: every sample gets the same output", (op.where,),
+                                f"the {op.name} at {op.where} gets inputs where it is flat (or reduces over one "
+                                f"value): scale what feeds it, or take it over the right dimension")
+            return
+
+
+CHECKS: tuple[Check, ...] = (probabilities_into_logits_loss, softmax_over_one, broadcast_target, detached_term,
+                             zero_gradient_op, nonfinite_op, saturated_op)
+
+
+def code_causes(trace: Trace) -> list[CodeCause]:
+    """Every check's cause, at most one per check, in the checks' order; a line an earlier check
+    named already (a softmax over one value is also flat) is told once."""
+    causes: list[CodeCause] = []
+    for check in CHECKS:
+        for cause in check(trace):
+            if not any(cause.lines[0] == earlier.lines[0] for earlier in causes):
+                causes.append(cause)
+    return causes
+
+
+def code_facts(model: nn.Module, loss_of: Callable[[], torch.Tensor], batch: int) -> list[dict[str, Any]] | None:
+    """summary.json's `code_causes`: one forward, objective and backward of the untrained model on
+    the first micro-batch, traced, in eval mode with the RNG streams untouched and no `.grad`
+    written. None when the trace itself failed (the run goes on: it is a measurement)."""
+    params = [p for p in model.parameters() if p.requires_grad]
+
+    def step() -> None:
+        loss = loss_of()
+        if loss.requires_grad and params:
+            torch.autograd.grad(loss, params, allow_unused=True)
+
+    try:
+        with untouched(model):
+            trace = traced(model, batch, step)
+    except Exception as err:  # noqa: BLE001 - the objective's own check ran this step already; a trace that
+        log.warning("the traced first step failed (%s: %s); the run goes on without its code checks",  # fails
+                    type(err).__name__, err)  # must not cost the user the run
+        return None
+    return [cause.to_json() for cause in code_causes(trace)]
+
+
+def announced(found: list[dict[str, Any]] | None) -> list[dict[str, Any]] | None:
+    """`found`, each cause said once on the console before training starts: it needs an edit, and
+    the run that follows shows only its symptoms."""
+    for cause in found or ():
+        first = cause["lines"][0]
+        log.warning("your code: %s, at %s:%d (report.md quotes the lines and the edit)", cause["title"], first["file"],
+                    first["line"])
+    return found

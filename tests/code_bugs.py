@@ -1,0 +1,186 @@
+"""Programs with one bug each in the user's own forward or objective, and their fixed twins, for the
+checks that name the line (harness/models/code_checks.py). A line the check must name ends with
+`# names: CHECK`; tests find the line numbers by that mark, so editing this file keeps them right."""
+from __future__ import annotations
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+from torch.utils.data import TensorDataset
+
+
+def tags(n_train: int = 512):
+    """Multi-label data: five 0/1 tags, each a linear function of the inputs."""
+    g = torch.Generator().manual_seed(0)
+    x = torch.randn(n_train + 256, 8, generator=g)
+    y = (x @ torch.randn(8, 5, generator=g) > 0).float()
+    return TensorDataset(x[:n_train], y[:n_train]), TensorDataset(x[n_train:], y[n_train:])
+
+
+class SigmoidTagger(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.body, self.out = nn.Linear(8, 32), nn.Linear(32, 5)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.sigmoid(self.out(torch.relu(self.body(x))))  # names: probabilities_into_logits_loss
+
+
+class Tagger(SigmoidTagger):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.out(torch.relu(self.body(x)))
+
+
+def sequential_tagger() -> nn.Module:
+    """A tagger built as an nn.Sequential that ends in a Sigmoid module (the harness calls it)."""
+    return nn.Sequential(nn.Linear(8, 32), nn.ReLU(), nn.Linear(32, 5), nn.Sigmoid())
+
+
+def tag_loss(output: torch.Tensor, batch: list) -> torch.Tensor:
+    return F.binary_cross_entropy_with_logits(output, batch[1])  # names: probabilities_into_logits_loss
+
+
+class VAE(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.enc, self.dec = nn.Linear(8, 4), nn.Linear(2, 8)
+
+    def forward(self, x: torch.Tensor) -> dict[str, torch.Tensor]:
+        mu, logvar = self.enc(x).chunk(2, dim=1)
+        z = mu + (0.5 * logvar).exp() * torch.randn_like(mu)
+        return {"recon": self.dec(z), "mu": mu, "logvar": logvar}
+
+
+def _kl(mu: torch.Tensor, logvar: torch.Tensor) -> torch.Tensor:
+    return (-0.5 * (1 + logvar - mu.pow(2) - logvar.exp()).sum(1)).mean()
+
+
+def elbo_detached(output: dict, batch: list) -> torch.Tensor:
+    recon = (output["recon"] - batch[0]).pow(2).sum(1).mean()
+    kl = _kl(output["mu"].detach(), output["logvar"].detach())  # names: detached_term
+    return recon + 0.5 * kl  # names: detached_term
+
+
+def elbo_item(output: dict, batch: list, beta: float = 0.5) -> torch.Tensor:
+    recon = (output["recon"] - batch[0]).pow(2).sum(1).mean()
+    kl = _kl(output["mu"], output["logvar"]).item()  # names: detached_term
+    return recon + beta * kl  # names: detached_term
+
+
+def elbo_data(output: dict, batch: list) -> torch.Tensor:
+    recon = (output["recon"] - batch[0]).pow(2).sum(1).mean()
+    kl = _kl(output["mu"].data, output["logvar"].data)  # names: detached_term
+    return recon + 0.5 * kl  # names: detached_term
+
+
+def elbo_numpy(output: dict, batch: list) -> torch.Tensor:
+    recon = (output["recon"] - batch[0]).pow(2).sum(1).mean()
+    mu = output["mu"].detach().numpy()  # names: detached_term
+    kl = torch.as_tensor((mu ** 2).sum(1).mean() / 2)
+    return recon + kl  # names: detached_term
+
+
+def elbo(output: dict, batch: list, beta: float = 0.5) -> torch.Tensor:
+    recon = (output["recon"] - batch[0]).pow(2).sum(1).mean()
+    return recon + beta * _kl(output["mu"], output["logvar"])
+
+
+def pairs(n_train: int = 512):
+    """Regression pairs with a target of shape (B,)."""
+    g = torch.Generator().manual_seed(1)
+    x = torch.randn(n_train + 256, 8, generator=g)
+    y = x @ torch.randn(8, generator=g)
+    return TensorDataset(x[:n_train], y[:n_train]), TensorDataset(x[n_train:], y[n_train:])
+
+
+class Regressor(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.net = nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Linear(16, 1))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.net(x)
+
+
+def mse_broadcast(output: torch.Tensor, batch: list) -> torch.Tensor:
+    return F.mse_loss(output, batch[1])  # names: broadcast_target
+
+
+def squared_error_broadcast(output: torch.Tensor, batch: list) -> torch.Tensor:
+    return ((output - batch[1]) ** 2).mean()  # names: broadcast_target
+
+
+def mse(output: torch.Tensor, batch: list) -> torch.Tensor:
+    return F.mse_loss(output.squeeze(-1), batch[1])
+
+
+class RoundedRegressor(Regressor):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.round(self.net(x))  # names: zero_gradient_op
+
+
+def classes(n_train: int = 512):
+    g = torch.Generator().manual_seed(2)
+    x = torch.randn(n_train + 256, 8, generator=g)
+    y = (x @ torch.randn(8, 3, generator=g)).argmax(1)
+    return TensorDataset(x[:n_train], y[:n_train]), TensorDataset(x[n_train:], y[n_train:])
+
+
+class OneUnitSoftmax(nn.Module):
+    """A binary classifier with one output unit whose author reached for log_softmax."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.net = nn.Linear(8, 1)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return F.log_softmax(self.net(x), dim=1)  # names: softmax_over_one
+
+
+class LogSoftmaxNet(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.net = nn.Linear(8, 3)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return F.log_softmax(self.net(x), dim=1)
+
+
+def nll(output: torch.Tensor, batch: list) -> torch.Tensor:
+    return F.nll_loss(output, batch[1])
+
+
+def binary_nll(output: torch.Tensor, batch: list) -> torch.Tensor:
+    return F.nll_loss(output, (batch[1] > 0).long().clamp(max=0))
+
+
+class ExpHead(Regressor):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.exp(1e4 * self.net(x))  # names: nonfinite_op
+
+
+class SoftplusHead(Regressor):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return F.softplus(self.net(x))
+
+
+def raw_prices(n_train: int = 512):
+    """Inputs in raw units (around 1000, spread 1), as a price table arrives."""
+    g = torch.Generator().manual_seed(3)
+    x = 1000 + torch.randn(n_train + 256, 8, generator=g)
+    y = (x - 1000) @ torch.randn(8, generator=g)
+    return TensorDataset(x[:n_train], y[:n_train]), TensorDataset(x[n_train:], y[n_train:])
+
+
+class SaturatedRegressor(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.hidden, self.out = nn.Linear(8, 16), nn.Linear(16, 1)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.out(torch.tanh(self.hidden(x)))  # names: saturated_op
+
+
+class CenteredRegressor(SaturatedRegressor):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.out(torch.tanh(self.hidden(x - 1000)))

@@ -1,0 +1,124 @@
+"""Causes in the user's own code are named at their file and line: each check on a program with
+that one bug (tests/code_bugs.py, the lines marked `# names: CHECK`), and silence on its fixed twin;
+then the finding, remedy=auto and mode=doctor on a whole run."""
+from __future__ import annotations
+
+import inspect
+import json
+from pathlib import Path
+
+import pytest
+import torch
+
+import code_bugs as bugs
+from conftest import compose_cfg, train
+from harness.diagnosis import write_report
+from harness.models.code_checks import code_facts
+from harness.modes.run import run
+
+SOURCE = Path(bugs.__file__).read_text().splitlines()
+
+# check -> (the bug's model, objective, data), (its fixed twin's)
+CASES = {
+    "probabilities_into_logits_loss": ((bugs.SigmoidTagger, bugs.tag_loss, bugs.tags),
+                                       (bugs.Tagger, bugs.tag_loss, bugs.tags)),
+    "detached_term (detach)": ((bugs.VAE, bugs.elbo_detached, bugs.tags), (bugs.VAE, bugs.elbo, bugs.tags)),
+    "detached_term (item)": ((bugs.VAE, bugs.elbo_item, bugs.tags), (bugs.VAE, bugs.elbo, bugs.tags)),
+    "detached_term (.data)": ((bugs.VAE, bugs.elbo_data, bugs.tags), (bugs.VAE, bugs.elbo, bugs.tags)),
+    "detached_term (numpy)": ((bugs.VAE, bugs.elbo_numpy, bugs.tags), (bugs.VAE, bugs.elbo, bugs.tags)),
+    "broadcast_target (mse_loss)": ((bugs.Regressor, bugs.mse_broadcast, bugs.pairs),
+                                    (bugs.Regressor, bugs.mse, bugs.pairs)),
+    "broadcast_target (by hand)": ((bugs.Regressor, bugs.squared_error_broadcast, bugs.pairs),
+                                   (bugs.Regressor, bugs.mse, bugs.pairs)),
+    "zero_gradient_op": ((bugs.RoundedRegressor, bugs.mse, bugs.pairs), (bugs.Regressor, bugs.mse, bugs.pairs)),
+    "softmax_over_one": ((bugs.OneUnitSoftmax, bugs.binary_nll, bugs.classes),
+                         (bugs.LogSoftmaxNet, bugs.nll, bugs.classes)),
+    "nonfinite_op": ((bugs.ExpHead, bugs.mse, bugs.pairs), (bugs.SoftplusHead, bugs.mse, bugs.pairs)),
+    "saturated_op": ((bugs.SaturatedRegressor, bugs.mse, bugs.raw_prices),
+                     (bugs.CenteredRegressor, bugs.mse, bugs.raw_prices)),
+}
+
+
+def causes(model_class, objective, data, batch: int = 16) -> list[dict]:
+    torch.manual_seed(0)
+    x, y = data()[0].tensors
+    model = model_class()
+    found = code_facts(model, lambda: objective(model(x[:batch]), [x[:batch], y[:batch]]), batch)
+    assert found is not None
+    assert all(p.grad is None for p in model.parameters())  # a measurement: nothing kept
+    return found
+
+
+def marked(check: str, *objects) -> set[int]:
+    """The lines of `objects` (and the functions they call in tests/code_bugs.py) marked for `check`."""
+    lines = set()
+    for obj in objects:
+        body, start = inspect.getsourcelines(obj)
+        lines |= {start + i for i, text in enumerate(body) if text.rstrip().endswith(f"# names: {check}")}
+    return lines
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_each_check_names_the_bugs_lines_and_stays_silent_on_the_fixed_twin(case):
+    check = case.split(" ")[0]
+    (model, objective, data), fixed = CASES[case]
+    found = causes(model, objective, data)
+    assert [c["check"] for c in found][:1] == [check]
+    named = {line["line"] for line in found[0]["lines"]}
+    assert all(line["file"].endswith("code_bugs.py") for line in found[0]["lines"])
+    assert named == marked(check, model, objective), (found[0], SOURCE)
+    assert found[0]["edit"] and all(line["text"] == SOURCE[line["line"] - 1].strip() for line in found[0]["lines"])
+    assert causes(*fixed) == []
+
+
+def test_a_built_in_model_and_loss_get_no_cause(tmp_path):
+    _, summary = train(["model=mlp", "data=synthetic", "trainer.max_steps=4", "logger=none", "diagnose=false"],
+                       tmp_path / "run")
+    assert summary["code_causes"] == []
+
+
+TAGGER = ["data=custom", "data._target_=code_bugs.tags", "loss._target_=code_bugs.tag_loss", "trainer.max_steps=40",
+          "trainer.eval_every=20", "logger=none"]
+
+
+def test_the_sigmoid_tagger_is_named_at_both_lines_in_the_report_and_its_fixed_twin_is_not(tmp_path):
+    train([*TAGGER, "model._target_=code_bugs.SigmoidTagger"], tmp_path / "sick")
+    write_report(tmp_path / "sick", plots=False)
+    report = (tmp_path / "sick" / "report.md").read_text()
+    model_line, loss_line = sorted(marked("probabilities_into_logits_loss", bugs.SigmoidTagger, bugs.tag_loss))
+    assert "`probabilities_into_logits_loss`" in report
+    assert f"code_bugs.py:{model_line}  return torch.sigmoid(self.out(torch.relu(self.body(x))))" in report
+    assert f"code_bugs.py:{loss_line}  return F.binary_cross_entropy_with_logits(output, batch[1])" in report
+    train([*TAGGER, "model._target_=code_bugs.Tagger"], tmp_path / "fine")
+    write_report(tmp_path / "fine", plots=False)
+    assert "probabilities_into_logits_loss" not in (tmp_path / "fine" / "report.md").read_text()
+
+
+def test_a_sigmoid_module_the_harness_calls_is_named_by_its_module_with_the_override_that_removes_it(tmp_path):
+    _, summary = train([*TAGGER, "model._target_=code_bugs.sequential_tagger", "diagnose=false"], tmp_path / "run")
+    (cause,) = summary["code_causes"]
+    loss_line = max(marked("probabilities_into_logits_loss", bugs.tag_loss))
+    assert cause["check"] == "probabilities_into_logits_loss" and cause["remedy"] == ["output_activation=identity"]
+    assert [line["line"] for line in cause["lines"]] == [loss_line] and "`3` (Sigmoid)" in cause["edit"]
+
+
+VAE = ["data=custom", "data._target_=code_bugs.tags", "model._target_=code_bugs.VAE", "trainer.max_steps=40",
+       "trainer.eval_every=20", "logger=none", "diagnose.remedy=auto", "diagnose.report=false"]
+
+
+def test_remedy_auto_says_a_code_change_is_needed_at_the_line_and_tries_nothing(tmp_path):
+    _, summary = train([*VAE, "loss._target_=code_bugs.elbo_detached"], tmp_path / "run")
+    detach_line = min(marked("detached_term", bugs.elbo_detached))
+    assert summary["remedy_verdict"] == "needs a code change" and len(summary["attempts"]) == 1
+    assert summary["attempts"][0]["code"] == [f"tests/code_bugs.py:{detach_line}"]
+    _, fine = train([*VAE, "loss._target_=code_bugs.elbo"], tmp_path / "fine")
+    assert fine["remedy_verdict"] != "needs a code change" and not fine["attempts"][0].get("code")
+
+
+def test_the_doctor_fails_the_check_naming_the_line(tmp_path):
+    cfg = compose_cfg([*TAGGER, "model._target_=code_bugs.SigmoidTagger", "mode=doctor", "doctor.overfit_steps=10"])
+    assert run(cfg, run_dir=tmp_path) >= 1
+    rows = {c["name"]: c for c in json.loads((tmp_path / "doctor.json").read_text())["checks"]}
+    row = rows["your code: no cause at a line"]
+    model_line = min(marked("probabilities_into_logits_loss", bugs.SigmoidTagger))
+    assert row["status"] == "FAIL" and f"code_bugs.py:{model_line}" in row["measured"] and "logits" in row["fix"]
