@@ -31,6 +31,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import re
 import sys
 import time
 from concurrent.futures import ThreadPoolExecutor, as_completed
@@ -934,12 +935,14 @@ def eval_mode_gap(rows: list[dict]) -> float | None:
 
 
 def findings(run_dir: Path) -> list[dict]:
-    """The diagnosis of a run dir: every finding's name and severity, then each critical finding the
-    live diagnosis announced while it trained (`--live`) that the end's diagnosis does not hold."""
+    """The diagnosis of a run dir: every finding's name, severity and the FILE:LINE its text quotes,
+    then each critical finding the live diagnosis announced while it trained (`--live`) that the
+    end's diagnosis does not hold."""
     from harness.diagnosis import diagnose, load_run
 
     run = load_run(run_dir)
-    found = [{"name": f.name, "severity": f.severity.value} for f in diagnose(run)]
+    found = [{"name": f.name, "severity": f.severity.value, "lines": QUOTED.findall(f.summary_line())}
+             for f in diagnose(run)]
     held = {f["name"] for f in found if f["severity"] == "critical"}
     live = [{"name": e["finding"], "severity": "critical", "live_step": e["step"]}
             for e in run.summary.get("events", []) if e.get("kind") == "diagnosis" and e["finding"] not in held]
@@ -947,6 +950,22 @@ def findings(run_dir: Path) -> list[dict]:
 
 
 # --- scoring ---------------------------------------------------------------------------------
+
+QUOTED = re.compile(r"([\w./-]+\.py):(\d+)")  # a FILE:LINE a finding quotes
+# Per case: is the fix a change of the program's own forward or loss code ("code") or of its
+# settings ("config"), and for code, the buggy port's lines the fix changes (annotated from the
+# ports and their sources, apart from the checks that quote lines).
+FIX_LINES_FILE = ROOT / "bench" / "external_fix_lines.json"
+
+
+def fix_line(case: Case, buggy: dict) -> str | None:
+    """For a case whose fix is a code change: `named` when a finding of the buggy run quotes one of
+    the lines the fix changes, else `not named`; None for a config fix or an unannotated case."""
+    fix = FIX_LINES.get(case.id)
+    if not fix or fix.get("fix") != "code":
+        return None
+    quoted = {(file, int(line)) for f in buggy.get("findings", []) for file, line in f.get("lines", [])}
+    return "named" if any((fix["file"], line) in quoted for line in fix["lines"]) else "not named"
 
 def relative_loss(run: dict) -> float | None:
     """Best val loss, over the val targets' variance for regression (a fix may rescale targets)."""
@@ -1054,7 +1073,8 @@ def score(cases: list[Case], results: dict[str, dict[str, dict]]) -> list[dict]:
         rows.append({**asdict(case), "part": part(case), "verdict": verdict(case, buggy, fixed),
                      "twin": twin_verdict(case, fixed), "twin_learned": learned(fixed, case.twin_goal),
                      "buggy_run": buggy, "fixed_run": fixed, "buggy_alarms": alarms(buggy),
-                     "fixed_alarms": alarms(fixed), "fixed_false_alarms": false_alarms(case, fixed)})
+                     "fixed_alarms": alarms(fixed), "fixed_false_alarms": false_alarms(case, fixed),
+                     "fix_line": fix_line(case, buggy)})
     return rows
 
 
@@ -1063,6 +1083,8 @@ def totals(rows: list[dict]) -> dict[str, int]:
            ("named", "partial", "missed", "not reproduced", "reproduced", "error")}
     out.update({t: sum(r["twin"] == t for r in rows) for t in ("clean", "sick", "alarmed", "trained")})
     out["twins learned"] = sum(bool(r.get("twin_learned")) for r in rows)
+    out["code fixes"] = sum(r.get("fix_line") is not None for r in rows)
+    out["code fix line named"] = sum(r.get("fix_line") == "named" for r in rows)
     return out
 
 
@@ -1101,7 +1123,8 @@ def totals_line(t: dict[str, int], n: int) -> str:
             f"missed {t['missed']}; not reproduced {t['not reproduced']}; reproduced, not diagnosed "
             f"{t['reproduced']}; errors {t['error']}; twins clean {t['clean']}, sick (backed by their metrics) "
             f"{t['sick']}, alarmed (a false alarm) {t['alarmed']}, not diagnosed {t['trained']}; twins that "
-            f"learned {t['twins learned']}")
+            f"learned {t['twins learned']}; fixes that change code {t['code fixes']}, the fix's line named "
+            f"{t['code fix line named']}")
 
 
 def report(rows: list[dict]) -> str:
@@ -1110,15 +1133,18 @@ def report(rows: list[dict]) -> str:
         in_round = [r for r in rows if r["round"] == round_]
         lines += [f"## Round {round_}", "", "totals: " + totals_line(totals(in_round), len(in_round)), "",
                   "| case | part | expected | buggy run (evidence) | fixed run (evidence) | buggy verdict | buggy "
-                  "findings | twin | twin findings | twin measures | false twin alarms |",
-                  "|---|---|---|---|---|---|---|---|---|---|---|"]
+                  "findings | twin | twin findings | twin measures | false twin alarms | the fix's line |",
+                  "|---|---|---|---|---|---|---|---|---|---|---|---|"]
         for r in in_round:
             lines.append(f"| {r['id']} | {r['part']} | {', '.join(r['expected'])} | {_evidence(r['buggy_run'])} | "
                          f"{_evidence(r['fixed_run'])} | {r['verdict']} | {_shown_alarms(r['buggy_run'])} | "
                          f"{r['twin']} | {_shown_alarms(r['fixed_run'])} | {_twin_measures(r)} | "
-                         f"{', '.join(r['fixed_false_alarms']) or '—'} |")
+                         f"{', '.join(r['fixed_false_alarms']) or '—'} | {r.get('fix_line') or 'config fix'} |")
         lines.append("")
     return "\n".join(lines)
+
+
+FIX_LINES: dict[str, dict] = json.loads(FIX_LINES_FILE.read_text()) if FIX_LINES_FILE.is_file() else {}
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -184,3 +184,23 @@ class SaturatedRegressor(nn.Module):
 class CenteredRegressor(SaturatedRegressor):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.out(torch.tanh(self.hidden(x - 1000)))
+
+
+class SoftmaxClassifier(nn.Module):
+    """Returns probabilities to the harness's built-in cross-entropy."""
+
+    def __init__(self, in_features: int, num_classes: int) -> None:
+        super().__init__()
+        self.hidden, self.out = nn.Linear(in_features, 32), nn.Linear(32, num_classes)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return F.softmax(self.out(torch.relu(self.hidden(x))), dim=1)  # names: probabilities_into_logits_loss
+
+
+class SoftmaxModuleClassifier(nn.Module):
+    def __init__(self, in_features: int, num_classes: int) -> None:
+        super().__init__()
+        self.net = nn.Sequential(nn.Linear(in_features, 32), nn.ReLU(), nn.Linear(32, num_classes), nn.Softmax(dim=1))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.net(x)  # names: output_line

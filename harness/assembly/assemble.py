@@ -270,7 +270,7 @@ def assemble(config: RunConfig, run_dir: Path, device: torch.device,
             return lambda: objective.score(raw_model, *inputs).loss
 
         facts["forward"] = forward_facts(raw_model, scored((x, y)), batch_size(x))
-        facts["code_causes"] = announced(code_facts(raw_model, scored((x, y)), batch_size(x)))
+        facts.update(announced(code_facts(raw_model, scored((x, y)), batch_size(x))) or {})
         facts["initial_losses"] = untrained_losses(raw_model, [
             scored(fetch(train_set, recipe, spread_indices(len(train_set), micro_batch, seed)))
             for seed in INITIAL_BATCHES])

@@ -28,6 +28,8 @@ PASSING = frozenset({"view", "reshape", "squeeze", "unsqueeze", "flatten", "cont
                      "to", "type_as", "transpose", "permute", "clone", "view_as", "reshape_as", "getitem", "t"})
 LOGITS_LOSSES = {"binary_cross_entropy_with_logits": "BCE-with-logits", "cross_entropy": "cross-entropy"}
 PROBABILITIES = frozenset({"sigmoid", "softmax"})
+BUILT_IN_LOSSES = frozenset({"cross_entropy", "nll_loss", "mse_loss", "l1_loss", "smooth_l1_loss", "huber_loss",
+                             "binary_cross_entropy_with_logits"})  # what the harness's own losses call
 TARGET_LOSSES = frozenset({"mse_loss", "l1_loss", "smooth_l1_loss", "huber_loss", "binary_cross_entropy",
                            "binary_cross_entropy_with_logits", "soft_margin_loss"})
 ELEMENTWISE = frozenset({"sub", "add", "mul", "div", "truediv", "pow"})
@@ -70,10 +72,19 @@ def probabilities_into_logits_loss(trace: Trace) -> Iterator[CodeCause]:
     """BCE-with-logits and cross-entropy apply their own sigmoid or softmax: one fed a probability
     applies it twice, squeezing every prediction towards the middle, so the loss stalls far from 0."""
     for op in trace.ops:
-        if op.name not in LOGITS_LOSSES or op.where is None or not op.inputs:
+        if op.name not in LOGITS_LOSSES or not op.inputs:
             continue
         made = trace.source(op.inputs[0] if isinstance(op.inputs[0], Facts) else None, PASSING)
         if made is None or made.name not in PROBABILITIES or (made.where is None and not made.module):
+            continue
+        if op.where is None:  # the built-in loss: an activation module is output_activation's to name
+            if made.where is not None and made.module_type not in ACTIVATION_MODULES:
+                yield CodeCause(
+                    "probabilities_into_logits_loss", f"the model returns a {made.name}, and the built-in "
+                                                      f"{LOGITS_LOSSES[op.name]} applies one itself", (made.where,),
+                    f"return the logits: drop the {made.name} at {made.where} (the loss applies it; apply it "
+                    f"yourself only where you report probabilities)")
+                return
             continue
         at = f"at {made.where}{_module_note(made)}" if made.where else f"in `{made.module}` ({made.module_type})"
         yield CodeCause(
@@ -249,10 +260,10 @@ def code_causes(trace: Trace) -> list[CodeCause]:
     return causes
 
 
-def code_facts(model: nn.Module, loss_of: Callable[[], torch.Tensor], batch: int) -> list[dict[str, Any]] | None:
-    """summary.json's `code_causes`: one forward, objective and backward of the untrained model on
-    the first micro-batch, traced, in eval mode with the RNG streams untouched and no `.grad`
-    written. None when the trace itself failed (the run goes on: it is a measurement)."""
+def code_facts(model: nn.Module, loss_of: Callable[[], torch.Tensor], batch: int) -> dict[str, Any] | None:
+    """summary.json's `code_causes` and `output_line`: one forward, objective and backward of the
+    untrained model on the first micro-batch, traced, in eval mode with the RNG streams untouched
+    and no `.grad` written. None when the trace itself failed (the run goes on: it is a measurement)."""
     params = [p for p in model.parameters() if p.requires_grad]
 
     def step() -> None:
@@ -267,13 +278,25 @@ def code_facts(model: nn.Module, loss_of: Callable[[], torch.Tensor], batch: int
         log.warning("the traced first step failed (%s: %s); the run goes on without its code checks",  # fails
                     type(err).__name__, err)  # must not cost the user the run
         return None
-    return [cause.to_json() for cause in code_causes(trace)]
+    line = output_line(trace)
+    return {"code_causes": [cause.to_json() for cause in code_causes(trace)],
+            "output_line": line.to_json() if line is not None else None}
 
 
-def announced(found: list[dict[str, Any]] | None) -> list[dict[str, Any]] | None:
+def output_line(trace: Trace) -> Where | None:
+    """The user's line that made what the built-in loss reads (the model's output), where the
+    output findings (an activation the loss does not expect) can quote it."""
+    for op in trace.ops:
+        if op.name in BUILT_IN_LOSSES and op.where is None and op.inputs and isinstance(op.inputs[0], Facts):
+            made = trace.source(op.inputs[0], PASSING)
+            return made.where if made is not None else None
+    return None
+
+
+def announced(found: dict[str, Any] | None) -> dict[str, Any] | None:
     """`found`, each cause said once on the console before training starts: it needs an edit, and
     the run that follows shows only its symptoms."""
-    for cause in found or ():
+    for cause in (found or {}).get("code_causes", ()):
         first = cause["lines"][0]
         log.warning("your code: %s, at %s:%d (report.md quotes the lines and the edit)", cause["title"], first["file"],
                     first["line"])

@@ -9,7 +9,7 @@ import math
 from harness.diagnosis.findings import Finding, Severity
 from harness.diagnosis.load import RunData
 from harness.diagnosis.remedies import output_fix, standardised_inputs
-from harness.diagnosis.rules.code import quoted_line
+from harness.diagnosis.rules.code import quoted_line, shown
 from harness.diagnosis.rules.setup import input_scale_text, raw_inputs
 from harness.diagnosis.signals import fmt
 
@@ -293,7 +293,10 @@ def _not_a_probability(run: RunData, out: dict, where: str) -> Finding | None:
 
 
 def _found(run: RunData, severity: Severity, title: str, evidence: str, fix: str, target: str) -> Finding:
-    """The finding, with the output activation that can express the answer as its remedy."""
+    """The finding, with the output activation that can express the answer as its remedy, and the
+    user's line that made the output, where the traced first step saw it."""
+    line = run.summary.get("output_line")
+    evidence += f" In your code: {shown(line)}." if line else ""
     return Finding("output_activation", severity, title, evidence, fix, output_fix(run, target))
 
 

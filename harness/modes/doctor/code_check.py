@@ -15,6 +15,7 @@ def check_code(built: Assembly) -> Outcome:
     found = code_facts(model, lambda: built.objective.score(model, x, y).loss, batch_size(x))
     if found is None:
         return Outcome(Status.SKIP, "the traced step failed (the log above says why)")
+    found = found["code_causes"]
     if not found:
         return Outcome(Status.PASS, "no cause at a line of the model's forward or the objective")
     first = found[0]

@@ -338,3 +338,25 @@ def test_dfd_51181393_trains_deepfds_subject_form_of_the_program():
     case = next(c for c in bench.CASES if c.id == "dfd_51181393")
     assert "optim.lr=0.001" in case.buggy and "optim.lr=0.1" in case.fixed
     assert [o for o in case.buggy if "lr" not in o] == [o for o in case.fixed if "lr" not in o]
+
+
+def test_every_case_is_annotated_code_or_config_fix_and_code_fixes_name_lines_of_their_port():
+    assert set(bench.FIX_LINES) == {c.id for c in bench.CASES}
+    for case_id, fix in bench.FIX_LINES.items():
+        assert fix["fix"] in ("code", "config"), case_id
+        if fix["fix"] == "code":
+            lines = (ROOT / fix["file"]).read_text().splitlines()
+            assert fix["lines"] and all(1 <= n <= len(lines) and lines[n - 1].strip() for n in fix["lines"]), case_id
+
+
+def test_the_fixs_line_is_named_only_when_a_finding_quotes_one_of_its_lines():
+    code = next(c for c in bench.CASES if bench.FIX_LINES[c.id]["fix"] == "code")
+    config = next(c for c in bench.CASES if bench.FIX_LINES[c.id]["fix"] == "config")
+    fix = bench.FIX_LINES[code.id]
+
+    def run(*quoted):
+        return {"findings": [{"name": "x", "severity": "warning", "lines": [list(q) for q in quoted]}]}
+
+    assert bench.fix_line(code, run((fix["file"], str(fix["lines"][0])))) == "named"
+    assert bench.fix_line(code, run((fix["file"], str(max(fix["lines"]) + 1000)), ("other.py", "3"))) == "not named"
+    assert bench.fix_line(config, run(("bench/ports/x.py", "1"))) is None

@@ -46,7 +46,7 @@ def causes(model_class, objective, data, batch: int = 16) -> list[dict]:
     found = code_facts(model, lambda: objective(model(x[:batch]), [x[:batch], y[:batch]]), batch)
     assert found is not None
     assert all(p.grad is None for p in model.parameters())  # a measurement: nothing kept
-    return found
+    return found["code_causes"]
 
 
 def marked(check: str, *objects) -> set[int]:
@@ -100,6 +100,29 @@ def test_a_sigmoid_module_the_harness_calls_is_named_by_its_module_with_the_over
     loss_line = max(marked("probabilities_into_logits_loss", bugs.tag_loss))
     assert cause["check"] == "probabilities_into_logits_loss" and cause["remedy"] == ["output_activation=identity"]
     assert [line["line"] for line in cause["lines"]] == [loss_line] and "`3` (Sigmoid)" in cause["edit"]
+
+
+BUILT_IN = ["data=synthetic", "trainer.max_steps=20", "trainer.eval_every=10", "logger=none", "diagnose=false"]
+
+
+def test_a_softmax_returned_to_the_built_in_cross_entropy_is_named_at_its_line(tmp_path):
+    _, summary = train([*BUILT_IN, "model._target_=code_bugs.SoftmaxClassifier"], tmp_path / "functional")
+    (cause,) = summary["code_causes"]
+    line = min(marked("probabilities_into_logits_loss", bugs.SoftmaxClassifier))
+    assert cause["check"] == "probabilities_into_logits_loss" and [w["line"] for w in cause["lines"]] == [line]
+
+
+def test_an_activation_module_the_output_finding_names_gets_the_line_that_made_the_output(tmp_path):
+    """nn.Softmax as the last module: output_activation names the module (with its remedy) and
+    quotes the line of the forward that returned it; no second finding."""
+    _, summary = train([*BUILT_IN, "model._target_=code_bugs.SoftmaxModuleClassifier"], tmp_path / "run")
+    assert summary["code_causes"] == []
+    line = min(marked("output_line", bugs.SoftmaxModuleClassifier))
+    assert summary["output_line"] == {"file": "tests/code_bugs.py", "line": line, "text": "return self.net(x)  # names: "
+                                                                                         "output_line"}
+    write_report(tmp_path / "run", plots=False)
+    report = (tmp_path / "run" / "report.md").read_text()
+    assert f"In your code: `tests/code_bugs.py:{line}  return self.net(x)" in report
 
 
 VAE = ["data=custom", "data._target_=code_bugs.tags", "model._target_=code_bugs.VAE", "trainer.max_steps=40",
