@@ -6,6 +6,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.diagnosis.findings import Finding
+from harness.diagnosis.outcome import outcome
 from harness.diagnosis.load import RunData, load_run
 from harness.diagnosis.rules import diagnose, signed_loss
 from harness.diagnosis.signals import fmt
@@ -69,6 +70,7 @@ def _facts(run: RunData) -> list[tuple[str, str]]:
     s = run.summary
     facts: list[tuple[str, Any]] = [
         ("status", s.get("status", "unknown (no summary.json)")),
+        ("outcome", ended.line() if (ended := outcome(run)) is not None else None),
         ("steps", f"{s.get('steps', run.train[-1]['step'] if run.train else 0)} / {run.max_steps or '?'}"),
         ("final train loss", s.get("final_train_loss")),
         ("best val loss", s.get("best_val_loss")),

@@ -44,6 +44,7 @@ class TrainState:
     best_metrics: dict[str, float] = field(default_factory=dict)  # each measured name's best, where its mode is known
     best_monitor: float | None = None  # trainer.monitor's best, whose state best.pt holds
     best_step: int | None = None  # the step of that eval
+    baseline: dict[str, float] = field(default_factory=dict)  # the untrained model's eval, before the first update
     last_train_loss: float | None = None
     skipped_steps: int = 0  # updates skipped by the guard (NaN/Inf or loss spike)
     overflow_steps: int = 0  # fp16 updates skipped by the loss scaler

@@ -10,6 +10,7 @@ import numpy as np
 from harness.core.metric_names import TRAIN_LOSS, VAL_LOSS
 from harness.diagnosis.findings import Finding, Remedy, Severity
 from harness.diagnosis.load import RunData
+from harness.diagnosis.outcome import untold
 from harness.diagnosis.rules import (attention, capacity, code, curves, data_order, eval_mode, gradients,
                                      guard_events, numerics, objective, outliers, output, schedule, setup, splits,
                                      weight_decay)
@@ -169,4 +170,7 @@ def diagnose(run: RunData) -> list[Finding]:
             return len(TIERS)
         return _tier(f) or 0
 
+    if not any(f.severity is not Severity.INFO for f in raised) and (told := untold(run)) is not None \
+            and told.name not in ignored:
+        raised.append(told)  # a run that did not work is never "No pathology found"
     return sorted(raised, key=lambda f: (f.severity.rank, order(f)))

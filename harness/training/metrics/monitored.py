@@ -13,7 +13,8 @@ from harness.core.errors import ConfigError
 from harness.core.metric_names import VAL_ACCURACY, VAL_LABEL_ACCURACY, VAL_LOSS, VAL_PERPLEXITY, VAL_PREFIX, flat
 from harness.training.metrics.spec import MODE_OF, MetricSpec
 
-BEST, FINAL = "best_", "final_"  # summary.json's fields for a logged name: best_val_f1, final_val_f1
+# summary.json's fields for a logged name: best_val_f1, final_val_f1, initial_val_f1 (the untrained model's)
+BEST, FINAL, INITIAL = "best_", "final_", "initial_"
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,62 @@
+"""The run's outcome, from its own evals against the untrained model's: learned or not, ended near
+its best or clearly worse over a sustained stretch, non-finite; for a loss and for a metric."""
+from __future__ import annotations
+
+import math
+
+from diagnosis_runs import Run
+from harness.diagnosis import load_run
+from harness.diagnosis.outcome import LEARNED, NEAR, NEVER, NONFINITE, PRIOR_ONLY, WORSE, outcome
+
+
+def judged(run: Run, tmp_path, **summary):
+    run.summary.update(summary)
+    return outcome(load_run(run.write(tmp_path / "run")))
+
+
+def test_a_run_that_learned_and_ended_at_its_best(tmp_path):
+    found = judged(Run(), tmp_path, initial_val_loss=2.30)
+    assert (found.state, found.ending) == (LEARNED, NEAR) and not found.bad
+    assert found.start == 2.30 and found.best_step == 400 and "learned, ended near its best" in found.line()
+
+
+def test_one_bad_eval_is_not_an_ending_but_a_sustained_climb_is(tmp_path):
+    one = Run().set("val/loss", lambda s, v: 1.5 if s == 400 else v, kind="eval")
+    assert judged(one, tmp_path / "one", initial_val_loss=2.30).ending == NEAR  # worse needs its last 2 evals
+    two = Run().set("val/loss", lambda s, v: v if s < 300 else 3.0, kind="eval")
+    found = judged(two, tmp_path / "two", initial_val_loss=2.30)
+    assert found.ending == WORSE and found.bad and found.state == LEARNED
+
+
+def test_never_left_its_start_and_beat_only_its_start(tmp_path):
+    flat = Run().set("val/loss", lambda s, v: 2.30, kind="eval")
+    assert judged(flat, tmp_path / "flat", initial_val_loss=2.30).state == NEVER
+    assert judged(Run(), tmp_path / "prior", initial_val_loss=2.30, val_prior_loss=0.4).state == PRIOR_ONLY
+
+
+def test_a_nonfinite_run_and_a_run_without_a_baseline(tmp_path):
+    nan = Run().set("train/loss", lambda s, v: math.nan if s > 200 else v)
+    assert judged(nan, tmp_path / "nan", initial_val_loss=2.30).state == NONFINITE
+    assert judged(Run(), tmp_path / "old") is None
+
+
+def test_a_monitor_that_is_better_higher(tmp_path):
+    rising = Run().set("val/f1", lambda s, v: 0.2 + s / 1000, kind="eval")
+    found = judged(rising, tmp_path, monitor={"name": "val/f1", "mode": "max"}, initial_val_f1=0.2)
+    assert found.monitor == "val/f1" and found.state == LEARNED and found.best == 0.2 + 0.4
+
+
+def test_a_run_that_got_worse_or_never_moved_is_told_so_where_no_other_warning_is(tmp_path):
+    from harness.diagnosis import diagnose
+
+    climbed = Run().set("val/loss", lambda s, v: v if s < 300 else 1.5, kind="eval").set(
+        "train/loss", lambda s, v: v if s < 250 else v + 0.6)  # no other rule speaks (no memorising: both rose)
+    climbed.summary["initial_val_loss"] = 2.30
+    found = {f.name: f for f in diagnose(load_run(climbed.write(tmp_path / "worse")))}
+    assert "ended_worse" in found and "step 200" in found["ended_worse"].evidence  # best.pt's step
+    flat = Run().set("val/loss", lambda s, v: 2.31, kind="eval")
+    flat.summary["initial_val_loss"] = 2.30
+    assert "never_learned" in {f.name for f in diagnose(load_run(flat.write(tmp_path / "flat")))}
+    healthy = Run()
+    healthy.summary["initial_val_loss"] = 2.30
+    assert diagnose(load_run(healthy.write(tmp_path / "healthy"))) == []
