@@ -22,6 +22,7 @@ from torch.utils.data import Dataset
 
 from harness.training.attribution import attribute
 from harness.loop.callbacks.checkpointing import Checkpointing
+from harness.loop.callbacks.baseline import Baseline
 from harness.loop.callbacks.evaluation import BestCheckpoint, EarlyStop, Evaluation
 from harness.loop.callbacks.guard_watch import GuardWatch
 from harness.loop.callbacks.live_diagnosis import LiveDiagnosisCallback
@@ -330,7 +331,7 @@ def assemble(config: RunConfig, run_dir: Path, device: torch.device,
                    tokens_per_sample=meta.block_size if meta.task == "lm" else None,
                    peak=peak_flops(device, config.precision.name, config.perf.peak_tflops),
                    flops=closed_form / dist.world_size if closed_form is not None else None, device=device, dist=dist),
-        Evaluation(evaluator), BestCheckpoint(watched),
+        Baseline(evaluator), Evaluation(evaluator), BestCheckpoint(watched),
         EarlyStop(EarlyStopping(config.early_stop, watched.mode), watched),
         Checkpointing(cadence.stop_request)]
     if config.diagnose.live:

@@ -1,11 +1,8 @@
 """At each eval: the validation pass and its log, best.pt when the monitored value improved, early stopping."""
 from __future__ import annotations
 
-import logging
 import math
 from typing import TYPE_CHECKING, Any
-
-import torch
 
 from harness.loop.callbacks.base import Callback
 from harness.training.early_stop import EarlyStopping
@@ -13,14 +10,12 @@ from harness.loop.evaluation import Evaluator
 from harness.loop.hooks import Stop, Tick
 from harness.core.metric_names import VAL_ACCURACY, VAL_LOSS
 from harness.loop.step import StepResult
-from harness.training.metrics.monitored import BEST, FINAL, INITIAL, Monitored, summary_field
+from harness.training.metrics.monitored import BEST, FINAL, Monitored, summary_field
 from harness.logger.tracking import finite_or_none
 
 if TYPE_CHECKING:
     from harness.loop.trainer import Trainer
 
-log = logging.getLogger("harness")
-BASELINE = "initial/"  # metrics.jsonl's baseline row: initial/val/loss, ... (no rule reads it as an eval)
 OWN_FIELDS = (VAL_LOSS, VAL_ACCURACY)  # summary.json's best_val_loss, best_val_accuracy: fields of the trainer's
 
 
@@ -30,20 +25,6 @@ class Evaluation(Callback):
     def __init__(self, evaluator: Evaluator) -> None:
         self.evaluator = evaluator
         self.logged = evaluator.logged
-
-    def on_fit_start(self, trainer: Trainer) -> None:
-        """A fresh run first measures where it starts: the untrained model's eval (loss, parts and
-        metrics), the baseline every later eval can be judged against, whatever the objective. Its
-        RNG streams are forked, so the run trains as it would have without it."""
-        state = trainer.state
-        if state.step or state.baseline:
-            return
-        with torch.random.fork_rng(devices=[trainer.device] if trainer.device.type == "cuda" else []):
-            state.baseline = self.evaluator.evaluate()
-        if trainer.tracker:
-            trainer.tracker.log(0, {BASELINE + name: value for name, value in state.baseline.items()}, kind="baseline")
-            log.info("untrained model: val loss %s (the baseline, before any update)",
-                     f"{state.baseline[VAL_LOSS]:.4f}")
 
     def on_step_end(self, trainer: Trainer, tick: Tick, result: StepResult) -> None:
         if not tick.eval:
@@ -67,7 +48,6 @@ class Evaluation(Callback):
         fields = {summary_field(FINAL, name): finite_or_none(state.last_eval.get(name))
                   for name in self.logged if name not in OWN_FIELDS}
         fields.update({summary_field(BEST, name): finite_or_none(value) for name, value in state.best_metrics.items()})
-        fields.update({summary_field(INITIAL, name): finite_or_none(value) for name, value in state.baseline.items()})
         return {**self.evaluator.summary(), **fields}
 
     def close(self) -> None:

@@ -52,7 +52,7 @@ def test_tensorboard_lists_the_vital_groups_first(deep_run: Path) -> None:
     tags = EventAccumulator(str(deep_run / "tb")).Reload().Tags()["scalars"]
     groups = sorted({tag.split("/", 1)[0] for tag in tags})  # TensorBoard's order for these names
     assert groups[:3] == ["grad", "train", "val"]  # the first two open: grad norm, loss and lr in view
-    assert set(groups[3:]) == {TB_LATER_PREFIX + g for g in ("param", "perf", *PER_TENSOR_GROUPS)} - {
+    assert set(groups[3:]) == {TB_LATER_PREFIX + g for g in ("initial", "param", "perf", *PER_TENSOR_GROUPS)} - {
         TB_LATER_PREFIX + "attn_entropy"}  # an MLP has no attention
     # metrics.jsonl, which the diagnosis reads, keeps the plain keys
     assert any(key.startswith("grad_norm/") for row in read_metrics(deep_run) for key in row)

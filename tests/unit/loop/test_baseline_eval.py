@@ -9,7 +9,7 @@ import json
 import pytest
 
 from conftest import train
-from harness.loop.callbacks.evaluation import Evaluation
+from harness.loop.callbacks.baseline import Baseline
 
 RUN = ["model=mlp", "data=synthetic", "trainer.max_steps=12", "trainer.eval_every=6", "trainer.log_every=3",
        "logger=none", "diagnose=false"]
@@ -26,7 +26,7 @@ def test_the_untrained_eval_is_recorded_and_changes_nothing_of_the_training(tmp_
     assert set(first) == {"step", "kind", "initial/val/loss", "initial/val/accuracy"}
     assert summary["initial_val_loss"] == first["initial/val/loss"] > summary["best_val_loss"]
     assert summary["initial_val_accuracy"] == first["initial/val/accuracy"]
-    monkeypatch.setattr(Evaluation, "on_fit_start", lambda self, trainer: None)
+    monkeypatch.setattr(Baseline, "on_fit_start", lambda self, trainer: None)
     train(RUN, tmp_path / "without")
     losses = [[r.get("train/loss") for r in rows(d) if r["kind"] == "train"] for d in (tmp_path / "run", tmp_path / "without")]
     assert losses[0] == losses[1]  # bit for bit: the RNG streams were forked around it
