@@ -110,6 +110,20 @@ def squared_error_broadcast(output: torch.Tensor, batch: list) -> torch.Tensor:
     return ((output - batch[1]) ** 2).mean()  # names: broadcast_target
 
 
+class SmoothL1:
+    """A loss written as a class, the way nn.Module losses are used."""
+
+    def __call__(self, prediction: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
+        return F.smooth_l1_loss(prediction, target)  # names: broadcast_target
+
+
+CRITERION = SmoothL1()
+
+
+def class_loss_broadcast(output: torch.Tensor, batch: list) -> torch.Tensor:
+    return CRITERION(output, batch[1])  # names: broadcast_target
+
+
 def mse(output: torch.Tensor, batch: list) -> torch.Tensor:
     return F.mse_loss(output.squeeze(-1), batch[1])
 

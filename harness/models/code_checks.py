@@ -64,6 +64,11 @@ def _dim(op: Op) -> int | None:
     return dim if isinstance(dim, int) else None
 
 
+def _at(op: Op) -> tuple[Where, ...]:
+    """An op's line, then the objective's own line that called into it (a loss class, a helper)."""
+    return tuple(w for w in (op.where, op.called_from) if w is not None)
+
+
 def _module_note(op: Op) -> str:
     return f" (in `{op.module}`, {op.module_type})" if op.module else ""
 
@@ -90,7 +95,7 @@ def probabilities_into_logits_loss(trace: Trace) -> Iterator[CodeCause]:
         yield CodeCause(
             "probabilities_into_logits_loss", f"a {made.name} output is fed to {LOGITS_LOSSES[op.name]}, which applies "
                                               f"one itself",
-            tuple(w for w in (made.where, op.where) if w is not None),
+            tuple(w for w in (made.where, *_at(op)) if w is not None),
             f"return the logits: drop the {made.name} {at}; {op.name} at {op.where} applies it (apply it yourself "
             f"only where you report probabilities)",
             ("output_activation=identity",) if made.module_type in ACTIVATION_MODULES else ())
@@ -151,7 +156,7 @@ def broadcast_target(trace: Trace) -> Iterator[CodeCause]:
 
 def _broadcast(op: Op, a: tuple[int, ...], b: tuple[int, ...], joined: tuple[int, ...]) -> CodeCause:
     return CodeCause(
-        "broadcast_target", f"{op.name} broadcasts {list(a)} against {list(b)} to {list(joined)}", (op.where,),
+        "broadcast_target", f"{op.name} broadcasts {list(a)} against {list(b)} to {list(joined)}", _at(op),
         f"give the prediction and the target one shape: squeeze the model's last dimension (`out.squeeze(-1)`) or "
         f"add one to the target (`y[:, None]`); as written every prediction is compared with every target")
 

@@ -74,6 +74,7 @@ class Op:
     output: Facts | None
     got_gradient: bool = False
     read_off: bool = False  # a tensor computed from the parameters left torch here (`.item()`, `float()`, numpy)
+    called_from: Where | None = None  # outside the model: the objective's own line that led here (a loss class's call)
 
 
 @dataclass
@@ -92,19 +93,22 @@ class Trace:
         return op
 
 
-def _user_frame() -> Where | None:
+def _user_frames() -> tuple[Where | None, Where | None]:
     """The innermost caller outside torch and the standard library, when it is the user's (a library
-    the user's model is made of, such as transformers, counts as theirs); None when it is the
+    the user's model is made of, such as transformers, counts as theirs), and the outermost user
+    frame before the harness called in, where it differs; (None, None) when the innermost is the
     harness's own code (its built-in losses, its measurements)."""
-    frame = sys._getframe(1)
+    frame, found = sys._getframe(1), []
     while frame is not None:
         name = frame.f_code.co_filename
         if not name.startswith(_PASSED) and name != __file__:
             if name.startswith(_HARNESS):
-                return None
-            return Where(_shown(name), frame.f_lineno, linecache.getline(name, frame.f_lineno).strip())
+                break
+            found.append(Where(_shown(name), frame.f_lineno, linecache.getline(name, frame.f_lineno).strip()))
         frame = frame.f_back
-    return None
+    if not found:
+        return None, None
+    return found[0], found[-1] if len(found) > 1 else None
 
 
 @functools.lru_cache(maxsize=256)
@@ -173,9 +177,10 @@ class CodeTrace(TorchFunctionMode):
             source = self._arrays[id(args[0])]  # numpy read off a cut tensor, back as a tensor
             inputs = [source]
         index = len(self.trace.ops)
-        where = _user_frame()
+        where, outer = _user_frames()
         module = self._modules[-1] if self._modules else (None, None)
-        op = Op(index, name, where, module[0], module[1], inputs, _plain(kwargs), None)
+        op = Op(index, name, where, module[0], module[1], inputs, _plain(kwargs), None,
+                called_from=outer if module[0] is None else None)
         if (name in NUMBER_OF and not isinstance(out, torch.Tensor) or name == "numpy") and args \
                 and isinstance(args[0], torch.Tensor):
             op.read_off = self._facts(args[0]).from_params
