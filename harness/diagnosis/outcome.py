@@ -25,7 +25,7 @@ from harness.diagnosis.findings import Finding, Severity
 from harness.diagnosis.load import RunData
 from harness.diagnosis.signals import Series, fmt, noise_level
 
-CLEAR_SHARE = 0.01  # better by more than 1% of the value ...
+BETTER_BY = 0.01  # better by more than 1% of the value ... (the remedy judge's margin too)
 NOISE_SIGMAS = 2.0  # ... and more than twice the eval-to-eval noise
 LATE_SHARE = 0.25  # the share of the last evals that must all be worse for the run to have ended worse
 LATE_MIN = 2
@@ -112,12 +112,12 @@ def _noise(run: RunData, values: Series, higher: bool) -> float:
 
 
 def _clearly(new: float, old: float, higher: bool, noise: float) -> bool:
-    """`new` better than `old` by more than CLEAR_SHARE of it and NOISE_SIGMAS noises."""
+    """`new` better than `old` by more than BETTER_BY of it and NOISE_SIGMAS noises."""
     if higher:
-        return new > old + max(CLEAR_SHARE * abs(old), NOISE_SIGMAS * noise)
+        return new > old + max(BETTER_BY * abs(old), NOISE_SIGMAS * noise)
     if new > 0 and old > 0:
-        return math.log(new) < math.log(old) + min(math.log1p(-CLEAR_SHARE), -NOISE_SIGMAS * noise)
-    return new < old - max(CLEAR_SHARE * abs(old), NOISE_SIGMAS * noise)
+        return math.log(new) < math.log(old) + min(math.log1p(-BETTER_BY), -NOISE_SIGMAS * noise)
+    return new < old - max(BETTER_BY * abs(old), NOISE_SIGMAS * noise)
 
 
 MIN_EVALS = 3  # fewer evals than this tell no outcome a finding may state

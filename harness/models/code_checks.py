@@ -10,8 +10,9 @@ whose gradient is zero everywhere, the first op that overflows, the first activa
 from __future__ import annotations
 
 import logging
+import math
 import re
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -52,7 +53,7 @@ class CodeCause:
                 "edit": self.edit, "remedy": list(self.remedy)}
 
 
-Check = Callable[[Trace], Iterator[CodeCause]]
+Check = Callable[[Trace], CodeCause | None]
 
 
 def _tensors(op: Op) -> list[Facts]:
@@ -73,7 +74,7 @@ def _module_note(op: Op) -> str:
     return f" (in `{op.module}`, {op.module_type})" if op.module else ""
 
 
-def probabilities_into_logits_loss(trace: Trace) -> Iterator[CodeCause]:
+def probabilities_into_logits_loss(trace: Trace) -> CodeCause | None:
     """BCE-with-logits and cross-entropy apply their own sigmoid or softmax: one fed a probability
     applies it twice, squeezing every prediction towards the middle, so the loss stalls far from 0."""
     for op in trace.ops:
@@ -84,36 +85,35 @@ def probabilities_into_logits_loss(trace: Trace) -> Iterator[CodeCause]:
             continue
         if op.where is None:  # the built-in loss: an activation module is output_activation's to name
             if made.where is not None and made.module_type not in ACTIVATION_MODULES:
-                yield CodeCause(
+                return CodeCause(
                     "probabilities_into_logits_loss", f"the model returns a {made.name}, and the built-in "
                                                       f"{LOGITS_LOSSES[op.name]} applies one itself", (made.where,),
                     f"return the logits: drop the {made.name} at {made.where} (the loss applies it; apply it "
                     f"yourself only where you report probabilities)")
-                return
             continue
         at = f"at {made.where}{_module_note(made)}" if made.where else f"in `{made.module}` ({made.module_type})"
-        yield CodeCause(
+        return CodeCause(
             "probabilities_into_logits_loss", f"a {made.name} output is fed to {LOGITS_LOSSES[op.name]}, which applies "
                                               f"one itself",
             tuple(w for w in (made.where, *_at(op)) if w is not None),
             f"return the logits: drop the {made.name} {at}; {op.name} at {op.where} applies it (apply it yourself "
             f"only where you report probabilities)",
             ("output_activation=identity",) if made.module_type in ACTIVATION_MODULES else ())
-        return
     for op in trace.ops:  # nll_loss reads log-probabilities: anything above 0 is not one
         if op.name == "nll_loss" and op.where is not None and op.inputs and isinstance(op.inputs[0], Facts):
             made = trace.source(op.inputs[0], PASSING)
             largest = op.inputs[0].largest
             if (made is not None and made.name in PROBABILITIES) or (largest is not None and largest > 1e-6):
                 shown = made.where if made is not None and made.where is not None else op.where
-                yield CodeCause("probabilities_into_logits_loss", "nll_loss is fed values that are not log-probabilities",
-                                (shown, op.where) if shown != op.where else (op.where,),
-                                f"nll_loss at {op.where} reads log-probabilities (all <= 0): give it log_softmax of the "
-                                f"logits, or give the logits to cross_entropy")
-                return
+                return CodeCause("probabilities_into_logits_loss",
+                                 "nll_loss is fed values that are not log-probabilities",
+                                 (shown, op.where) if shown != op.where else (op.where,),
+                                 f"nll_loss at {op.where} reads log-probabilities (all <= 0): give it log_softmax of "
+                                 f"the logits, or give the logits to cross_entropy")
+    return None
 
 
-def softmax_over_one(trace: Trace) -> Iterator[CodeCause]:
+def softmax_over_one(trace: Trace) -> CodeCause | None:
     """A softmax over a dimension of size 1 is 1 whatever its input (a log-softmax 0): constant,
     with no gradient."""
     for op in trace.ops:
@@ -123,16 +123,16 @@ def softmax_over_one(trace: Trace) -> Iterator[CodeCause]:
             continue
         shape = tensors[0].shape
         if -len(shape) <= dim < len(shape) and shape[dim] == 1:
-            yield CodeCause(
+            return CodeCause(
                 "softmax_over_one", f"a {op.name} over a dimension of size 1 (dim={dim} of {list(shape)})", (op.where,),
                 f"a {op.name} over one value is {'1' if op.name == 'softmax' else '0'} for every input: for one output "
                 f"unit use a sigmoid (and BCE-with-logits on the logit), for K classes take it over the class "
                 f"dimension of K outputs",
                 ("output_activation=identity",) if op.module_type in ACTIVATION_MODULES else ())
-            return
+    return None
 
 
-def broadcast_target(trace: Trace) -> Iterator[CodeCause]:
+def broadcast_target(trace: Trace) -> CodeCause | None:
     """A prediction of shape (B, 1) against a target of (B,) broadcasts to (B, B): every prediction
     is compared with every target, and the model learns the targets' mean."""
     for op in trace.ops:
@@ -145,30 +145,22 @@ def broadcast_target(trace: Trace) -> Iterator[CodeCause]:
                 joined = torch.broadcast_shapes(a, b)
             except RuntimeError:
                 continue
-            if _count(joined) > max(_count(a), _count(b)):
-                yield _broadcast(op, a, b, tuple(joined))
-                return
+            if math.prod(joined) > max(math.prod(a), math.prod(b)):
+                return _broadcast(op, a, b, tuple(joined))
         if op.name in ELEMENTWISE and trace.batch > 1 and op.got_gradient and {a, b} == {
                 (trace.batch, 1), (trace.batch,)} and op.output.shape == (trace.batch, trace.batch):
-            yield _broadcast(op, a, b, op.output.shape)
-            return
+            return _broadcast(op, a, b, op.output.shape)
+    return None
 
 
 def _broadcast(op: Op, a: tuple[int, ...], b: tuple[int, ...], joined: tuple[int, ...]) -> CodeCause:
     return CodeCause(
         "broadcast_target", f"{op.name} broadcasts {list(a)} against {list(b)} to {list(joined)}", _at(op),
-        f"give the prediction and the target one shape: squeeze the model's last dimension (`out.squeeze(-1)`) or "
-        f"add one to the target (`y[:, None]`); as written every prediction is compared with every target")
+        "give the prediction and the target one shape: squeeze the model's last dimension (`out.squeeze(-1)`) or "
+        "add one to the target (`y[:, None]`); as written every prediction is compared with every target")
 
 
-def _count(shape: tuple[int, ...] | torch.Size) -> int:
-    total = 1
-    for size in shape:
-        total *= size
-    return total
-
-
-def detached_term(trace: Trace) -> Iterator[CodeCause]:
+def detached_term(trace: Trace) -> CodeCause | None:
     """A term added into the loss whose path to the parameters was cut (detach, no_grad, `.data`,
     numpy) or that was read as a Python number (`.item()`, `float()`): its value is in the loss,
     its gradient is not, so what it measures never trains."""
@@ -176,27 +168,26 @@ def detached_term(trace: Trace) -> Iterator[CodeCause]:
     for op in trace.ops:
         if op.name not in ("add", "sub") or op.where is None or op.output is None or not op.got_gradient:
             continue
-        cut = next((f for f in _tensors(op) if f.cut_at is not None and _count(f.shape) == 1), None)
+        cut = next((f for f in _tensors(op) if f.cut_at is not None and math.prod(f.shape) == 1), None)
         if cut is not None:
             at = trace.op(cut.cut_at)
             lines = tuple(w for w in (at.where if at else None, op.where) if w is not None)
-            yield CodeCause(
+            return CodeCause(
                 "detached_term", "a term of the loss has no gradient: its path to the parameters was cut", lines,
                 f"compute the term from tensors that keep their gradient: the {at.name if at else 'cut'} at "
                 f"{lines[0]} cuts it, and {op.name} at {op.where} adds it to the loss, which then trains only the "
                 f"other terms")
-            return
         read = [n for n in numbers if n.index < op.index and n.where is not None]
         constant = next((v for v in op.inputs if isinstance(v, float) and not _literal(v, op.where.text)), None)
-        rebuilt = next((f for f in _tensors(op) if _count(f.shape) == 1 and not f.from_params
+        rebuilt = next((f for f in _tensors(op) if math.prod(f.shape) == 1 and not f.from_params
                         and _made_by(trace, f) in REBUILT), None)  # a value read out of torch, a tensor again
         if read and (constant is not None or rebuilt is not None):
-            yield CodeCause(
+            return CodeCause(
                 "detached_term", "a term of the loss was read out of torch (a number, a numpy array): it has no "
                                  "gradient", (read[-1].where, op.where),
                 f"keep the term a torch tensor: `{read[-1].name}` at {read[-1].where} reads it out, and {op.where} "
                 f"adds what was read to the loss, which then trains only the other terms")
-            return
+    return None
 
 
 def _made_by(trace: Trace, facts: Facts) -> str | None:
@@ -209,45 +200,47 @@ def _literal(value: float, text: str) -> bool:
     return any(float(n) == value for n in NUMBER.findall(text))
 
 
-def zero_gradient_op(trace: Trace) -> Iterator[CodeCause]:
+def zero_gradient_op(trace: Trace) -> CodeCause | None:
     """round, floor, ceil, trunc and sign have a zero gradient everywhere: nothing before them learns."""
     for op in trace.ops:
         tensors = _tensors(op)
         if op.name in ZERO_GRADIENT and op.where is not None and op.got_gradient and tensors and \
                 tensors[0].requires_grad and tensors[0].from_params:
-            yield CodeCause(
+            return CodeCause(
                 "zero_gradient_op", f"{op.name} between the parameters and the loss passes no gradient", (op.where,),
                 f"{op.name}'s gradient is 0 everywhere, so every weight before {op.where} gets none: train on the "
                 f"continuous value and apply {op.name} only to report (or pass the gradient straight through: "
                 f"`x + (x.{op.name}() - x).detach()`)")
-            return
+    return None
 
 
-def nonfinite_op(trace: Trace) -> Iterator[CodeCause]:
+def nonfinite_op(trace: Trace) -> CodeCause | None:
     """The first op whose output is Inf/NaN on finite inputs: an exp past ~88, a log of a value at
     or below 0, a division by 0."""
     for op in trace.ops:
         tensors = _tensors(op)
         if op.output is None or op.output.finite or not tensors or not all(f.finite for f in tensors):
             continue
-        if op.where is not None:
-            yield CodeCause("nonfinite_op", f"{op.name} returns Inf/NaN on finite inputs", (op.where,),
-                            f"compute {op.name} in a stable form (log_softmax, logsigmoid, a clamp or an epsilon "
-                            f"before a log or a division, softplus instead of exp)")
-        return
+        if op.where is None:  # the first is the harness's own: forward_overflow names its module
+            return None
+        return CodeCause("nonfinite_op", f"{op.name} returns Inf/NaN on finite inputs", (op.where,),
+                         f"compute {op.name} in a stable form (log_softmax, logsigmoid, a clamp or an epsilon "
+                         f"before a log or a division, softplus instead of exp)")
+    return None
 
 
-def saturated_op(trace: Trace) -> Iterator[CodeCause]:
+def saturated_op(trace: Trace) -> CodeCause | None:
     """The first activation whose output is the same for every sample while its input differs."""
     for op in trace.ops:
         tensors = _tensors(op)
         if op.name in FLAT_TAILS and op.output is not None and op.output.varies is False and tensors \
                 and tensors[0].varies:
-            if op.where is not None:
-                yield CodeCause("saturated_op", f"{op.name} is flat: every sample gets the same output", (op.where,),
-                                f"the {op.name} at {op.where} gets inputs where it is flat (or reduces over one "
-                                f"value): scale what feeds it, or take it over the right dimension")
-            return
+            if op.where is None:  # the first is the harness's own: output_activation names its module
+                return None
+            return CodeCause("saturated_op", f"{op.name} is flat: every sample gets the same output", (op.where,),
+                             f"the {op.name} at {op.where} gets inputs where it is flat (or reduces over one "
+                             f"value): scale what feeds it, or take it over the right dimension")
+    return None
 
 
 CHECKS: tuple[Check, ...] = (probabilities_into_logits_loss, softmax_over_one, broadcast_target, detached_term,
@@ -259,9 +252,9 @@ def code_causes(trace: Trace) -> list[CodeCause]:
     named already (a softmax over one value is also flat) is told once."""
     causes: list[CodeCause] = []
     for check in CHECKS:
-        for cause in check(trace):
-            if not any(cause.lines[0] == earlier.lines[0] for earlier in causes):
-                causes.append(cause)
+        cause = check(trace)
+        if cause is not None and not any(cause.lines[0] == earlier.lines[0] for earlier in causes):
+            causes.append(cause)
     return causes
 
 

@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 
 from harness.core.metric_names import VAL_LOSS
+from harness.diagnosis.outcome import BETTER_BY, NOISE_SIGMAS
 from harness.diagnosis.load import RunData, Series
 from harness.diagnosis.rules.curves import guessing_accuracy_bound
 from harness.diagnosis.signals import noise_level
@@ -34,8 +35,6 @@ log = logging.getLogger("harness")
 # by a remedy that ends at 0.001, and the same ratio counts at any scale. A base whose loss wobbles
 # (or climbs as it overfits) has a wide noise band; a remedy lower at every eval both had is better
 # by that pairing, whatever the band.
-BETTER_BY = 0.01
-NOISE_SIGMAS = 2.0
 PAIRED_EVALS = 5  # lower at each of this many shared evals: 1 in 2**5 by chance
 
 
