@@ -33,7 +33,7 @@ class Tagger(SigmoidTagger):
 
 def sequential_tagger() -> nn.Module:
     """A tagger built as an nn.Sequential that ends in a Sigmoid module (the harness calls it)."""
-    return nn.Sequential(nn.Linear(8, 32), nn.ReLU(), nn.Linear(32, 5), nn.Sigmoid())
+    return nn.Sequential(nn.Linear(8, 32), nn.ReLU(), nn.Linear(32, 5), nn.Sigmoid())  # names: built_at
 
 
 def tag_loss(output: torch.Tensor, batch: list) -> torch.Tensor:
@@ -214,7 +214,8 @@ class SoftmaxClassifier(nn.Module):
 class SoftmaxModuleClassifier(nn.Module):
     def __init__(self, in_features: int, num_classes: int) -> None:
         super().__init__()
-        self.net = nn.Sequential(nn.Linear(in_features, 32), nn.ReLU(), nn.Linear(32, num_classes), nn.Softmax(dim=1))
+        self.net = nn.Sequential(nn.Linear(in_features, 32), nn.ReLU(),  # names: output_line
+                                 nn.Linear(32, num_classes), nn.Softmax(dim=1))
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.net(x)  # names: output_line

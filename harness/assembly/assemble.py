@@ -64,7 +64,7 @@ from harness.models.output_activation import describe_output, replace_output_act
 from harness.models.init import apply_init
 from harness.models.output import OutputPicker
 from harness.models.probe import (behaves_differently_in_eval, check_batch_norm, effective_rank, embedding_rows,
-                                  has_batch_norm, parameter_counts, probe_model)
+                                  has_batch_norm, parameter_counts, probe_model, input_wide)
 from harness.training.monitor import Monitor
 from harness.training.optim import build_optimizer
 from harness.training.parallel import class_name, is_sharded, optimizer_config, parallelize
@@ -259,7 +259,8 @@ def assemble(config: RunConfig, run_dir: Path, device: torch.device,
                  "input_stats": input_stats(train_set, recipe, model_call.arguments),
                  "activation_swap": swapped, "output_activation": describe_output(raw_model, trace),
                  "output_replaced": [], "test_samples": len(splits.test) if splits.test is not None else None,
-                 "initial_effective_rank": effective_rank(rows) if rows is not None else None}
+                 "initial_effective_rank": effective_rank(rows) if rows is not None else None,
+                 "rank_rows_input_wide": rows is not None and input_wide(rows, few)}
     objective = open_objective or TargetLoss(
         partial(compute_loss, task=meta.task, label_smoothing=float(config.loss.label_smoothing),
                 z_loss=float(config.loss.z_loss), ignore_index=meta.ignore_index, function=meta.loss_function,

@@ -15,7 +15,7 @@ them, at least two) is clearly worse than the best: a sustained stretch, not one
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -23,7 +23,7 @@ import numpy as np
 from harness.core.metric_names import TRAIN_LOSS, VAL_LOSS, flat
 from harness.diagnosis.findings import Finding, Severity
 from harness.diagnosis.load import RunData
-from harness.diagnosis.signals import Series, fmt, noise_level
+from harness.diagnosis.signals import MIN_EVALS, Series, fmt, noise_level
 
 BETTER_BY = 0.01  # better by more than 1% of the value ... (the remedy judge's margin too)
 NOISE_SIGMAS = 2.0  # ... and more than twice the eval-to-eval noise
@@ -120,8 +120,6 @@ def _clearly(new: float, old: float, higher: bool, noise: float) -> bool:
     return new < old - max(BETTER_BY * abs(old), NOISE_SIGMAS * noise)
 
 
-MIN_EVALS = 3  # fewer evals than this tell no outcome a finding may state
-
 
 def untold(run: RunData) -> Finding | None:
     """A bad outcome no other warning tells: the run never clearly beat its untrained model, or it
@@ -146,3 +144,23 @@ def untold(run: RunData) -> Finding | None:
                        "check that the loss reads what the model outputs (mode=doctor overfits a few samples and "
                        "checks the code at its line), then the LR (mode=lr_find) and the steps.")
     return None
+
+
+def held_to_outcome(run: RunData, findings: list[Finding], shapes: frozenset[str]) -> list[Finding]:
+    """The invariant, in one place: a critical finding means the run did not work. On a run that
+    learned and ended near its best, whatever a window of its curves showed (one early excursion,
+    a stretch of noise) is at most a warning, and a finding about the curves' shape alone
+    (`shapes`: slow, oscillating, short of the optimum) is an info: the outcome wins. Each says why."""
+    ended = outcome(run)
+    if ended is None or ended.bad:
+        return findings
+    why = f": by its own evals the run {ended.line()}."
+    held = []
+    for f in findings:
+        was = "critical" if f.severity is Severity.CRITICAL else "a warning"
+        if f.name in shapes and f.severity.rank < Severity.INFO.rank:
+            f = replace(f, severity=Severity.INFO, evidence=f"{f.evidence} Not {was}{why}")
+        elif f.severity is Severity.CRITICAL:
+            f = replace(f, severity=Severity.WARNING, evidence=f"{f.evidence} Not {was}{why}")
+        held.append(f)
+    return held

@@ -5,22 +5,17 @@ import os
 from pathlib import Path
 from typing import Any
 
+from harness.diagnosis.coverage import not_judged
 from harness.diagnosis.findings import Finding
 from harness.diagnosis.outcome import outcome
 from harness.diagnosis.load import RunData, load_run
-from harness.diagnosis.rules import diagnose, signed_loss
+from harness.diagnosis.rules import diagnose
 from harness.diagnosis.signals import fmt
 
 REPORT_FILE = "report.md"
 PLOTS_DIR = "plots"
 
 
-NOT_JUDGED = ("a plateau at the prior or at chance, and underfitting against the best constant: this objective's best "
-              "constant is unknown (an objective that returns a `prior` part, the loss of its best constant "
-              "prediction, has them judged)")
-SIGNED_LOSS = ("divergence, oscillation, over- and underfitting and slow progress by the loss's level: this "
-               "objective's loss reaches 0 or below, where ratios of levels mean nothing (a non-finite loss is "
-               "still judged)")
 PLOTS_PENDING = "The plots are being drawn into `plots/` by a background process; this section lists them when done."
 
 
@@ -77,8 +72,7 @@ def _facts(run: RunData) -> list[tuple[str, str]]:
         ("chance loss (ln K)", s.get("chance_loss")),
         ("known optimum", s.get("optimum_loss")),
         ("objective", s.get("user_loss")),
-        ("not judged", NOT_JUDGED if s.get("user_loss") and s.get("prior_loss") is None else None),
-        ("not judged either", SIGNED_LOSS if signed_loss(run) else None),
+        *(("not judged", line) for line in not_judged(run)),
         ("skipped / fp16 overflow / empty updates",
          f"{s.get('skipped_steps', 0)} / {s.get('overflow_steps', 0)} / {s.get('empty_steps', 0)}"),
     ]

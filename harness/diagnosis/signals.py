@@ -10,6 +10,7 @@ import numpy as np
 from harness.diagnosis.load import Series
 
 EDGE_POINTS = 3  # points whose median stands for "the start" / "the end" of a curve
+MIN_EVALS = 3  # the fewest evals a rule reads a val curve from (report.md says which rules were not judged)
 
 
 def start_level(series: Series) -> float:

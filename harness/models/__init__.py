@@ -20,6 +20,7 @@ from harness.data import DataMeta
 from harness.data.base import MODEL_FIELDS
 from harness.core.errors import ConfigError, one_line
 from harness.models.keys import user_keys
+from harness.models.code_trace import recording_sites
 from harness.core.typed_config import read_typed
 
 LM_MODELS = ("harness.models.gpt.GPT", "harness.models.rnn.RNNLM")
@@ -66,10 +67,11 @@ def build_model(spec: ModelSpec, meta: DataMeta) -> nn.Module:
     if spec.config is not None:
         names = {f.name for f in dataclasses.fields(spec.config)}
         config = dataclasses.replace(spec.config, **{k: v for k, v in data.items() if k in names})
-        model = call(partial(spec.target, config), {}, "model._target_", spec.path, "a model that builds")
+        target, kwargs = partial(spec.target, config), {}
     else:
-        kwargs = {**built_arguments(spec.kwargs), **accepted_fields(spec.target, data)}
-        model = call(spec.target, kwargs, "model._target_", spec.path, "a model that builds")
+        target, kwargs = spec.target, {**built_arguments(spec.kwargs), **accepted_fields(spec.target, data)}
+    with recording_sites():  # the user's lines that build each module, for the code checks to quote
+        model = call(target, kwargs, "model._target_", spec.path, "a model that builds")
     if not isinstance(model, nn.Module):
         raise ConfigError("model._target_", spec.path, f"a callable that returns a torch.nn.Module, "
                                                        f"not a {type(model).__name__}")

@@ -66,12 +66,18 @@ def _dim(op: Op) -> int | None:
 
 
 def _at(op: Op) -> tuple[Where, ...]:
-    """An op's line, then the objective's own line that called into it (a loss class, a helper)."""
-    return tuple(w for w in (op.where, op.called_from) if w is not None)
+    """An op's line, the lines that built the module running it (a module in `nn.Sequential` or a
+    layer library), then the objective's own line that called into it (a loss class, a helper)."""
+    return tuple(dict.fromkeys(w for w in (op.where, *op.built_at, op.called_from) if w is not None))
 
 
-def _module_note(op: Op) -> str:
-    return f" (in `{op.module}`, {op.module_type})" if op.module else ""
+def _placed(op: Op) -> str:
+    """'at FILE:LINE (in `net.3`, Sigmoid, built at FILE:LINE)', as much of it as is known."""
+    built = f", built at {op.built_at[-1]}" if op.built_at else ""
+    module = f"`{op.module}`, {op.module_type}{built}" if op.module else ""
+    if op.where is None:
+        return f"in {module}"
+    return f"at {op.where} (in {module})" if module else f"at {op.where}"
 
 
 def probabilities_into_logits_loss(trace: Trace) -> CodeCause | None:
@@ -87,16 +93,15 @@ def probabilities_into_logits_loss(trace: Trace) -> CodeCause | None:
             if made.where is not None and made.module_type not in ACTIVATION_MODULES:
                 return CodeCause(
                     "probabilities_into_logits_loss", f"the model returns a {made.name}, and the built-in "
-                                                      f"{LOGITS_LOSSES[op.name]} applies one itself", (made.where,),
+                                                      f"{LOGITS_LOSSES[op.name]} applies one itself", _at(made),
                     f"return the logits: drop the {made.name} at {made.where} (the loss applies it; apply it "
                     f"yourself only where you report probabilities)")
             continue
-        at = f"at {made.where}{_module_note(made)}" if made.where else f"in `{made.module}` ({made.module_type})"
         return CodeCause(
             "probabilities_into_logits_loss", f"a {made.name} output is fed to {LOGITS_LOSSES[op.name]}, which applies "
                                               f"one itself",
-            tuple(w for w in (made.where, *_at(op)) if w is not None),
-            f"return the logits: drop the {made.name} {at}; {op.name} at {op.where} applies it (apply it yourself "
+            tuple(dict.fromkeys((*_at(made), *_at(op)))),
+            f"return the logits: drop the {made.name} {_placed(made)}; {op.name} at {op.where} applies it (apply it yourself "
             f"only where you report probabilities)",
             ("output_activation=identity",) if made.module_type in ACTIVATION_MODULES else ())
     for op in trace.ops:  # nll_loss reads log-probabilities: anything above 0 is not one
@@ -124,7 +129,7 @@ def softmax_over_one(trace: Trace) -> CodeCause | None:
         shape = tensors[0].shape
         if -len(shape) <= dim < len(shape) and shape[dim] == 1:
             return CodeCause(
-                "softmax_over_one", f"a {op.name} over a dimension of size 1 (dim={dim} of {list(shape)})", (op.where,),
+                "softmax_over_one", f"a {op.name} over a dimension of size 1 (dim={dim} of {list(shape)})", _at(op),
                 f"a {op.name} over one value is {'1' if op.name == 'softmax' else '0'} for every input: for one output "
                 f"unit use a sigmoid (and BCE-with-logits on the logit), for K classes take it over the class "
                 f"dimension of K outputs",
@@ -207,7 +212,7 @@ def zero_gradient_op(trace: Trace) -> CodeCause | None:
         if op.name in ZERO_GRADIENT and op.where is not None and op.got_gradient and tensors and \
                 tensors[0].requires_grad and tensors[0].from_params:
             return CodeCause(
-                "zero_gradient_op", f"{op.name} between the parameters and the loss passes no gradient", (op.where,),
+                "zero_gradient_op", f"{op.name} between the parameters and the loss passes no gradient", _at(op),
                 f"{op.name}'s gradient is 0 everywhere, so every weight before {op.where} gets none: train on the "
                 f"continuous value and apply {op.name} only to report (or pass the gradient straight through: "
                 f"`x + (x.{op.name}() - x).detach()`)")
@@ -223,7 +228,7 @@ def nonfinite_op(trace: Trace) -> CodeCause | None:
             continue
         if op.where is None:  # the first is the harness's own: forward_overflow names its module
             return None
-        return CodeCause("nonfinite_op", f"{op.name} returns Inf/NaN on finite inputs", (op.where,),
+        return CodeCause("nonfinite_op", f"{op.name} returns Inf/NaN on finite inputs", _at(op),
                          f"compute {op.name} in a stable form (log_softmax, logsigmoid, a clamp or an epsilon "
                          f"before a log or a division, softplus instead of exp)")
     return None
@@ -237,7 +242,7 @@ def saturated_op(trace: Trace) -> CodeCause | None:
                 and tensors[0].varies:
             if op.where is None:  # the first is the harness's own: output_activation names its module
                 return None
-            return CodeCause("saturated_op", f"{op.name} is flat: every sample gets the same output", (op.where,),
+            return CodeCause("saturated_op", f"{op.name} is flat: every sample gets the same output", _at(op),
                              f"the {op.name} at {op.where} gets inputs where it is flat (or reduces over one "
                              f"value): scale what feeds it, or take it over the right dimension")
     return None
@@ -259,7 +264,8 @@ def code_causes(trace: Trace) -> list[CodeCause]:
 
 
 def code_facts(model: nn.Module, loss_of: Callable[[], torch.Tensor], batch: int) -> dict[str, Any] | None:
-    """summary.json's `code_causes` and `output_line`: one forward, objective and backward of the
+    """summary.json's `code_causes`, `output_lines` and `module_lines` (the lines that built each
+    activation module, which the output findings name): one forward, objective and backward of the
     untrained model on the first micro-batch, traced, in eval mode with the RNG streams untouched
     and no `.grad` written. None when the trace itself failed (the run goes on: it is a measurement)."""
     params = [p for p in model.parameters() if p.requires_grad]
@@ -276,19 +282,21 @@ def code_facts(model: nn.Module, loss_of: Callable[[], torch.Tensor], batch: int
         log.warning("the traced first step failed (%s: %s); the run goes on without its code checks",  # fails
                     type(err).__name__, err)  # must not cost the user the run
         return None
-    line = output_line(trace)
     return {"code_causes": [cause.to_json() for cause in code_causes(trace)],
-            "output_line": line.to_json() if line is not None else None}
+            "output_lines": [where.to_json() for where in output_lines(trace)],
+            "module_lines": {name: [where.to_json() for where in lines] for name, lines in trace.built.items()
+                             if type(model.get_submodule(name)).__module__ == nn.modules.activation.__name__}}
 
 
-def output_line(trace: Trace) -> Where | None:
-    """The user's line that made what the built-in loss reads (the model's output), where the
-    output findings (an activation the loss does not expect) can quote it."""
+def output_lines(trace: Trace) -> tuple[Where, ...]:
+    """The user's lines that made what the built-in loss reads (the model's output, and the module
+    that computed it where one did), where the output findings (an activation the loss does not
+    expect) can quote them."""
     for op in trace.ops:
         if op.name in BUILT_IN_LOSSES and op.where is None and op.inputs and isinstance(op.inputs[0], Facts):
             made = trace.source(op.inputs[0], PASSING)
-            return made.where if made is not None else None
-    return None
+            return _at(made) if made is not None else ()
+    return ()
 
 
 def announced(found: dict[str, Any] | None) -> dict[str, Any] | None:

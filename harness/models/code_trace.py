@@ -5,31 +5,45 @@ Under a `TorchFunctionMode` every torch function and tensor method the model's f
 objective call is recorded with the facts the checks (code_checks.py) read: the shapes of its
 tensor inputs, which op made each of them, whether they carry a gradient or were cut from one
 (detach, no_grad, `.data`, numpy), whether its output is finite and varies across the batch, and
-the first frame in the user's files that called it. A hook on each output says whether the
-loss's gradient reached it. It runs once, inside the build's forward-and-backward measurement:
+the first frame in the user's files that called it, and where the module running it was built
+(`recording_sites`: the line a module built inside `nn.Sequential` or a layer library is set in).
+A hook on each output says whether the loss's gradient reached it. It runs once, inside the build's forward-and-backward measurement:
 nothing is kept and no step pays for it.
 """
 from __future__ import annotations
 
 import functools
+import importlib.util
 import linecache
 import sys
 import sysconfig
-from collections.abc import Callable
+import weakref
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import torch
 from torch import nn
+from torch.nn.modules.module import register_module_module_registration_hook
 from torch.overrides import TorchFunctionMode
 
-_PASSED = (str(Path(torch.__file__).parent), sysconfig.get_paths()["stdlib"], "<")  # torch, stdlib, generated code
+
+def _package(name: str) -> str:
+    spec = importlib.util.find_spec(name)
+    return str(Path(spec.origin).parent) if spec is not None and spec.origin else "<"
+
+
+# torch, the standard library, generated code, and the config machinery that builds the model
+_PASSED = (str(Path(torch.__file__).parent), sysconfig.get_paths()["stdlib"], "<", _package("hydra"),
+           _package("omegaconf"))
 _HARNESS = str(Path(__file__).resolve().parents[1])
 NUMBER_OF = ("item", "float", "int", "tolist")  # a tensor read as a Python number: no gradient leaves it
 FLAT_TAILS = frozenset({"sigmoid", "tanh", "softmax", "log_softmax", "hardtanh", "hardsigmoid", "softsign"})
 DETAILED = FLAT_TAILS | {"nll_loss"}  # ops whose first input and output get `varies` and `largest` (the rest: finite)
 MAX_OPS = 20_000  # a forward longer than this is traced up to here: the checks read its start
+MAX_MODULES = 2_000  # modules whose building lines are kept (the findings name a few of them)
 
 
 @dataclass(frozen=True)
@@ -69,6 +83,7 @@ class Op:
     where: Where | None
     module: str | None  # the innermost module running when it was called ("" the model itself)
     module_type: str | None
+    built_at: tuple[Where, ...]  # the lines that built that module (innermost, then outermost), where seen
     inputs: list[Facts | float | int | None]  # tensors, Python numbers (None: anything else), in call order
     kwargs: dict[str, Any]
     output: Facts | None
@@ -81,6 +96,7 @@ class Op:
 class Trace:
     ops: list[Op] = field(default_factory=list)
     batch: int = 0
+    built: dict[str, tuple[Where, ...]] = field(default_factory=dict)  # module name -> the lines that built it
 
     def op(self, index: int | None) -> Op | None:
         return None if index is None else self.ops[index]
@@ -93,12 +109,12 @@ class Trace:
         return op
 
 
-def _user_frames() -> tuple[Where | None, Where | None]:
+def _user_frames(frame: Any = None) -> tuple[Where | None, Where | None]:
     """The innermost caller outside torch and the standard library, when it is the user's (a library
     the user's model is made of, such as transformers, counts as theirs), and the outermost user
     frame before the harness called in, where it differs; (None, None) when the innermost is the
     harness's own code (its built-in losses, its measurements)."""
-    frame, found = sys._getframe(1), []
+    frame, found = frame or sys._getframe(1), []
     while frame is not None:
         name = frame.f_code.co_filename
         if not name.startswith(_PASSED) and name != __file__:
@@ -109,6 +125,27 @@ def _user_frames() -> tuple[Where | None, Where | None]:
     if not found:
         return None, None
     return found[0], found[-1] if len(found) > 1 else None
+
+
+BUILT_AT: weakref.WeakKeyDictionary[nn.Module, tuple[Where, ...]] = weakref.WeakKeyDictionary()
+
+
+@contextmanager
+def recording_sites() -> Iterator[None]:
+    """While active, each module set into another (`self.head = nn.Sigmoid()`, `nn.Sequential(...)`)
+    records the user's lines that built it in `BUILT_AT`: an op run inside a module the harness
+    calls, or one built by a layer library, has no line of its own in the forward."""
+    def seen(parent: nn.Module, name: str, module: Any) -> None:
+        if isinstance(module, nn.Module) and module not in BUILT_AT:
+            inner, outer = _user_frames(sys._getframe(1))
+            if inner is not None:
+                BUILT_AT[module] = (inner, outer) if outer is not None else (inner,)
+
+    handle = register_module_module_registration_hook(seen)
+    try:
+        yield
+    finally:
+        handle.remove()
 
 
 @functools.lru_cache(maxsize=256)
@@ -141,7 +178,7 @@ class CodeTrace(TorchFunctionMode):
         self._made: dict[int, Facts] = {}  # id(tensor) -> its facts, for tensors the trace made
         self._kept: list[Any] = []  # what the ids refer to, alive until the trace ends
         self._params = {id(p) for p in model.parameters()}
-        self._modules: list[tuple[str, str]] = []
+        self._modules: list[tuple[str, str, tuple[Where, ...]]] = []
         self._arrays: dict[int, Facts] = {}  # id(numpy array) -> the cut tensor it was read from
         names = {module: name for name, module in model.named_modules()}
         self._hooks = [m.register_forward_pre_hook(self._entered(n)) for m, n in names.items()]
@@ -149,7 +186,10 @@ class CodeTrace(TorchFunctionMode):
 
     def _entered(self, name: str) -> Callable[[nn.Module, Any], None]:
         def entered(module: nn.Module, args: Any) -> None:
-            self._modules.append((name, type(module).__name__))
+            built = BUILT_AT.get(module, ())
+            self._modules.append((name, type(module).__name__, built))
+            if built and len(self.trace.built) < MAX_MODULES:
+                self.trace.built.setdefault(name, built)
         return entered
 
     def _left(self, module: nn.Module, args: Any, output: Any) -> None:
@@ -178,8 +218,8 @@ class CodeTrace(TorchFunctionMode):
             inputs = [source]
         index = len(self.trace.ops)
         where, outer = _user_frames()
-        module = self._modules[-1] if self._modules else (None, None)
-        op = Op(index, name, where, module[0], module[1], inputs, _plain(kwargs), None,
+        module = self._modules[-1] if self._modules else (None, None, ())
+        op = Op(index, name, where, module[0], module[1], module[2], inputs, _plain(kwargs), None,
                 called_from=outer if module[0] is None else None)
         if (name in NUMBER_OF and not isinstance(out, torch.Tensor) or name == "numpy") and args \
                 and isinstance(args[0], torch.Tensor):

@@ -147,6 +147,13 @@ def embedding_rows(output: object) -> torch.Tensor | None:
     return None
 
 
+def input_wide(rows: torch.Tensor, batch: object) -> bool:
+    """Whether output rows are as wide as a floating-point input's samples: an autoencoder's or a
+    VAE's reconstructions can be (a projector can be too; the objective's parts tell them apart)."""
+    return any(t.is_floating_point() and t.dim() >= 2 and len(t) == len(rows) and t[0].numel() == rows.shape[1]
+               for t in tensors(batch))
+
+
 def effective_rank(rows: torch.Tensor) -> float | None:
     """exp of the entropy of the normalised singular values of [N, D] rows (RankMe, Garrido et al.
     2023): D for rows that fill every direction evenly, 1 when they all lie on one line (a collapsed

@@ -5,10 +5,13 @@ Each attempt is a complete run dir, RUN_DIR/attempts/N/ (config, metrics, checkp
 An attempt ends when a critical finding that carries remedies appears (live, at an eval: the
 attempt runs with `diagnose.abort_on=remedy`) or when it finishes. Which attempt follows is the
 policy's (policy.py), whether it is kept the judge's (judge.py). After `max_attempts` remedies, or
-when no candidate is left, the run ends with its best attempt: RUN_DIR/summary.json is that
-attempt's (plus the story, report.py), and so is the objective a sweep gets. The verdict:
+when no candidate is left, the run ends with its best attempt (the run as given and the best
+attempt, where the live diagnosis stopped them early, are first trained to their end):
+RUN_DIR/summary.json is that attempt's (plus the story, report.py), and so is the objective a sweep
+gets. The verdict:
 `healthy` (nothing to remedy), `healed` (the best attempt is a remedied one, better than the
-first, with no critical finding and, for classification, an accuracy clearly above guessing),
+first, with no critical finding, whose own evals say it learned: clearly below the untrained model
+and the prior, and for classification an accuracy clearly above guessing),
 `unchanged` (no remedy beat the run as given), `sick` (better, but still sick), `needs a code change`
 (the run as given has a cause in the user's own code that no override reaches: nothing is tried).
 """
@@ -88,12 +91,10 @@ def _judge(config: RunConfig, story: Story, run_dir: Path, scope: str, world_siz
     current_dir = attempt_dir(run_dir, current)
     if current is not attempt:  # set aside: the next candidate starts where this one did
         findings = diagnose(load_run(current_dir))
-    if attempt.finishes is not None:  # the run as it was, finished: nothing follows it
-        rejudge_at_the_end(story, attempt, log_noise(run.series(VAL_LOSS, kind="eval")))
-        conclude(story)
-        return
     following = None
-    if story.remedies_applied < story.max_attempts:
+    if attempt.finishes is not None:  # a stopped attempt, finished: only another stopped one may follow
+        rejudge_at_the_end(story, attempt, log_noise(run.series(VAL_LOSS, kind="eval")))
+    elif story.remedies_applied < story.max_attempts:
         following = next_attempt(config, story, attempt, current, current_dir, findings, scope, world_size)
     if following is None:
         following = finish_best(story, run_dir)

@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 
 from harness.core.metric_names import VAL_LOSS
-from harness.diagnosis.outcome import BETTER_BY, NOISE_SIGMAS
+from harness.diagnosis.outcome import BETTER_BY, LEARNED, NOISE_SIGMAS, outcome
 from harness.diagnosis.load import RunData, Series
 from harness.diagnosis.rules.curves import guessing_accuracy_bound
 from harness.diagnosis.signals import noise_level
@@ -94,8 +94,12 @@ def ranked_loss(value: Any) -> float:
 
 
 def learned(run: RunData) -> bool:
-    """A classifier learned when its best val accuracy is clearly above what guessing the largest
-    class gets on the same samples; other tasks by their loss alone."""
+    """The run's own outcome says it learned (its monitor clearly beat the untrained model and, for
+    the val loss, the prior), and a classifier's best val accuracy is clearly above what guessing
+    the largest class gets on the same samples: a result at the prior or at chance heals nothing."""
+    ended = outcome(run)
+    if ended is not None and ended.state != LEARNED:
+        return False
     accuracy = run.summary.get("best_val_accuracy")
     chance = run.summary.get("chance_loss")
     if accuracy is None or not chance:

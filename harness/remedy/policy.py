@@ -142,20 +142,25 @@ def _lr(config: RunConfig, overrides: list[str]) -> float | None:
 
 
 def finish_best(story: Story, run_dir: Path) -> Attempt | None:
-    """When the best attempt is one the live diagnosis stopped early (to try a remedy), it is
-    continued to its end without stopping: remedy=auto must not end worse than the same run
-    without it, which would have trained on. None when it ran to its end or stopped on its own."""
+    """An attempt the live diagnosis stopped early (to try a remedy) is continued to its end without
+    stopping: first the run as given, which the result must not end worse than, then the best
+    attempt. remedy=auto must not end worse than the same run without it, which would have trained
+    on. None when neither was stopped early, or both were finished already."""
     result = best(story)
-    result_dir = attempt_dir(run_dir, result)
-    summary = json.loads((result_dir / "summary.json").read_text())
-    stopped_by = summary.get("stopped_by") or {}
-    if stopped_by.get("severity") != Severity.CRITICAL.value or summary["steps"] >= summary["max_steps"]:
-        return None
-    point = restart_point(result_dir, None)
-    if point is None:
-        return None
-    return _attempt(story, list(result.overrides), f"from step {point[1]} of attempt {result.number}, to its end",
-                    point, base=result.number, finishes=result.number)
+    for candidate in [story.attempts[0], *([result] if result.number != 1 else [])]:
+        if any(a.finishes == candidate.number for a in story.attempts):
+            continue
+        candidate_dir = attempt_dir(run_dir, candidate)
+        summary = json.loads((candidate_dir / "summary.json").read_text())
+        stopped_by = summary.get("stopped_by") or {}
+        if stopped_by.get("severity") != Severity.CRITICAL.value or summary["steps"] >= summary["max_steps"]:
+            continue
+        point = restart_point(candidate_dir, None)
+        if point is not None:
+            return _attempt(story, list(candidate.overrides),
+                            f"from step {point[1]} of attempt {candidate.number}, to its end", point,
+                            base=candidate.number, finishes=candidate.number)
+    return None
 
 
 def _follow(story: Story, current: Attempt, current_dir: Path, finding: Finding, remedy: Remedy) -> Attempt:

@@ -10,10 +10,10 @@ import numpy as np
 from harness.core.metric_names import TRAIN_LOSS, VAL_LOSS
 from harness.diagnosis.findings import Finding, Remedy, Severity
 from harness.diagnosis.load import RunData
-from harness.diagnosis.outcome import untold
+from harness.diagnosis.outcome import held_to_outcome, untold
 from harness.diagnosis.rules import (attention, capacity, code, curves, data_order, eval_mode, gradients,
-                                     guard_events, numerics, objective, outliers, output, schedule, setup, splits,
-                                     weight_decay)
+                                     guard_events, metrics, numerics, objective, outliers, output, schedule, setup,
+                                     splits, weight_decay)
 
 Rule = Callable[[RunData], "Finding | None"]
 
@@ -27,6 +27,7 @@ RULES: tuple[Rule, ...] = (  # setup mistakes first: among findings of one sever
     setup.val_train_overlap,
     splits.split_mismatch,
     output.output_activation,  # before the inputs: the model cannot express the answer whatever its inputs
+    metrics.frozen_metric,  # what the metric reads never changed: an output read the wrong way, before its symptoms
     setup.unscaled_targets,  # before the inputs: a regression stuck at its prior is most often its targets' scale
     setup.unnormalised_inputs,
     objective.posterior_collapse,  # the objective's own failures, before what the optimiser shows beside them
@@ -93,6 +94,9 @@ EXPLAINED_BY = {"diverging": frozenset({"unnormalised_inputs", "outlier_samples"
                "loss_spikes": frozenset({"outlier_samples"}),
                "representation_collapse": frozenset({"posterior_collapse"})}
 TIERS = (CAUSES, INTERMEDIATE, SYMPTOMS)
+# Findings that describe the curves' shape, not a cause: on a run that learned and ended near its
+# best they are infos (outcome.held_to_outcome).
+SHAPES = SYMPTOMS | INTERMEDIATE | {"oscillating", "loss_spikes"}
 # Causes in the user's data code: while one is critical, no training change is tried; it would tune
 # the model to a task the user did not mean (a run trained on one class "healed" by a new init).
 DATA_CODE_CAUSES = frozenset({"split_mismatch"})
@@ -173,4 +177,4 @@ def diagnose(run: RunData) -> list[Finding]:
     if not any(f.severity is not Severity.INFO for f in raised) and (told := untold(run)) is not None \
             and told.name not in ignored:
         raised.append(told)  # a run that did not work is never "No pathology found"
-    return sorted(raised, key=lambda f: (f.severity.rank, order(f)))
+    return sorted(held_to_outcome(run, raised, SHAPES), key=lambda f: (f.severity.rank, order(f)))

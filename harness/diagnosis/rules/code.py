@@ -23,10 +23,23 @@ def shown(line: dict[str, Any]) -> str:
     return f"`{line['file']}:{line['line']}  {line['text']}`"
 
 
-def quoted_line(run: RunData, *checks: str) -> str:
-    """' At FILE:LINE `text`.' for the first cause of `checks` the trace found, else ''."""
+def in_your_code(*lines: dict[str, Any]) -> str:
+    """' In your code: `FILE:LINE  text`; ...' for each distinct line, '' for none."""
+    distinct = list({(line["file"], line["line"]): line for line in lines}.values())
+    return f" In your code: {'; '.join(shown(line) for line in distinct)}." if distinct else ""
+
+
+def built_lines(run: RunData, module: str | None) -> list[dict[str, Any]]:
+    """The user's lines that built an activation module the findings name (a module in nn.Sequential
+    has no line of its own in the forward)."""
+    return list((run.summary.get("module_lines") or {}).get(module or "", ()))
+
+
+def quoted_line(run: RunData, *checks: str, module: str | None = None) -> str:
+    """' In your code: ...' for the lines of the first cause of `checks` the trace found, and those
+    that built `module`; '' when there are none."""
     cause = next((c for c in causes(run) if c["check"] in checks), None)
-    return f" In your code: {shown(cause['lines'][0])}." if cause else ""
+    return in_your_code(*(cause["lines"] if cause else ()), *built_lines(run, module))
 
 
 def code_lines(run: RunData) -> list[str]:
@@ -55,10 +68,12 @@ def probabilities_into_logits_loss(run: RunData) -> Finding | None:
 
 
 def softmax_over_one(run: RunData) -> Finding | None:
-    """Silent where the model's output is constant with no gradient: output_activation names that
-    (with its remedy when the softmax is the output's module) and quotes this line."""
-    forward = run.summary.get("forward") or {}
-    if forward.get("constant_output") and forward.get("gradient_norm") == 0:
+    """Silent where the model's output is constant with no gradient and no saturated activation
+    before it explains that: output_activation names the constant output (with its remedy when the
+    softmax is the output's module) and quotes this line. A saturated activation is a cause of its
+    own, and its finding quotes only its own line."""
+    constant = (run.summary.get("forward") or {}).get("constant_output")
+    if constant and not constant.get("saturated") and (run.summary.get("forward") or {}).get("gradient_norm") == 0:
         return None
     return _finding(run, "softmax_over_one")
 

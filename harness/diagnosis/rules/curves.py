@@ -12,8 +12,8 @@ from harness.diagnosis.load import RunData, Series
 from harness.diagnosis.remedies import calmer_updates, faster_updates
 from harness.diagnosis.rules.common import blind_loss, peak_lr_update_ratio
 from harness.diagnosis.rules.data_order import boundary_steps
-from harness.diagnosis.signals import (EDGE_POINTS, end_level, excursions, fmt, level_at, noise_level, rolling_median,
-                                       start_level, still_falling)
+from harness.diagnosis.signals import (EDGE_POINTS, MIN_EVALS, end_level, excursions, fmt, level_at, noise_level,
+                                       rolling_median, start_level, still_falling)
 from harness.core.metric_names import (TRAIN_LOSS, TRAIN_LOSS_FIRST, TRAIN_LOSS_MAX, TRAIN_LR, VAL_LOSS,
                                        VAL_LOSS_ON_TRAIN)
 
@@ -129,7 +129,6 @@ OVERFIT_TRAIN_DROP = 0.20
 OVERFIT_GAVE_BACK = 0.10
 OVERFIT_TREND_EVALS = 4
 OVERFIT_TREND_TRAIN_DROP = 0.05
-MIN_EVALS = 3
 # Underfitting: the val loss (fixed samples, so free of batch noise) improved by <5% over the last
 # 30% of the run (converged), yet the train loss covered less than half of the way from its start
 # to the known optimum, and val ~ train (no overfit).

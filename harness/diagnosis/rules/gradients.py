@@ -83,11 +83,16 @@ def clip_pinned(run: RunData) -> Finding | None:
         return None
     p90 = float(np.percentile(pre.values, 90))
     eps = run.cfg("optim.eps")
-    if isinstance(eps, (int, float)) and clip <= CLIP_NEAR_EPS * eps:
+    near_eps = isinstance(eps, (int, float)) and clip <= CLIP_NEAR_EPS * eps
+    if near_eps:
         adam = (f"and clip={fmt(clip)} is so small that the clipped gradients approach optim.eps={fmt(eps)}: "
                 "Adam no longer rescales the clip away, its updates shrink with it")
     else:
         adam = "Adam-like optimizers rescale it away, but then the clip no longer singles out spikes"
+    # an optimizer that normalises the gradient's scale (Adam, Lion, LAMB, Muon) updates alike however
+    # it is clipped: the clip only stopped catching spikes, which is no harm done yet
+    target = str(run.cfg("optim._target_") or "")
+    rescaled = bool(target) and not near_eps and not target.endswith("SGD")
     fixes = []
     accum = run.summed_micro_batches
     if accum:
@@ -95,7 +100,8 @@ def clip_pinned(run: RunData) -> Finding | None:
                      "accum_reduction=mean first, then look again")
     fixes.append(f"raise clip to about the 90th percentile of the pre-clip norm (here {fmt(p90)}) or a few times "
                  "the typical norm, so that it only catches spikes; or lower optim.lr on purpose")
-    return Finding("clip_pinned", Severity.WARNING, "the gradient norm is pinned at the clip threshold",
+    return Finding("clip_pinned", Severity.INFO if rescaled else Severity.WARNING,
+                   "the gradient norm is pinned at the clip threshold",
                    f"clipping acted on {mean_rate:.0%} of updates; median pre-clip norm {fmt(ratio * clip)} vs "
                    f"clip={fmt(clip)}: every gradient is shrunk ~{fmt(ratio)}x (for SGD a {fmt(ratio)}x smaller LR; "
                    f"{adam}).", "; ".join(fixes) + ".", unpin_clip(run, clip, p90))

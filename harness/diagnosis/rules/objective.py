@@ -12,7 +12,7 @@ import numpy as np
 from harness.core.metric_names import GRAD_SHARE, TRAIN_LOSS_PART, VAL_EFFECTIVE_RANK, VAL_LOSS_PART
 from harness.diagnosis.findings import Finding, Severity
 from harness.diagnosis.load import RunData
-from harness.diagnosis.signals import EDGE_POINTS, end_level, fmt, start_level
+from harness.diagnosis.signals import EDGE_POINTS, MIN_EVALS, end_level, fmt, start_level
 
 # Posterior collapse (Bowman et al. 2016; Lucas et al. 2019): the KL part ends near 0 nats per
 # sample and stayed there through the second half of the run, while the other part (the
@@ -21,7 +21,6 @@ from harness.diagnosis.signals import EDGE_POINTS, end_level, fmt, start_level
 KL_PART = re.compile(r"(^|[^a-z])kl")
 KL_FLOOR = 0.05  # nats per sample
 RECON_STILL_FALLING = 0.05  # relative fall over the second half that counts as still improving
-MIN_EVALS = 4
 
 # Representation collapse: the output embeddings' effective rank (RankMe) ended below COLLAPSED_RANK
 # and below half of its peak, the untrained model's included (a collapse can be over before the
@@ -82,6 +81,9 @@ def representation_collapse(run: RunData) -> Finding | None:
     peak, end = max(float(rank.values.max()), initial or 0.0), float(rank.values[-1])
     if end >= COLLAPSED_RANK or end >= RANK_FALL * peak:
         return None
+    if run.summary.get("rank_rows_input_wide") and any(KL_PART.search(p.lower()) or "recon" in p.lower()
+                                                        for p in _named_parts(run)):
+        return _collapsed_reconstructions(run, rank, peak, end, initial)
     return Finding(
         "representation_collapse", Severity.WARNING, "the embeddings collapsed: every input maps near one direction",
         f"the effective rank of the model's output embeddings over the eval samples (exp of their singular values' "
@@ -91,6 +93,23 @@ def representation_collapse(run: RunData) -> Finding | None:
         "an objective with nothing that pushes embeddings apart collapses: give it negatives (InfoNCE) or a variance "
         "term (VICReg), or a stop-gradient with a predictor (BYOL, SimSiam); lower the temperature (0.1-0.2); "
         "add a projector head and measure the representation before it; train on larger batches (more negatives).")
+
+
+def _collapsed_reconstructions(run: RunData, rank, peak: float, end: float, initial: float | None) -> Finding:
+    """The rows are the model's reconstructions of its inputs (as wide as the inputs, under an
+    objective with a reconstruction or KL part: an autoencoder, a VAE): every input
+    decodes to nearly the same output, the mean of the data, which is a decoder that ignores its
+    code, not embeddings without negatives."""
+    return Finding(
+        "representation_collapse", Severity.WARNING, "the reconstructions collapsed: every input decodes to "
+                                                     "nearly the same output",
+        f"the effective rank of the model's reconstructions over the eval samples fell from {fmt(peak)} at its peak "
+        f"(the untrained model's: {fmt(initial) if initial else 'unknown'}) to {fmt(end)} at step "
+        f"{int(rank.steps[-1])}; 1 means every reconstruction lies on one line, whatever the input: the decoder "
+        "outputs about the data's mean.",
+        "the decoder ignores its code: check that the code reaches it with its gradient (no detach on the way) and "
+        "that the reconstruction term reads the input it should reconstruct; for a VAE, a KL term that dominates "
+        "empties the latent (warm its weight up over the first 10-30% of the run, free bits, a lower beta).")
 
 
 def drowned_part(run: RunData) -> Finding | None:

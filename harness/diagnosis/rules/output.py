@@ -9,7 +9,7 @@ import math
 from harness.diagnosis.findings import Finding, Severity
 from harness.diagnosis.load import RunData
 from harness.diagnosis.remedies import output_fix, standardised_inputs
-from harness.diagnosis.rules.code import quoted_line, shown
+from harness.diagnosis.rules.code import built_lines, in_your_code, quoted_line
 from harness.diagnosis.rules.setup import input_scale_text, raw_inputs
 from harness.diagnosis.signals import fmt
 
@@ -73,7 +73,7 @@ def _constant_output(run: RunData) -> Finding | None:
     evidence = (f"{_same_output(where)}{culprit}{after} makes it constant, and the loss passes no gradient to any "
                 "weight (norm 0). The layers behind it get no signal, so units that look dead or gradients that look "
                 "vanished beside this finding are its doing, and no LR, init or activation change reaches it."
-                + quoted_line(run, "softmax_over_one", "saturated_op"))
+                + quoted_line(run, "softmax_over_one", "saturated_op", module=where["module"]))
     fix = ("a probability of one class is a sigmoid over one unit, of one of several classes a softmax over the class "
            "dimension; a softmax or log-softmax over one unit, or along a dimension of size 1, is constant")
     replaceable = bool(where["module"]) and out.get("module") == where["module"]
@@ -108,7 +108,7 @@ def _saturated_output(run: RunData, where: dict) -> Finding:
                 "weight (norm 0); the same inputs scaled to a largest magnitude of 1 give outputs that vary. "
                 + _raw_note(run)
                 + "Units that look dead or gradients that look vanished beside this finding are its doing."
-                + quoted_line(run, "saturated_op"))
+                + quoted_line(run, "saturated_op", module=where["module"]))
     own = bool(run.summary.get("user_loss"))
     replaceable = not own and out.get("module") == where["module"] and bool(out.get("read_by_loss"))
     remedies = (standardised_inputs(run) if raw and not own else ()) + (
@@ -265,6 +265,13 @@ def _not_logits(run: RunData, out: dict, where: str) -> Finding | None:
     low, high = _range(out)
     if not (math.isfinite(low) and math.isfinite(high)):
         return None  # one side open: the logits' differences are unbounded
+    if run.summary.get("loss_function") == "bce":  # one sigmoid per label: each probability is bounded
+        return _found(run, Severity.WARNING, "the loss reads squashed logits",
+                      f"{where}, bounds the logits BCE-with-logits reads to [{low:.4g}, {high:.4g}]: each label's "
+                      f"probability stays between {_sigmoid(low):.3g} and {_sigmoid(high):.3g}, so no label can be "
+                      "predicted confidently on or off, the loss cannot fall far and its gradients stay small.",
+                      "BCE-with-logits takes raw logits and applies one sigmoid per label itself: drop the output "
+                      "activation (output_activation=identity).", "identity")
     return _found(run, Severity.WARNING, "the loss reads squashed logits",
                    f"{where}, bounds the logits the cross-entropy reads to [{low:.4g}, {high:.4g}]: no class "
                    f"can be more than e^{high - low:.3g} times "
@@ -295,9 +302,13 @@ def _not_a_probability(run: RunData, out: dict, where: str) -> Finding | None:
 def _found(run: RunData, severity: Severity, title: str, evidence: str, fix: str, target: str) -> Finding:
     """The finding, with the output activation that can express the answer as its remedy, and the
     user's line that made the output, where the traced first step saw it."""
-    line = run.summary.get("output_line")
-    evidence += f" In your code: {shown(line)}." if line else ""
+    module = (run.summary.get("output_activation") or {}).get("module")
+    evidence += in_your_code(*run.summary.get("output_lines") or (), *built_lines(run, module))
     return Finding("output_activation", severity, title, evidence, fix, output_fix(run, target))
+
+
+def _sigmoid(x: float) -> float:
+    return 1.0 / (1.0 + math.exp(-x))
 
 
 def _range(out: dict) -> tuple[float, float]:

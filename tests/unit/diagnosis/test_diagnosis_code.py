@@ -67,6 +67,17 @@ def test_a_softmax_over_one_the_constant_output_finding_covers_is_quoted_there_n
     assert "In your code: `mymodel.py:41  return torch.sigmoid(self.out(h))`." in found["output_activation"].evidence
 
 
+def test_a_softmax_over_one_behind_a_saturated_activation_is_a_finding_of_its_own(tmp_path):
+    """Raw inputs saturate a hidden sigmoid (that finding quotes the sigmoid's line), and the output
+    is a softmax over one unit as well: a second cause, told with its own lines."""
+    run = Run()
+    run.summary.update(forward={"gradient_norm": 0.0, "constant_output": {
+        "module": "layers.1", "type": "Sigmoid", "after": "layers.0", "after_type": "Linear", "input_max": 1e4,
+        "saturated": True, "value": 1.0}}, code_causes=[cause("softmax_over_one", lines=(LINE, LOSS))])
+    found = run.findings(tmp_path)
+    assert "output_activation" in found and "`myloss.py:12" in found["softmax_over_one"].evidence
+
+
 def _loaded(run: Run, tmp_path):
     from harness.diagnosis import load_run
 

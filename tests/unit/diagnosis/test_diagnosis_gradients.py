@@ -13,8 +13,22 @@ from harness.diagnosis import Severity
 def test_clip_pinned(tmp_path):
     run = Run().set("grad/clip_rate", lambda s, v: 1.0).set("grad/norm_postclip", lambda s, v: 1e-4)
     run.config["clip"] = 1e-4
+    run.config["optim"]["_target_"] = "torch.optim.SGD"
     finding = run.findings(tmp_path)["clip_pinned"]
     assert finding.severity is Severity.WARNING and "clip=0.0001" in finding.evidence
+
+
+@pytest.mark.parametrize("target", ["torch.optim.AdamW", "harness.training.optim.lion.Lion"])
+def test_a_clip_an_optimizer_rescales_away_is_pinned_harmlessly(tmp_path, target):
+    """Adam, Lion, LAMB and Muon update alike however the gradient is scaled: a pinned clip only
+    stopped catching spikes (info), unless it is so small that Adam's eps takes over (a warning)."""
+    run = Run().set("grad/clip_rate", lambda s, v: 1.0).set("grad/norm_preclip", lambda s, v: 10.0)
+    run.config.update(clip=0.5)
+    run.config["optim"].update(_target_=target, eps=1e-8)
+    assert run.findings(tmp_path)["clip_pinned"].severity is Severity.INFO
+    run.config["clip"] = 1e-5
+    run.set("grad/norm_preclip", lambda s, v: 1e-3)
+    assert run.findings(tmp_path / "eps")["clip_pinned"].severity is Severity.WARNING
 
 
 def test_clip_pinned_fix_looks_at_the_config_first(tmp_path):

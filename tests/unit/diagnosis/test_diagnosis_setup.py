@@ -297,6 +297,18 @@ def test_representation_collapse_counts_the_untrained_models_rank(tmp_path):
     assert "representation_collapse" not in {f.name for f in diagnose(load_run(narrow.write(tmp_path / "narrow")))}
 
 
+def test_collapsed_reconstructions_get_a_decoders_advice_not_a_contrastive_ones(tmp_path):
+    n = len(EVAL_STEPS)
+    run = _objective_run([1.0] * n, [1.0] * n, ranks=[1.8] * n, initial_rank=7.0)
+    run.summary["rank_rows_input_wide"] = True  # and its parts are kl and reconstruction
+    finding = {f.name: f for f in diagnose(load_run(run.write(tmp_path / "vae")))}["representation_collapse"]
+    assert "every input decodes to nearly the same output" in finding.title
+    assert "InfoNCE" not in finding.fix and "temperature" not in finding.fix and "decoder" in finding.fix
+    run.summary["rank_rows_input_wide"] = False
+    finding = {f.name: f for f in diagnose(load_run(run.write(tmp_path / "emb")))}["representation_collapse"]
+    assert "InfoNCE" in finding.fix
+
+
 def test_drowned_part_needs_a_dominant_share_and_a_part_that_did_not_improve(tmp_path):
     def run_with(dominant_share: float, ink: list[float]) -> set[str]:
         run = _objective_run([0.0] * len(EVAL_STEPS), [1.0] * len(EVAL_STEPS))
@@ -312,3 +324,38 @@ def test_drowned_part_needs_a_dominant_share_and_a_part_that_did_not_improve(tmp
     assert "drowned_part" not in run_with(0.99, [0.09 * 0.9 ** i for i in range(n)])  # learned anyway
     assert "drowned_part" in run_with(0.99, [0.09 * 1.05 ** i for i in range(n)])  # pushed up by the other
     assert "drowned_part" not in run_with(0.80, [0.09] * n)  # the gradient was shared
+
+
+def test_three_evals_judge_a_collapse_and_fewer_are_said_to_be_too_few(tmp_path):
+    """beta=100 evaluated 3 times is judged; at 2 evals the report says what was not judged, and why."""
+    from harness.diagnosis.report import render
+
+    three = _objective_run([0.02] * 4, [41.0, 40.0, 40.0, 40.0])
+    three.evals = three.evals[:3]
+    run = load_run(three.write(tmp_path / "three"))
+    assert "posterior_collapse" in {f.name for f in diagnose(run)}
+    assert "they read at least 3 evals" not in render(run, diagnose(run), [])
+    two = _objective_run([0.02] * 4, [41.0, 40.0, 40.0, 40.0])
+    two.evals = two.evals[:2]
+    run = load_run(two.write(tmp_path / "two"))
+    assert "posterior_collapse" not in {f.name for f in diagnose(run)}
+    report = render(run, diagnose(run), [])
+    assert "| not judged | the plateaus, over- and underfitting" in report
+    assert "posterior and representation collapse" in report and "they read at least 3 evals, and this run has 2" in report
+    assert "| not judged | the outcome (did the run learn" in report  # no baseline eval in this run
+
+
+def test_a_metric_that_never_left_the_untrained_models_value_while_the_loss_moved_is_named(tmp_path):
+    frozen = Run().set("val/label_accuracy", lambda s, v: 0.62, kind="eval")
+    frozen.summary.update(initial_val_loss=2.30, initial_val_label_accuracy=0.62)
+    found = {f.name: f for f in diagnose(load_run(frozen.write(tmp_path / "frozen")))}
+    assert found["frozen_metric"].severity.value == "warning"
+    assert "`val/label_accuracy` was 0.62 untrained and exactly that at each of 4 evals" in found[
+        "frozen_metric"].evidence
+    moved = Run().set("val/label_accuracy", lambda s, v: 0.62 if s < 400 else 0.7, kind="eval")
+    moved.summary.update(initial_val_loss=2.30, initial_val_label_accuracy=0.62)
+    assert "frozen_metric" not in {f.name for f in diagnose(load_run(moved.write(tmp_path / "moved")))}
+    still = Run().set("val/label_accuracy", lambda s, v: 0.62, kind="eval").set("val/loss", lambda s, v: 2.30,
+                                                                                  kind="eval")
+    still.summary.update(initial_val_loss=2.30, initial_val_label_accuracy=0.62)  # the loss did not move either
+    assert "frozen_metric" not in {f.name for f in diagnose(load_run(still.write(tmp_path / "still")))}

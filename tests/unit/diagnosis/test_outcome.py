@@ -60,3 +60,38 @@ def test_a_run_that_got_worse_or_never_moved_is_told_so_where_no_other_warning_i
     healthy = Run()
     healthy.summary["initial_val_loss"] = 2.30
     assert diagnose(load_run(healthy.write(tmp_path / "healthy"))) == []
+
+
+def test_a_critical_needs_a_run_that_did_not_work(tmp_path):
+    """One update in the first window at 10x the loss, then the run learned and ended at its best:
+    diverging is told, as a warning that says why it is not critical. The same excursion in a run
+    that never left its start stays critical."""
+    from harness.diagnosis import diagnose
+
+    excursion = Run().set("train/loss_max", lambda s, v: 60.0 if s == 10 else v).set("val/loss", [1.2, 0.9, 0.95, 0.92],
+                                                                                  kind="eval")
+    assert excursion.findings(tmp_path / "old")["diverging"].severity.value == "critical"  # no baseline: as before
+    excursion.summary["initial_val_loss"] = 2.30
+    found = {f.name: f for f in diagnose(load_run(excursion.write(tmp_path / "learned")))}
+    assert found["diverging"].severity.value == "warning"
+    assert "Not critical: by its own evals the run learned, ended near its best" in found["diverging"].evidence
+    assert all(f.severity.value != "critical" for f in found.values())
+    stuck = Run().set("train/loss", lambda s, v: 2.3).set("train/loss_max", lambda s, v: 60.0 if s == 10 else 2.4)
+    stuck.set("val/loss", lambda s, v: 2.3, kind="eval").summary["initial_val_loss"] = 2.30
+    found = {f.name: f for f in diagnose(load_run(stuck.write(tmp_path / "stuck")))}
+    assert found["diverging"].severity.value == "critical" and "Not critical" not in found["diverging"].evidence
+
+
+
+def test_a_finding_about_the_curves_shape_is_an_info_on_a_run_that_learned(tmp_path):
+    """Three climbs of the train loss (oscillating) in a run whose val loss fell to its best at the
+    end: an info that says why; the same curves in a run with no baseline keep their warning."""
+    from harness.diagnosis import diagnose
+    from test_diagnosis_curves import bumps
+
+    climbs = Run().set("train/loss", bumps)
+    assert climbs.findings(tmp_path / "old")["oscillating"].severity.value == "warning"
+    climbs.summary["initial_val_loss"] = 2.30
+    found = {f.name: f for f in diagnose(load_run(climbs.write(tmp_path / "learned")))}
+    assert found["oscillating"].severity.value == "info"
+    assert "Not a warning: by its own evals the run learned, ended near its best" in found["oscillating"].evidence

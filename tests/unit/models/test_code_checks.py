@@ -93,12 +93,18 @@ def test_the_sigmoid_tagger_is_named_at_both_lines_in_the_report_and_its_fixed_t
     assert "probabilities_into_logits_loss" not in (tmp_path / "fine" / "report.md").read_text()
 
 
-def test_a_sigmoid_module_the_harness_calls_is_named_by_its_module_with_the_override_that_removes_it(tmp_path):
+def test_a_sigmoid_module_the_harness_calls_is_named_by_its_module_the_line_that_built_it_and_its_override(tmp_path):
+    """No line of the user's runs the sigmoid (torch's Sequential calls it): the line that built the
+    module stands for it."""
     _, summary = train([*TAGGER, "model._target_=code_bugs.sequential_tagger", "diagnose=false"], tmp_path / "run")
     (cause,) = summary["code_causes"]
-    loss_line = max(marked("probabilities_into_logits_loss", bugs.tag_loss))
+    (built,), (loss_line,) = marked("built_at", bugs.sequential_tagger), marked("probabilities_into_logits_loss",
+                                                                                bugs.tag_loss)
     assert cause["check"] == "probabilities_into_logits_loss" and cause["remedy"] == ["output_activation=identity"]
-    assert [line["line"] for line in cause["lines"]] == [loss_line] and "`3` (Sigmoid)" in cause["edit"]
+    assert [line["line"] for line in cause["lines"]] == [built, loss_line]
+    assert f"in `3`, Sigmoid, built at tests/code_bugs.py:{built}" in cause["edit"]
+    assert {name: [w["line"] for w in lines] for name, lines in summary["module_lines"].items()} == {
+        "1": [built], "3": [built]}  # the activation modules (ReLU, Sigmoid) the output findings may name
 
 
 BUILT_IN = ["data=synthetic", "trainer.max_steps=20", "trainer.eval_every=10", "logger=none", "diagnose=false"]
@@ -113,15 +119,18 @@ def test_a_softmax_returned_to_the_built_in_cross_entropy_is_named_at_its_line(t
 
 def test_an_activation_module_the_output_finding_names_gets_the_line_that_made_the_output(tmp_path):
     """nn.Softmax as the last module: output_activation names the module (with its remedy) and
-    quotes the line of the forward that returned it; no second finding."""
+    quotes the line of the forward that returned it and the line that built the module; no second
+    finding."""
     _, summary = train([*BUILT_IN, "model._target_=code_bugs.SoftmaxModuleClassifier"], tmp_path / "run")
     assert summary["code_causes"] == []
-    line = min(marked("output_line", bugs.SoftmaxModuleClassifier))
-    assert summary["output_line"] == {"file": "tests/code_bugs.py", "line": line, "text": "return self.net(x)  # names: "
-                                                                                         "output_line"}
+    built, returned = sorted(marked("output_line", bugs.SoftmaxModuleClassifier))
+    assert [(w["file"], w["line"]) for w in summary["output_lines"]] == [("tests/code_bugs.py", returned),
+                                                                         ("tests/code_bugs.py", built)]
+    assert summary["output_lines"][0]["text"] == "return self.net(x)  # names: output_line"
     write_report(tmp_path / "run", plots=False)
     report = (tmp_path / "run" / "report.md").read_text()
-    assert f"In your code: `tests/code_bugs.py:{line}  return self.net(x)" in report
+    assert f"In your code: `tests/code_bugs.py:{returned}  return self.net(x)" in report
+    assert f"`tests/code_bugs.py:{built}  self.net = nn.Sequential(" in report
 
 
 def test_a_loss_class_is_named_inside_and_at_the_objectives_line_that_calls_it(tmp_path):

@@ -272,3 +272,15 @@ def test_outputs_held_at_the_end_of_their_range_are_named_under_the_users_object
     if named:
         assert finding.severity is Severity.WARNING and "75% exactly 0" in finding.evidence
         assert "raw units" in finding.evidence and not finding.remedies
+
+
+def test_squashed_logits_are_told_in_the_tasks_terms():
+    """Classes under cross-entropy: how much likelier one class can be; labels under bce: how far
+    each label's own probability can go."""
+    classes = output_activation(run_of("classification", output("Sigmoid", 0.0, 1.0, units=10, output_units=10)))
+    assert "times likelier than another" in classes.evidence and "softmax" in classes.fix
+    labels = output_activation(run_of("classification", output("Sigmoid", 0.0, 1.0, units=5, output_units=5),
+                                      loss_function="bce"))
+    assert "each label's probability stays between 0.5 and 0.731" in labels.evidence
+    assert "softmax" not in labels.evidence + labels.fix and "one sigmoid per label" in labels.fix
+    assert labels.remedy.overrides == ("output_activation=identity",)

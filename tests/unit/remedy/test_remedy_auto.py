@@ -294,6 +294,45 @@ def test_a_rejected_remedy_is_never_the_result_and_a_stopped_base_is_finished_in
     assert following is not None and following.finishes == 1 and following.overrides == []
 
 
+def test_the_run_as_given_stopped_early_is_finished_before_it_can_lose_then_a_stopped_result(tmp_path):
+    """A live critical stopped the run as given; a kept remedy, also stopped early, has the lower
+    best: the run as given is carried to its end first (the result must not end worse than it),
+    then the best attempt; once both are finished nothing follows."""
+    from harness.remedy.policy import finish_best
+
+    story = Story(5, [Attempt(1, [], "as given", best_val_loss=1.9, critical=["diverging"]),
+                      Attempt(2, ["optim.lr=0.01"], "from scratch", best_val_loss=1.2, base=1, outcome=KEPT)])
+    for number in (1, 2):
+        folder = tmp_path / "attempts" / str(number)
+        (folder / "checkpoints").mkdir(parents=True)
+        stopped_by = {"finding": "diverging", "severity": "critical", "step": 100 * number}
+        (folder / "summary.json").write_text(json.dumps({"stopped_by": stopped_by, "steps": 100 * number,
+                                                         "max_steps": 1000}))
+        torch.save({"step": 100 * number}, folder / "checkpoints" / f"step_{100 * number:08d}.pt")
+    first = finish_best(story, tmp_path)
+    assert (first.finishes, first.overrides, first.restart_step) == (1, [], 100)
+    story.attempts.append(first)
+    then = finish_best(story, tmp_path)
+    assert (then.finishes, then.overrides, then.restart_step) == (2, ["optim.lr=0.01"], 200)
+    story.attempts.append(then)
+    assert finish_best(story, tmp_path) is None
+
+
+def test_healed_needs_the_learned_outcome_not_a_result_at_the_prior(tmp_path):
+    """Two balanced classes: a best val loss of 0.694 against a prior of 0.693 beat the untrained
+    model but not the prior, so the run did not learn, whatever its findings."""
+    from diagnosis_runs import Run
+    from harness.diagnosis import load_run
+    from harness.remedy.judge import learned
+
+    at_prior = Run().set("val/loss", [0.75, 0.70, 0.695, 0.694], kind="eval")
+    at_prior.summary.update(initial_val_loss=0.80, val_prior_loss=0.693)
+    assert not learned(load_run(at_prior.write(tmp_path / "prior")))
+    below = Run().set("val/loss", [0.75, 0.6, 0.5, 0.45], kind="eval")
+    below.summary.update(initial_val_loss=0.80, val_prior_loss=0.693)
+    assert learned(load_run(below.write(tmp_path / "below")))
+
+
 def test_a_kept_lr_move_is_followed_by_the_same_factor_and_an_overshoot_is_halved_once():
     """An LR cut that measurably helped names the LR as the cause: the next attempt cuts it by the
     same factor again, from the same point; a 10x step that did not help overshot, so the geometric

@@ -51,6 +51,7 @@ def test_a_vae_logs_its_parts_on_train_and_eval_rows_and_in_eval_json(tmp_path):
     assert evals[-1]["val/loss"] == pytest.approx(evals[-1]["val/loss/recon"] + 0.5 * evals[-1]["val/loss/kl"],
                                                   rel=1e-4)
     assert summary["status"] == "completed" and summary["prior_loss"] is None and summary["chance_loss"] is None
+    assert summary["rank_rows_input_wide"]  # its reconstructions are as wide as its input images
     result = run(compose_cfg([*VAE, "mode=eval", "diagnose=false"]), run_dir=tmp_path / "run")
     scores = json.loads((tmp_path / "run" / "eval.json").read_text())
     assert scores["val_loss"] == result and {"val_loss_recon", "val_loss_kl"} <= set(scores)
@@ -244,6 +245,7 @@ def test_representation_collapse_is_named_and_a_contrastive_twin_stays_clean(tmp
     _, summary = train([*views, "loss._target_=user_code.views_agree"], tmp_path / "collapsed")
     train([*views, "loss._target_=user_code.views_contrast"], tmp_path / "healthy")
     assert summary["initial_effective_rank"] > 2.5  # the untrained projector spreads its embeddings
+    assert summary["rank_rows_input_wide"]  # a projector as wide as its input: its objective has no recon part
     assert "representation_collapse" in _findings(tmp_path / "collapsed")
     assert all(severity == "info" for severity in _findings(tmp_path / "healthy").values())
     rank = [r["val/effective_rank"] for r in read_metrics(tmp_path / "healthy") if r["kind"] == "eval"]
