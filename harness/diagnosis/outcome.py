@@ -8,6 +8,8 @@ uses. The outcome is one of:
 - `non-finite`: the loss went Inf/NaN, or the run diverged;
 - `learned`: the best eval clearly beat the start (and, for the val loss, the prior where known);
 - `beat its start, not its prior`: clearly below the untrained model, not below predicting the prior;
+- `beat its start, not guessing`: a classifier whose best val accuracy is not clearly above always
+  naming the largest class;
 - `never left its start`: no eval clearly beat the untrained model.
 and it ended `near its best`, or `worse than its best` when each of its last evals (a quarter of
 them, at least two) is clearly worse than the best: a sustained stretch, not one bad eval.
@@ -30,7 +32,15 @@ NOISE_SIGMAS = 2.0  # ... and more than twice the eval-to-eval noise
 LATE_SHARE = 0.25  # the share of the last evals that must all be worse for the run to have ended worse
 LATE_MIN = 2
 
+# Guessing: always naming the largest class of the eval samples (`val_majority_share`, at least
+# 1/K); "clearly better": by more than 4 binomial standard deviations of an accuracy measured on
+# `eval_samples` samples (50 classes, 256 samples, 4% in the largest class: above 8.9%). Without
+# those numbers: twice chance, or chance + 0.1 for two classes (where twice chance is perfect).
+ABOVE_CHANCE_ACCURACY = 0.1
+ABOVE_CHANCE_SIGMAS = 4.0
+
 LEARNED, PRIOR_ONLY, NEVER, NONFINITE = "learned", "beat its start, not its prior", "never left its start", "non-finite"
+GUESSING_ONLY = "beat its start, not guessing"
 NEAR, WORSE = "near its best", "worse than its best"
 
 
@@ -95,7 +105,19 @@ def _state(run: RunData, monitor: str, higher: bool, start: float, best: float, 
     prior = run.summary.get("val_prior_loss") if monitor == VAL_LOSS and not run.summary.get("user_loss") else None
     if prior is not None and not _clearly(best, prior, higher, noise):
         return PRIOR_ONLY
+    accuracy, chance = run.summary.get("best_val_accuracy"), run.summary.get("chance_loss")
+    if accuracy is not None and chance and accuracy <= guessing_accuracy_bound(run, round(math.exp(chance))):
+        return GUESSING_ONLY  # a loss a little below the prior, every prediction still the largest class
     return LEARNED
+
+
+def guessing_accuracy_bound(run: RunData, k: int) -> float:
+    """The best val accuracy that guessing (always the largest class) could reach on this eval sample."""
+    share, samples = run.summary.get("val_majority_share"), run.summary.get("eval_samples")
+    if not share or not samples:
+        return min(2 / k, 1 / k + ABOVE_CHANCE_ACCURACY)
+    p = max(share, 1 / k)
+    return p + ABOVE_CHANCE_SIGMAS * math.sqrt(p * (1 - p) / samples)
 
 
 def _noise(run: RunData, values: Series, higher: bool) -> float:

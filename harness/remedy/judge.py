@@ -18,9 +18,8 @@ from typing import Any
 import numpy as np
 
 from harness.core.metric_names import VAL_LOSS
-from harness.diagnosis.outcome import BETTER_BY, LEARNED, NOISE_SIGMAS, outcome
+from harness.diagnosis.outcome import BETTER_BY, LEARNED, NOISE_SIGMAS, guessing_accuracy_bound, outcome
 from harness.diagnosis.load import RunData, Series
-from harness.diagnosis.rules.curves import guessing_accuracy_bound
 from harness.diagnosis.signals import noise_level
 from harness.remedy.story import CODE_CHANGE, KEPT_AT_THE_END, REJECTED, Attempt, Story
 

@@ -12,6 +12,7 @@ from harness.diagnosis.load import RunData, Series
 from harness.diagnosis.remedies import calmer_updates, faster_updates
 from harness.diagnosis.rules.common import blind_loss, peak_lr_update_ratio
 from harness.diagnosis.rules.data_order import boundary_steps
+from harness.diagnosis.outcome import guessing_accuracy_bound
 from harness.diagnosis.signals import (EDGE_POINTS, MIN_EVALS, end_level, excursions, fmt, level_at, noise_level,
                                        rolling_median, start_level, still_falling)
 from harness.core.metric_names import (TRAIN_LOSS, TRAIN_LOSS_FIRST, TRAIN_LOSS_MAX, TRAIN_LR, VAL_LOSS,
@@ -76,14 +77,8 @@ CHANCE_BAND = 0.05
 # ... given time at its full LR: judged only after 50 updates past warmup (the healthy preset
 # leaves the band within ~50); shorter runs (debug=smoke, a run cut off in warmup) are not judged.
 CHANCE_MIN_UPDATES = 50
-# ... unless the model classifies clearly better than guessing: with many classes a loss inside
-# the band can come with accuracy well above 1/K. Guessing here means always naming the largest
-# class of the eval samples (`val_majority_share`, at least 1/K); "clearly better": by more than 4
-# binomial standard deviations of an accuracy measured on `eval_samples` samples (50 classes, 256
-# samples, 4% in the largest class: above 8.9%). Without those numbers: twice chance, or chance +
-# 0.1 for two classes (where twice chance is perfect).
-ABOVE_CHANCE_ACCURACY = 0.1
-ABOVE_CHANCE_SIGMAS = 4.0
+# ... unless the model classifies clearly better than guessing (outcome.guessing_accuracy_bound):
+# with many classes a loss inside the band can come with accuracy well above 1/K.
 # "At the prior": the loss sits within 5% of the prior loss (the entropy of the targets'
 # frequencies; for regression the MSE of predicting their mean) and stopped moving: the model
 # learned what it can without looking at its inputs. Judged when the prior is clearly below
@@ -411,15 +406,6 @@ def plateau_at_chance(run: RunData) -> Finding | None:
                    "fp16_underflow, capacity_limit), fix that first; otherwise check that labels belong to "
                    "their inputs (data.shuffle_labels, a misaligned join or augmentation), run `mode=doctor` (it must "
                    "overfit one small batch), then try optim.lr 3-10x either way.")
-
-
-def guessing_accuracy_bound(run: RunData, k: int) -> float:
-    """The best val accuracy that guessing (always the largest class) could reach on this eval sample."""
-    share, samples = run.summary.get("val_majority_share"), run.summary.get("eval_samples")
-    if not share or not samples:
-        return min(2 / k, 1 / k + ABOVE_CHANCE_ACCURACY)
-    p = max(share, 1 / k)
-    return p + ABOVE_CHANCE_SIGMAS * math.sqrt(p * (1 - p) / samples)
 
 
 # What a model that ignores its inputs predicts under each regression loss but mse (data/prior.py).

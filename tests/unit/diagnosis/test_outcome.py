@@ -6,7 +6,7 @@ import math
 
 from diagnosis_runs import Run
 from harness.diagnosis import load_run
-from harness.diagnosis.outcome import LEARNED, NEAR, NEVER, NONFINITE, PRIOR_ONLY, WORSE, outcome
+from harness.diagnosis.outcome import GUESSING_ONLY, LEARNED, NEAR, NEVER, NONFINITE, PRIOR_ONLY, WORSE, outcome
 
 
 def judged(run: Run, tmp_path, **summary):
@@ -95,3 +95,15 @@ def test_a_finding_about_the_curves_shape_is_an_info_on_a_run_that_learned(tmp_p
     found = {f.name: f for f in diagnose(load_run(climbs.write(tmp_path / "learned")))}
     assert found["oscillating"].severity.value == "info"
     assert "Not a warning: by its own evals the run learned, ended near its best" in found["oscillating"].evidence
+
+
+def test_a_classifier_whose_accuracy_never_beat_guessing_did_not_learn(tmp_path):
+    """Ten classes, the val loss a few % below its prior and its start, but the best accuracy is the
+    largest class's share: every prediction is still that class, so the run did not work."""
+    guessing = Run().set("val/loss", [2.30, 2.27, 2.25, 2.23], kind="eval").set("train/loss", lambda s, v: 2.25)
+    guessing.summary.update(initial_val_loss=2.31, val_prior_loss=2.30, best_val_accuracy=0.129,
+                            val_majority_share=0.129, eval_samples=256)
+    found = judged(guessing, tmp_path / "guessing")
+    assert found.state == GUESSING_ONLY and found.bad
+    guessing.summary["best_val_accuracy"] = 0.40
+    assert judged(guessing, tmp_path / "classifies").state == LEARNED
