@@ -64,7 +64,7 @@ from harness.models.output_activation import describe_output, replace_output_act
 from harness.models.init import apply_init
 from harness.models.output import OutputPicker
 from harness.models.probe import (behaves_differently_in_eval, check_batch_norm, effective_rank, embedding_rows,
-                                  has_batch_norm, parameter_counts, probe_model, input_wide)
+                                  has_batch_norm, input_wide, parameter_counts, probe_model)
 from harness.training.monitor import Monitor
 from harness.training.optim import build_optimizer
 from harness.training.parallel import class_name, is_sharded, optimizer_config, parallelize

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from harness.core.metric_names import VAL_LOSS
 from harness.diagnosis.load import RunData
-from harness.diagnosis.outcome import outcome
+from harness.diagnosis.outcome import Outcome
 from harness.diagnosis.rules import signed_loss
 from harness.diagnosis.signals import MIN_EVALS
 
@@ -19,15 +19,16 @@ CURVE_RULES = ("the plateaus, over- and underfitting, slow progress, the capacit
                "posterior and representation collapse, and whether the run ended worse than its best")
 
 
-def not_judged(run: RunData) -> list[str]:
-    """One line per thing the rules could not judge on this run, each with what it needs."""
+def not_judged(run: RunData, ended: Outcome | None) -> list[str]:
+    """One line per thing the rules could not judge on this run (`ended`: its outcome), each with
+    what it needs."""
     s, lines = run.summary, []
     evals = len(run.series(VAL_LOSS, kind="eval").finite())
     if evals < MIN_EVALS:
         every = run.cfg("trainer.eval_every")
         lines.append(f"{CURVE_RULES}: they read at least {MIN_EVALS} evals, and this run has {evals}"
                      + (f" (trainer.eval_every={every} of {run.max_steps} steps)" if every and run.max_steps else ""))
-    if outcome(run) is None:
+    if ended is None:
         lines.append("the outcome (did the run learn, did it end near its best): it needs the untrained model's eval, "
                      "which runs started before it was measured do not have")
     if s.get("user_loss") and s.get("prior_loss") is None:

@@ -142,13 +142,11 @@ def _clearly(new: float, old: float, higher: bool, noise: float) -> bool:
     return new < old - max(BETTER_BY * abs(old), NOISE_SIGMAS * noise)
 
 
-
-def untold(run: RunData) -> Finding | None:
+def untold(run: RunData, ended: Outcome | None) -> Finding | None:
     """A bad outcome no other warning tells: the run never clearly beat its untrained model, or it
     ended clearly worse than its best over a sustained stretch. `diagnose` adds it only where no
     warning or critical finding was raised, so that a run that did not work is never "No pathology
-    found", on any objective."""
-    ended = outcome(run)
+    found", on any objective. `ended` is the run's outcome."""
     if ended is None or ended.state == NONFINITE or len(run.series(ended.monitor, kind="eval").finite()) < MIN_EVALS:
         return None
     where = (f"`{ended.monitor}` was {fmt(ended.start)} untrained and best at step {ended.best_step} "
@@ -168,12 +166,11 @@ def untold(run: RunData) -> Finding | None:
     return None
 
 
-def held_to_outcome(run: RunData, findings: list[Finding], shapes: frozenset[str]) -> list[Finding]:
+def held_to_outcome(ended: Outcome | None, findings: list[Finding], shapes: frozenset[str]) -> list[Finding]:
     """The invariant, in one place: a critical finding means the run did not work. On a run that
     learned and ended near its best, whatever a window of its curves showed (one early excursion,
     a stretch of noise) is at most a warning, and a finding about the curves' shape alone
     (`shapes`: slow, oscillating, short of the optimum) is an info: the outcome wins. Each says why."""
-    ended = outcome(run)
     if ended is None or ended.bad:
         return findings
     why = f": by its own evals the run {ended.line()}."

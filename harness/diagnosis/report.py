@@ -62,17 +62,17 @@ def render(run: RunData, findings: list[Finding], plots: list[tuple[str, str]] |
 
 
 def _facts(run: RunData) -> list[tuple[str, str]]:
-    s = run.summary
+    s, ended = run.summary, outcome(run)
     facts: list[tuple[str, Any]] = [
         ("status", s.get("status", "unknown (no summary.json)")),
-        ("outcome", ended.line() if (ended := outcome(run)) is not None else None),
+        ("outcome", ended.line() if ended is not None else None),
         ("steps", f"{s.get('steps', run.train[-1]['step'] if run.train else 0)} / {run.max_steps or '?'}"),
         ("final train loss", s.get("final_train_loss")),
         ("best val loss", s.get("best_val_loss")),
         ("chance loss (ln K)", s.get("chance_loss")),
         ("known optimum", s.get("optimum_loss")),
         ("objective", s.get("user_loss")),
-        *(("not judged", line) for line in not_judged(run)),
+        *(("not judged", line) for line in not_judged(run, ended)),
         ("skipped / fp16 overflow / empty updates",
          f"{s.get('skipped_steps', 0)} / {s.get('overflow_steps', 0)} / {s.get('empty_steps', 0)}"),
     ]

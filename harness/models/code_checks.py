@@ -101,8 +101,8 @@ def probabilities_into_logits_loss(trace: Trace) -> CodeCause | None:
             "probabilities_into_logits_loss", f"a {made.name} output is fed to {LOGITS_LOSSES[op.name]}, which applies "
                                               f"one itself",
             tuple(dict.fromkeys((*_at(made), *_at(op)))),
-            f"return the logits: drop the {made.name} {_placed(made)}; {op.name} at {op.where} applies it (apply it yourself "
-            f"only where you report probabilities)",
+            f"return the logits: drop the {made.name} {_placed(made)}; {op.name} at {op.where} applies it (apply it "
+            f"yourself only where you report probabilities)",
             ("output_activation=identity",) if made.module_type in ACTIVATION_MODULES else ())
     for op in trace.ops:  # nll_loss reads log-probabilities: anything above 0 is not one
         if op.name == "nll_loss" and op.where is not None and op.inputs and isinstance(op.inputs[0], Facts):
@@ -219,33 +219,44 @@ def zero_gradient_op(trace: Trace) -> CodeCause | None:
     return None
 
 
+def _first_if_users(trace: Trace, matches: Callable[[Op], bool]) -> Op | None:
+    """The first op that `matches`, when the user's code called it; None when there is none, or when
+    the first is the harness's own (its module-level finding names that one)."""
+    op = next((op for op in trace.ops if matches(op)), None)
+    return op if op is not None and op.where is not None else None
+
+
+def _overflows(op: Op) -> bool:
+    tensors = _tensors(op)
+    return op.output is not None and not op.output.finite and bool(tensors) and all(f.finite for f in tensors)
+
+
+def _flat(op: Op) -> bool:
+    tensors = _tensors(op)
+    return op.name in FLAT_TAILS and op.output is not None and op.output.varies is False and bool(tensors) \
+        and bool(tensors[0].varies)
+
+
 def nonfinite_op(trace: Trace) -> CodeCause | None:
     """The first op whose output is Inf/NaN on finite inputs: an exp past ~88, a log of a value at
-    or below 0, a division by 0."""
-    for op in trace.ops:
-        tensors = _tensors(op)
-        if op.output is None or op.output.finite or not tensors or not all(f.finite for f in tensors):
-            continue
-        if op.where is None:  # the first is the harness's own: forward_overflow names its module
-            return None
-        return CodeCause("nonfinite_op", f"{op.name} returns Inf/NaN on finite inputs", _at(op),
-                         f"compute {op.name} in a stable form (log_softmax, logsigmoid, a clamp or an epsilon "
-                         f"before a log or a division, softplus instead of exp)")
-    return None
+    or below 0, a division by 0 (forward_overflow names it when it is the harness's own)."""
+    op = _first_if_users(trace, _overflows)
+    if op is None:
+        return None
+    return CodeCause("nonfinite_op", f"{op.name} returns Inf/NaN on finite inputs", _at(op),
+                     f"compute {op.name} in a stable form (log_softmax, logsigmoid, a clamp or an epsilon "
+                     f"before a log or a division, softplus instead of exp)")
 
 
 def saturated_op(trace: Trace) -> CodeCause | None:
-    """The first activation whose output is the same for every sample while its input differs."""
-    for op in trace.ops:
-        tensors = _tensors(op)
-        if op.name in FLAT_TAILS and op.output is not None and op.output.varies is False and tensors \
-                and tensors[0].varies:
-            if op.where is None:  # the first is the harness's own: output_activation names its module
-                return None
-            return CodeCause("saturated_op", f"{op.name} is flat: every sample gets the same output", _at(op),
-                             f"the {op.name} at {op.where} gets inputs where it is flat (or reduces over one "
-                             f"value): scale what feeds it, or take it over the right dimension")
-    return None
+    """The first activation whose output is the same for every sample while its input differs
+    (output_activation names it when it is the harness's own)."""
+    op = _first_if_users(trace, _flat)
+    if op is None:
+        return None
+    return CodeCause("saturated_op", f"{op.name} is flat: every sample gets the same output", _at(op),
+                     f"the {op.name} at {op.where} gets inputs where it is flat (or reduces over one "
+                     f"value): scale what feeds it, or take it over the right dimension")
 
 
 CHECKS: tuple[Check, ...] = (probabilities_into_logits_loss, softmax_over_one, broadcast_target, detached_term,
@@ -284,8 +295,7 @@ def code_facts(model: nn.Module, loss_of: Callable[[], torch.Tensor], batch: int
         return None
     return {"code_causes": [cause.to_json() for cause in code_causes(trace)],
             "output_lines": [where.to_json() for where in output_lines(trace)],
-            "module_lines": {name: [where.to_json() for where in lines] for name, lines in trace.built.items()
-                             if type(model.get_submodule(name)).__module__ == nn.modules.activation.__name__}}
+            "module_lines": {name: [where.to_json() for where in lines] for name, lines in trace.built.items()}}
 
 
 def output_lines(trace: Trace) -> tuple[Where, ...]:

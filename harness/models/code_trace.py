@@ -7,8 +7,8 @@ tensor inputs, which op made each of them, whether they carry a gradient or were
 (detach, no_grad, `.data`, numpy), whether its output is finite and varies across the batch, and
 the first frame in the user's files that called it, and where the module running it was built
 (`recording_sites`: the line a module built inside `nn.Sequential` or a layer library is set in).
-A hook on each output says whether the loss's gradient reached it. It runs once, inside the build's forward-and-backward measurement:
-nothing is kept and no step pays for it.
+A hook on each output says whether the loss's gradient reached it. It runs once, inside the
+build's forward-and-backward measurement: nothing is kept and no step pays for it.
 """
 from __future__ import annotations
 
@@ -43,7 +43,7 @@ NUMBER_OF = ("item", "float", "int", "tolist")  # a tensor read as a Python numb
 FLAT_TAILS = frozenset({"sigmoid", "tanh", "softmax", "log_softmax", "hardtanh", "hardsigmoid", "softsign"})
 DETAILED = FLAT_TAILS | {"nll_loss"}  # ops whose first input and output get `varies` and `largest` (the rest: finite)
 MAX_OPS = 20_000  # a forward longer than this is traced up to here: the checks read its start
-MAX_MODULES = 2_000  # modules whose building lines are kept (the findings name a few of them)
+MAX_MODULES = 2_000  # activation modules whose building lines are kept (the findings name a few of them)
 
 
 @dataclass(frozen=True)
@@ -96,7 +96,7 @@ class Op:
 class Trace:
     ops: list[Op] = field(default_factory=list)
     batch: int = 0
-    built: dict[str, tuple[Where, ...]] = field(default_factory=dict)  # module name -> the lines that built it
+    built: dict[str, tuple[Where, ...]] = field(default_factory=dict)  # activation module -> the lines that built it
 
     def op(self, index: int | None) -> Op | None:
         return None if index is None else self.ops[index]
@@ -188,7 +188,8 @@ class CodeTrace(TorchFunctionMode):
         def entered(module: nn.Module, args: Any) -> None:
             built = BUILT_AT.get(module, ())
             self._modules.append((name, type(module).__name__, built))
-            if built and len(self.trace.built) < MAX_MODULES:
+            if built and type(module).__module__ == nn.modules.activation.__name__ \
+                    and len(self.trace.built) < MAX_MODULES:
                 self.trace.built.setdefault(name, built)
         return entered
 

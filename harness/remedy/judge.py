@@ -94,11 +94,12 @@ def ranked_loss(value: Any) -> float:
 
 def learned(run: RunData) -> bool:
     """The run's own outcome says it learned (its monitor clearly beat the untrained model and, for
-    the val loss, the prior), and a classifier's best val accuracy is clearly above what guessing
-    the largest class gets on the same samples: a result at the prior or at chance heals nothing."""
+    the val loss, the prior, and a classifier's best val accuracy clearly beat guessing the largest
+    class): a result at the prior or at chance heals nothing. A run from before the baseline eval
+    has no outcome: its accuracy alone is read."""
     ended = outcome(run)
-    if ended is not None and ended.state != LEARNED:
-        return False
+    if ended is not None:
+        return ended.state == LEARNED
     accuracy = run.summary.get("best_val_accuracy")
     chance = run.summary.get("chance_loss")
     if accuracy is None or not chance:

@@ -10,7 +10,7 @@ import numpy as np
 from harness.core.metric_names import TRAIN_LOSS, VAL_LOSS
 from harness.diagnosis.findings import Finding, Remedy, Severity
 from harness.diagnosis.load import RunData
-from harness.diagnosis.outcome import held_to_outcome, untold
+from harness.diagnosis.outcome import held_to_outcome, outcome, untold
 from harness.diagnosis.rules import (attention, capacity, code, curves, data_order, eval_mode, gradients,
                                      guard_events, metrics, numerics, objective, outliers, output, schedule, setup,
                                      splits, weight_decay)
@@ -174,7 +174,8 @@ def diagnose(run: RunData) -> list[Finding]:
             return len(TIERS)
         return _tier(f) or 0
 
-    if not any(f.severity is not Severity.INFO for f in raised) and (told := untold(run)) is not None \
+    ended = outcome(run)
+    if not any(f.severity is not Severity.INFO for f in raised) and (told := untold(run, ended)) is not None \
             and told.name not in ignored:
         raised.append(told)  # a run that did not work is never "No pathology found"
-    return sorted(held_to_outcome(run, raised, SHAPES), key=lambda f: (f.severity.rank, order(f)))
+    return sorted(held_to_outcome(ended, raised, SHAPES), key=lambda f: (f.severity.rank, order(f)))

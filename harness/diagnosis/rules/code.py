@@ -72,8 +72,9 @@ def softmax_over_one(run: RunData) -> Finding | None:
     before it explains that: output_activation names the constant output (with its remedy when the
     softmax is the output's module) and quotes this line. A saturated activation is a cause of its
     own, and its finding quotes only its own line."""
-    constant = (run.summary.get("forward") or {}).get("constant_output")
-    if constant and not constant.get("saturated") and (run.summary.get("forward") or {}).get("gradient_norm") == 0:
+    forward = run.summary.get("forward") or {}
+    constant = forward.get("constant_output")
+    if constant and not constant.get("saturated") and forward.get("gradient_norm") == 0:
         return None
     return _finding(run, "softmax_over_one")
 
