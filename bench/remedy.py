@@ -154,7 +154,8 @@ def train(overrides: tuple[str, ...], run_dir: Path, scored_by: tuple[str, ...] 
     `scored_by`, also its best checkpoint's val loss under those overrides (`mode=eval`)."""
     result = run_train(overrides, run_dir, RUN_TIMEOUT)
     if scored_by and not result["error"]:
-        result["error"] = run_train(("mode=eval", *scored_by), run_dir, RUN_TIMEOUT)["error"]
+        # another class reads the same weights on purpose (the fix's output as the program's loss reads it)
+        result["error"] = run_train(("mode=eval", "eval.other_model=true", *scored_by), run_dir, RUN_TIMEOUT)["error"]
     return {**result, **outcome(run_dir)}
 
 
@@ -171,7 +172,8 @@ def outcome(run_dir: Path) -> dict:
               "eval_loss": _eval_loss(run_dir),
               "max_steps": summary.get("max_steps"), "task": summary.get("task"),
               "val_prior_loss": summary.get("val_prior_loss"), "best_val_accuracy": summary.get("best_val_accuracy"),
-              "first_nonfinite_step": _first_nonfinite(run_dir)}
+              "first_nonfinite_step": _first_nonfinite(run_dir),
+              "code_lines": [[w["file"], w["line"]] for c in summary.get("code_causes") or () for w in c["lines"]]}
     story = summary.get("attempts")
     if story:
         best = story[summary.get("best_attempt", len(story)) - 1]  # the run's result is its best attempt's
@@ -222,9 +224,27 @@ def healed(run: dict, cured: dict) -> bool:
     return not run.get("error") and not run.get("critical") and loss <= HEALED_WITHIN * reference < math.inf
 
 
+def reached_in_code(name: str, auto: dict) -> bool:
+    """An external program whose fix is an edit of its own code, stopped by remedy=auto as `needs a
+    code change` with the fix's line named: reached, though no config override could heal it."""
+    from bench.external import FIX_LINES
+    from harness.remedy.story import CODE_CHANGE
+
+    fix = FIX_LINES.get(name.split("/", 1)[-1]) or {}
+    named = {(file, int(line)) for file, line in auto.get("code_lines", [])}
+    return auto.get("verdict") == CODE_CHANGE and fix.get("fix") == "code" and any(
+        (fix["file"], line) in named for line in fix["lines"])
+
+
+FLOAT32_TIE = 1e-6  # two losses this close are one value, up to float32 rounding
+
+
 def worse(auto: dict, given: dict) -> bool:
-    """remedy=auto ended with a worse best val loss than the run as given."""
-    return ranked_loss(relative_loss(auto)) > ranked_loss(relative_loss(given))
+    """remedy=auto ended with a worse best val loss than the run as given (beyond float32 rounding:
+    the run as given finished from its own checkpoint ends at its loss to the 7th digit, not at
+    the very float)."""
+    new, old = ranked_loss(relative_loss(auto)), ranked_loss(relative_loss(given))
+    return new > old and not math.isclose(new, old, rel_tol=FLOAT32_TIE)
 
 
 def _first_nonfinite(run_dir: Path) -> int | None:
@@ -249,6 +269,7 @@ def score(sick: list[Sick], healthy: list[Sick], results: dict[str, dict[str, di
                      "loss_cured": cured.get("best_val_loss"), "cured_critical": cured.get("critical"),
                      "scored_by": s.scored_by, "loss_cured_trained": cured.get("trained_loss"),
                      "healed": healed(auto, cured), "fine_without": healed(given, cured),
+                     "reached": reached_in_code(s.name, auto),
                      "worse": worse(auto, given), "reproduced": s.cause != EXTERNAL or reproduced(given, cured),
                      "compute": (auto["steps_trained"] / max_steps) if auto.get("steps_trained") and max_steps
                      else None, "errors": {v: x["error"] for v, x in r.items() if x.get("error")}})
@@ -268,11 +289,15 @@ def report(scored: dict) -> str:
     healthy = scored["healthy"]
     computes = [r["compute"] for r in sick if r["compute"] is not None]
     n_healed = sum(r["healed"] for r in sick)
+    n_reached = sum(r.get("reached", False) and not r["healed"] for r in sick)
     fair = [r for r in sick if not r["cured_critical"]]  # the cured run is healthy: a loss worth matching
     false_restarts = sum(r["restarted"] for r in healthy)
     lines = ["# diagnose.remedy=auto on sick and healthy runs", "",
              f"sick runs healed: {n_healed}/{len(sick)} ({_pct(n_healed, len(sick))}) with remedies, "
-             f"{sum(r['fine_without'] for r in sick)}/{len(sick)} without; of those whose cured run is healthy "
+             f"{sum(r['fine_without'] for r in sick)}/{len(sick)} without; a cause in the program's own code named at "
+             f"the fix's line (`needs a code change`, no override reaches it): {n_reached}/{len(sick)}; healed or so "
+             f"reached: {n_healed + n_reached}/{len(sick)} ({_pct(n_healed + n_reached, len(sick))}); of those whose "
+             f"cured run is healthy "
              f"(no critical finding): {sum(r['healed'] for r in fair)}/{len(fair)} "
              f"({_pct(sum(r['healed'] for r in fair), len(fair))}); compute (steps across attempts / one "
              f"run's steps): median {_num(statistics.median(computes) if computes else None)}, mean "
@@ -292,7 +317,7 @@ def report(scored: dict) -> str:
               "| healed |", "|---|---|---|---|---|---|---|"]
     for r in sick:
         remedies = "; ".join(" ".join(o) for o in r["remedies"]) or "none"
-        why = "" if r["healed"] else " — " + _miss(r)
+        why = "" if r["healed"] else " — reached: the fix's line is named" if r.get("reached") else " — " + _miss(r)
         sick_cure = f" (cured run: {', '.join(r['cured_critical'])})" if r["cured_critical"] else ""
         if r.get("scored_by"):
             sick_cure += f" (cured run's weights under `{' '.join(r['scored_by'])}`; {_num(r['loss_cured_trained'])} under its own loss)"

@@ -214,8 +214,136 @@ class SoftmaxClassifier(nn.Module):
 class SoftmaxModuleClassifier(nn.Module):
     def __init__(self, in_features: int, num_classes: int) -> None:
         super().__init__()
-        self.net = nn.Sequential(nn.Linear(in_features, 32), nn.ReLU(),  # names: output_line
-                                 nn.Linear(32, num_classes), nn.Softmax(dim=1))
+        self.net = nn.Sequential(nn.Linear(in_features, 32), nn.ReLU(),
+                                 nn.Linear(32, num_classes), nn.Softmax(dim=1))  # names: output_line
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.net(x)  # names: output_line
+
+
+class ClassNet(LogSoftmaxNet):
+    """Three class logits."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.net(x)
+
+
+def cross_entropy(output: torch.Tensor, batch: list) -> torch.Tensor:
+    return F.cross_entropy(output, batch[1])
+
+
+def handwritten_nll(output: torch.Tensor, batch: list) -> torch.Tensor:
+    probabilities = F.softmax(output, dim=1)  # names: unguarded_log
+    picked = probabilities.gather(1, batch[1][:, None]).squeeze(1)
+    return -torch.log(picked + 0.0).mean()  # names: unguarded_log
+
+
+def guarded_nll(output: torch.Tensor, batch: list) -> torch.Tensor:
+    probabilities = F.softmax(output, dim=1).clamp(1e-7, 1 - 1e-7)
+    return -torch.log(probabilities.gather(1, batch[1][:, None])).mean()
+
+
+class ProbabilityTagger(SigmoidTagger):
+    """Tag probabilities, for a loss written by hand."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.sigmoid(self.out(torch.relu(self.body(x))))  # names: unguarded_log
+
+
+def handwritten_bce(output: torch.Tensor, batch: list) -> torch.Tensor:
+    y = batch[1]
+    return -(y * output.log() + (1 - y) * (1 - output).log()).mean()  # names: unguarded_log
+
+
+def stable_bce(output: torch.Tensor, batch: list) -> torch.Tensor:
+    return F.binary_cross_entropy(output, batch[1])
+
+
+class ReluHeadNet(ClassNet):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return F.relu(self.net(x))  # names: relu_into_logits_loss
+
+
+def cross_entropy_relu(output: torch.Tensor, batch: list) -> torch.Tensor:
+    return F.cross_entropy(output, batch[1])  # names: relu_into_logits_loss
+
+
+class LogitsNet(nn.Module):
+    """Three class logits, read by a loss that takes them for probabilities."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.net = nn.Linear(8, 3)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.net(x)  # names: clamped_logits
+
+
+def clamped_nll(output: torch.Tensor, batch: list) -> torch.Tensor:
+    """Keras' categorical cross-entropy on what it takes for probabilities."""
+    clipped = torch.clamp(output, 1e-7, 1 - 1e-7)  # names: clamped_logits
+    return -torch.log(clipped).gather(1, batch[1][:, None]).mean()  # names: clamped_logits
+
+
+def listed_tagger() -> nn.Module:
+    """Its layers made on one line and handed to nn.Sequential on the next."""
+    layers = [nn.Linear(8, 32), nn.ReLU(), nn.Linear(32, 5), nn.Sigmoid()]  # names: constructed
+    return nn.Sequential(*layers)
+
+
+class SigmoidHead(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.act = nn.Sigmoid()  # names: constructed_inside
+
+
+def headed() -> nn.Module:
+    return SigmoidHead()  # names: constructed
+
+
+class LinearStack(nn.Module):
+    """Three classes from a task a linear map cannot fit, by a stack that forgot its activations."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.net = nn.Sequential(
+            nn.Linear(8, 32),  # names: built_apart
+            nn.Dropout(0.1),
+            nn.Linear(32, 3),  # names: built_apart
+        )
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.net(x)  # names: no_nonlinearity
+
+
+class ReluStack(LinearStack):
+    def __init__(self) -> None:
+        super().__init__()
+        self.net.insert(1, nn.ReLU())
+
+
+class GatedUnit(nn.Module):
+    """Two layers multiplied together, then a head: a product of two computed sides is not linear."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.a, self.b, self.head = nn.Linear(8, 16), nn.Linear(8, 16), nn.Linear(16, 3)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.head(self.a(x) * self.b(x))
+
+
+class BagOfWords(nn.Module):
+    """fastText: an embedding bag and one linear layer, linear on purpose."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.embed, self.out = nn.Embedding(16, 8), nn.Linear(8, 3)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.out(self.embed((x.abs() * 4).long().clamp(max=15)).mean(1))
+
+
+def relu_module_net() -> nn.Module:
+    """Its logits through an nn.ReLU module: the output_activation override can replace it."""
+    return nn.Sequential(nn.Linear(8, 3), nn.ReLU())

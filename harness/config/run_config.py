@@ -82,6 +82,7 @@ class JobKeys:
     eval_checkpoint: str  # mode=eval: best, last, or a path
     eval_batches: int | None  # mode=eval: null scores the whole split
     eval_stride: int | None  # mode=eval: every Nth window or sample; null: non-overlapping windows of token data
+    eval_other_model: bool = False  # mode=eval: a checkpoint of a model built another way is scored, not refused
 
 
 @dataclass(frozen=True)
@@ -265,6 +266,9 @@ def validate_config(cfg: DictConfig, world_size: int = 1, choices: Mapping[str, 
     stride = cfg.get("eval", {}).get("stride")
     if stride is not None and (not is_whole(stride) or stride < 1):
         raise ConfigError("eval.stride", stride, "null (token data: non-overlapping windows) or an integer >= 1")
+    other_model = cfg.get("eval", {}).get("other_model", False)
+    if not isinstance(other_model, bool):
+        raise ConfigError("eval.other_model", other_model, "true or false")
     logged = may_log(metrics)
     if not (user_loss is not None and trainer.monitor.startswith(VAL_LOSS_PART)):  # parts: known once it runs
         resolve_monitor(trainer.monitor, trainer.monitor_mode, logged)
@@ -286,7 +290,8 @@ def validate_config(cfg: DictConfig, world_size: int = 1, choices: Mapping[str, 
                   clip_mode=cfg.clip_mode, compile=cfg.compile, model_output=cfg.model_output, activation_swap=cfg.activation_swap,
                   output_activation=cfg.output_activation)
     job = JobKeys(resume=cfg.resume, overwrite=cfg.overwrite, objective=tuple(objectives),
-                  eval_checkpoint=str(checkpoint), eval_batches=batches, eval_stride=stride)
+                  eval_checkpoint=str(checkpoint), eval_batches=batches, eval_stride=stride,
+                  eval_other_model=other_model)
     return RunConfig(record=cfg, device=device, run=run, job=job, trainer=trainer, precision=precision,
                      schedule=schedule, data=data, model=model, init=init, optim=optim, callbacks=callbacks, metrics=metrics,
                      parallel=parallel, loss=loss, user_loss=user_loss, guard=guard, monitor=monitor,

@@ -6,7 +6,8 @@ The start is the untrained model's eval (summary.json's `initial_*`, the baselin
 noise (as a log ratio for a positive loss, in its own units otherwise), the margin the remedy judge
 uses. The outcome is one of:
 - `non-finite`: the loss went Inf/NaN, or the run diverged;
-- `learned`: the best eval clearly beat the start (and, for the val loss, the prior where known);
+- `learned`: the best eval clearly beat the start (and, for the val loss, the prior where known: the
+  built-in loss's, or your objective's `prior` part);
 - `beat its start, not its prior`: clearly below the untrained model, not below predicting the prior;
 - `beat its start, not guessing`: a classifier whose best val accuracy is not clearly above always
   naming the largest class;
@@ -102,13 +103,19 @@ def outcome(run: RunData) -> Outcome | None:
 def _state(run: RunData, monitor: str, higher: bool, start: float, best: float, noise: float) -> str:
     if not _clearly(best, start, higher, noise):
         return NEVER
-    prior = run.summary.get("val_prior_loss") if monitor == VAL_LOSS and not run.summary.get("user_loss") else None
+    prior = run.summary.get("val_prior_loss") if monitor == VAL_LOSS and _prior_applies(run) else None
     if prior is not None and not _clearly(best, prior, higher, noise):
         return PRIOR_ONLY
     accuracy, chance = run.summary.get("best_val_accuracy"), run.summary.get("chance_loss")
     if accuracy is not None and chance and accuracy <= guessing_accuracy_bound(run, round(math.exp(chance))):
         return GUESSING_ONLY  # a loss a little below the prior, every prediction still the largest class
     return LEARNED
+
+
+def _prior_applies(run: RunData) -> bool:
+    """The built-in loss's prior is in its units; the user's objective has one only where it reports
+    its `prior` part (the loss of its best constant prediction, summary.json's `prior_loss`)."""
+    return not run.summary.get("user_loss") or run.summary.get("prior_loss") is not None
 
 
 def guessing_accuracy_bound(run: RunData, k: int) -> float:
@@ -143,8 +150,8 @@ def _clearly(new: float, old: float, higher: bool, noise: float) -> bool:
 
 
 def untold(run: RunData, ended: Outcome | None) -> Finding | None:
-    """A bad outcome no other warning tells: the run never clearly beat its untrained model, or it
-    ended clearly worse than its best over a sustained stretch. `diagnose` adds it only where no
+    """A bad outcome no other warning tells: the run never clearly beat its untrained model or its
+    prior, or it ended clearly worse than its best over a sustained stretch. `diagnose` adds it only where no
     warning or critical finding was raised, so that a run that did not work is never "No pathology
     found", on any objective. `ended` is the run's outcome."""
     if ended is None or ended.state == NONFINITE or len(run.series(ended.monitor, kind="eval").finite()) < MIN_EVALS:
@@ -163,6 +170,12 @@ def untold(run: RunData, ended: Outcome | None) -> Finding | None:
                        f"{where}: never better by more than 1% and twice the noise.",
                        "check that the loss reads what the model outputs (mode=doctor overfits a few samples and "
                        "checks the code at its line), then the LR (mode=lr_find) and the steps.")
+    if ended.state == PRIOR_ONLY:  # (not guessing: an accuracy on a few eval samples cannot show it clearly)
+        return Finding("never_learned", Severity.WARNING, "no eval clearly beat predicting the prior",
+                       f"{where}: below the untrained model, but never clearly below predicting the targets' "
+                       f"frequencies or mean, which a model blind to its inputs does.",
+                       "the model has not used its inputs yet: check that they reach it (mode=doctor overfits a few "
+                       "samples), then the LR (mode=lr_find) and the steps.")
     return None
 
 

@@ -105,15 +105,16 @@ def standardised_targets(run: RunData, inputs_too: bool) -> Candidates:
                    + "; the data changes, so the run starts over", kind="targets"),)
 
 
-def bound_gradients(run: RunData, recurrent: bool) -> Candidates:
-    """exploding_gradients: clip the global norm (tighter for recurrent models); then a lower LR."""
+def bound_gradients(run: RunData, recurrent: bool, before_step: int | None = None) -> Candidates:
+    """exploding_gradients: clip the global norm (tighter for recurrent models); then a lower LR; each
+    from the last checkpoint before the first burst (`before_step`), where the bursts began."""
     clip = RECURRENT_CLIP if recurrent else SAFE_CLIP
     candidates = [Remedy((f"clip={clip}",), Restart.CHECKPOINT, "a clip bounds every update whatever the gradient "
-                         "does; the rest of the updates are unchanged", kind="clip")]
+                         "does; the rest of the updates are unchanged", before_step, kind="clip")]
     lr = _lr_override(run, 1 / LR_FACTOR)
     if lr is not None:
         candidates.append(Remedy((lr,), Restart.CHECKPOINT, "smaller steps keep the weights out of the region whose "
-                                 "gradients burst", kind="lr_down"))
+                                 "gradients burst", before_step, kind="lr_down"))
     return tuple(candidates)
 
 

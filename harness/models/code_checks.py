@@ -3,24 +3,27 @@ named at their file and line, each with the edit that fixes it. A cause here is 
 config override reaches, unless `remedy` names one (an output activation that is a module).
 
 Each check reads what happened on the untrained model's first micro-batch, not the code's text:
-a sigmoid that feeds a loss which applies one again, a softmax over one value, a target that
-broadcasts against the prediction, a term whose gradient was cut before it joined the loss, an op
-whose gradient is zero everywhere, the first op that overflows, the first activation that is flat.
+a sigmoid that feeds a loss which applies one again (or a ReLU that cuts the logits it reads), a
+softmax over one value, a target that broadcasts against the prediction, a term whose gradient was
+cut before it joined the loss, an op whose gradient is zero everywhere, a log of probabilities that
+nothing keeps off 0, logits clamped into (0, 1) and read as probabilities, weight layers with no
+nonlinearity between them, the first op that overflows, the first activation that is flat.
 """
 from __future__ import annotations
 
 import logging
 import math
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
 import torch
 from torch import nn
 
-from harness.models.code_trace import FLAT_TAILS, Facts, Op, Trace, Where, traced
+from harness.models.code_trace import CLAMPS, FLAT_TAILS, Facts, Op, Trace, Where, traced
 from harness.models.forward_facts import untouched
+from harness.models.output_activation import FIXED_RANGES
 
 log = logging.getLogger("harness")
 
@@ -29,6 +32,10 @@ PASSING = frozenset({"view", "reshape", "squeeze", "unsqueeze", "flatten", "cont
                      "to", "type_as", "transpose", "permute", "clone", "view_as", "reshape_as", "getitem", "t"})
 LOGITS_LOSSES = {"binary_cross_entropy_with_logits": "BCE-with-logits", "cross_entropy": "cross-entropy"}
 PROBABILITIES = frozenset({"sigmoid", "softmax"})
+CUTS = frozenset({"relu", "relu6"})  # no negative value passes: a logit they cut reads 0, with no gradient
+LOGS = frozenset({"log", "log2", "log10"})
+PICKING = frozenset({"gather", "index_select", "take_along_dim", "select", "narrow", "masked_select"})
+PROBABILITY_READERS = LOGS | {"binary_cross_entropy"}
 BUILT_IN_LOSSES = frozenset({"cross_entropy", "nll_loss", "mse_loss", "l1_loss", "smooth_l1_loss", "huber_loss",
                              "binary_cross_entropy_with_logits"})  # what the harness's own losses call
 TARGET_LOSSES = frozenset({"mse_loss", "l1_loss", "smooth_l1_loss", "huber_loss", "binary_cross_entropy",
@@ -36,6 +43,7 @@ TARGET_LOSSES = frozenset({"mse_loss", "l1_loss", "smooth_l1_loss", "huber_loss"
 ELEMENTWISE = frozenset({"sub", "add", "mul", "div", "truediv", "pow"})
 ZERO_GRADIENT = frozenset({"round", "floor", "ceil", "trunc", "sign"})
 ACTIVATION_MODULES = {"Sigmoid", "Softmax", "LogSoftmax"}  # output_activation replaces these when they end the model
+ANY_ACTIVATION = frozenset(kind.__name__ for kind in FIXED_RANGES)  # ... and so any of these that ends it
 REBUILT = frozenset({"as_tensor", "tensor", "from_numpy", "scalar_tensor"})
 NUMBER = re.compile(r"(?<![\w.])\d+(?:\.\d*)?(?:[eE][-+]?\d+)?")
 
@@ -71,6 +79,11 @@ def _at(op: Op) -> tuple[Where, ...]:
     return tuple(dict.fromkeys(w for w in (op.where, *op.built_at, op.called_from) if w is not None))
 
 
+def _lines(*ops: Op | None) -> tuple[Where, ...]:
+    """The lines of each op that takes part (`_at`), in order, each once."""
+    return tuple(dict.fromkeys(w for op in ops if op is not None for w in _at(op)))
+
+
 def _placed(op: Op) -> str:
     """'at FILE:LINE (in `net.3`, Sigmoid, built at FILE:LINE)', as much of it as is known."""
     built = f", built at {op.built_at[-1]}" if op.built_at else ""
@@ -83,12 +96,7 @@ def _placed(op: Op) -> str:
 def probabilities_into_logits_loss(trace: Trace) -> CodeCause | None:
     """BCE-with-logits and cross-entropy apply their own sigmoid or softmax: one fed a probability
     applies it twice, squeezing every prediction towards the middle, so the loss stalls far from 0."""
-    for op in trace.ops:
-        if op.name not in LOGITS_LOSSES or not op.inputs:
-            continue
-        made = trace.source(op.inputs[0] if isinstance(op.inputs[0], Facts) else None, PASSING)
-        if made is None or made.name not in PROBABILITIES or (made.where is None and not made.module):
-            continue
+    for op, made in _fed_to_logits_losses(trace, PROBABILITIES):
         if op.where is None:  # the built-in loss: an activation module is output_activation's to name
             if made.where is not None and made.module_type not in ACTIVATION_MODULES:
                 return CodeCause(
@@ -100,7 +108,7 @@ def probabilities_into_logits_loss(trace: Trace) -> CodeCause | None:
         return CodeCause(
             "probabilities_into_logits_loss", f"a {made.name} output is fed to {LOGITS_LOSSES[op.name]}, which applies "
                                               f"one itself",
-            tuple(dict.fromkeys((*_at(made), *_at(op)))),
+            _lines(made, op),
             f"return the logits: drop the {made.name} {_placed(made)}; {op.name} at {op.where} applies it (apply it "
             f"yourself only where you report probabilities)",
             ("output_activation=identity",) if made.module_type in ACTIVATION_MODULES else ())
@@ -115,6 +123,35 @@ def probabilities_into_logits_loss(trace: Trace) -> CodeCause | None:
                                  (shown, op.where) if shown != op.where else (op.where,),
                                  f"nll_loss at {op.where} reads log-probabilities (all <= 0): give it log_softmax of "
                                  f"the logits, or give the logits to cross_entropy")
+    return None
+
+
+def _fed_to_logits_losses(trace: Trace, makers: frozenset[str]) -> Iterator[tuple[Op, Op]]:
+    """Each logits loss whose input an op of `makers` made (through reshapes and casts), with that op,
+    where the user's code called it or built the module that ran it."""
+    for op in trace.ops:
+        if op.name not in LOGITS_LOSSES or not op.inputs:
+            continue
+        made = trace.source(op.inputs[0] if isinstance(op.inputs[0], Facts) else None, PASSING)
+        if made is not None and made.name in makers and (made.where is not None or made.module):
+            yield op, made
+
+
+def relu_into_logits_loss(trace: Trace) -> CodeCause | None:
+    """Cross-entropy and BCE-with-logits read logits, any real number: a ReLU before them cuts every
+    negative logit to 0, where it gets no gradient (under BCE-with-logits no label can then be
+    predicted below 0.5). Under the built-in loss the output findings name the output's range."""
+    for op, made in _fed_to_logits_losses(trace, CUTS):
+        if op.where is None:
+            continue
+        below = "; the sigmoid it applies is then never below 0.5, so no label can be predicted absent" \
+            if op.name == "binary_cross_entropy_with_logits" else ""
+        return CodeCause(
+            "relu_into_logits_loss", f"a {made.name} output is fed to {LOGITS_LOSSES[op.name]}, which reads logits",
+            _lines(made, op),
+            f"return the logits: drop the {made.name} {_placed(made)}; {op.name} at {op.where} reads any real number, "
+            f"and the {made.name} cuts each negative logit to 0, where it gets no gradient{below}",
+            ("output_activation=identity",) if made.module_type in ANY_ACTIVATION else ())
     return None
 
 
@@ -219,6 +256,126 @@ def zero_gradient_op(trace: Trace) -> CodeCause | None:
     return None
 
 
+def _behind(trace: Trace, facts: Facts) -> Op | None:
+    """The op whose values `facts` holds, looking through reshapes and casts, picks of some of them
+    (a gather of the target's probability), `1 - x` and `x + 0`: what a log or a loss then reads."""
+    op = trace.op(facts.made_by)
+    while op is not None:
+        tensors, numbers = _tensors(op), [v for v in op.inputs if isinstance(v, (int, float))]
+        if not tensors:
+            return op
+        as_is = op.name in PASSING or op.name in PICKING
+        shifted = len(tensors) == 1 and len(numbers) == 1 and (
+            (op.name == "add" and numbers[0] == 0) or (op.name == "sub" and numbers[0] == 1))
+        if not (as_is or shifted):
+            return op
+        op = trace.op(tensors[0].made_by)
+    return None
+
+
+def _read_by_users(trace: Trace, op: Op) -> bool:
+    tensors = _tensors(op)
+    return op.where is not None and op.got_gradient and bool(tensors) and tensors[0].from_params
+
+
+def unguarded_log(trace: Trace) -> CodeCause | None:
+    """A log of softmax or sigmoid probabilities (or of 1 minus them) with no epsilon or clamp between:
+    finite on the untrained model, but a probability that underflows to 0 once the model grows
+    confident makes it -inf and the loss NaN (log_softmax and logsigmoid never do)."""
+    for op in trace.ops:
+        if op.name not in LOGS or not _read_by_users(trace, op):
+            continue
+        made = _behind(trace, _tensors(op)[0])
+        if made is None or made.name not in PROBABILITIES or (made.where is None and not made.module):
+            continue
+        stable = "F.log_softmax of the logits (or give the logits to F.cross_entropy)" if made.name == "softmax" \
+            else "F.logsigmoid of the logit, and F.logsigmoid(-logit) for log(1 - p) (or give the logits to " \
+                 "F.binary_cross_entropy_with_logits)"
+        return CodeCause(
+            "unguarded_log", f"a log of {made.name} probabilities, with nothing keeping them off 0",
+            _lines(op, made),
+            f"the {op.name} at {op.where} reads the {made.name} {_placed(made)}: a probability that underflows to 0 "
+            f"makes it -inf and the loss NaN; use {stable}, or clamp the probabilities to at least 1e-7 first")
+    return None
+
+
+def clamped_logits(trace: Trace) -> CodeCause | None:
+    """Values clamped into (0, 1) and then read as probabilities (a log, binary_cross_entropy) that
+    were not probabilities before the clamp: logits read as probabilities, and every value the
+    clamp cuts gets no gradient."""
+    for op in trace.ops:
+        if op.name not in PROBABILITY_READERS or not _read_by_users(trace, op):
+            continue
+        clamp = _behind(trace, _tensors(op)[0])
+        if clamp is None or clamp.name not in CLAMPS or clamp.where is None or not _tensors(clamp):
+            continue
+        low, high = _bounds(clamp)
+        values = _tensors(clamp)[0]
+        if low is None or high is None or not 0 <= low < high <= 1 or values.smallest is None \
+                or values.largest is None or (values.smallest >= 0 and values.largest <= 1):
+            continue
+        made = trace.source(values, PASSING)  # what made the values: the model's output layer, say
+        return CodeCause(
+            "clamped_logits", f"values from {values.smallest:.3g} to {values.largest:.3g} are clamped into "
+                              f"[{low:g}, {high:g}] and read as probabilities",
+            _lines(clamp, op, made),
+            f"what the clamp at {clamp.where} gets are not probabilities (logits?), and each value it cuts has no "
+            f"gradient: give the logits to a loss that reads them (F.cross_entropy, "
+            f"F.binary_cross_entropy_with_logits), or make them probabilities first (softmax, sigmoid)",
+            ("output_activation=sigmoid",) if made is not None and made.module_type in ANY_ACTIVATION else ())
+    return None
+
+
+def _bounds(op: Op) -> tuple[float | None, float | None]:
+    """A clamp's lower and upper bound, where given as numbers."""
+    numbers = [v if isinstance(v, (int, float)) else None for v in op.inputs[1:3]]
+    low = op.kwargs.get("min", numbers[0] if numbers else None)
+    high = op.kwargs.get("max", numbers[1] if len(numbers) > 1 else None)
+    return (low if isinstance(low, (int, float)) else None), (high if isinstance(high, (int, float)) else None)
+
+
+WEIGHTED = frozenset({"linear", "addmm", "conv1d", "conv2d", "conv3d", "conv_transpose1d", "conv_transpose2d",
+                      "conv_transpose3d"})
+# ops that keep the output an affine map of the input: sums, reshapes, picks, means, eval-mode dropout
+# and batch norm, an embedding's lookup (linear in the one-hot ids); a product is affine while one
+# side is a constant (`_affine`)
+AFFINE = PASSING | PICKING | WEIGHTED | frozenset({
+    "add", "sub", "neg", "cat", "stack", "split", "chunk", "unbind", "expand", "expand_as", "repeat", "flatten",
+    "unflatten", "narrow", "dropout", "dropout1d", "dropout2d", "dropout3d", "alpha_dropout", "feature_alpha_dropout",
+    "batch_norm", "avg_pool1d", "avg_pool2d", "avg_pool3d", "adaptive_avg_pool1d", "adaptive_avg_pool2d",
+    "adaptive_avg_pool3d", "mean", "sum", "embedding", "pad"})
+PRODUCTS = frozenset({"mul", "div", "matmul", "mm", "bmm"})
+
+
+def no_nonlinearity(trace: Trace) -> CodeCause | None:
+    """Two or more weight layers (linear, conv) and nothing but affine ops between the model's input
+    and its output: the layers compose to one linear map, whatever their width and depth, so the
+    model fits only what a single layer fits."""
+    inside = [op for op in trace.ops if op.module is not None and op.output is not None]
+    weighted = [op for op in inside if op.name in WEIGHTED]
+    if len(weighted) < 2 or not all(_affine(trace, op) for op in inside):
+        return None
+    built = [w for op in weighted for w in op.built_at]  # where the activation goes, then where they run
+    lines = tuple(dict.fromkeys([*built, *_lines(*weighted)]))
+    if not lines:
+        return None  # the harness's own model: model.activation is a config setting
+    return CodeCause(
+        "no_nonlinearity", f"the model's {len(weighted)} weight layers have no nonlinearity between them", lines,
+        f"put an activation (nn.ReLU(), nn.GELU()) between the layers: as written the {len(weighted)} layers "
+        f"compose to one linear map, so the model fits only what a single linear layer fits")
+
+
+def _affine(trace: Trace, op: Op) -> bool:
+    """Whether the op keeps the model affine in its input: an AFFINE op, or a product with at most
+    one side computed by the model (a scale, a weight; two computed sides are a gate, attention)."""
+    if op.name in AFFINE:
+        return True
+    if op.name not in PRODUCTS:
+        return False
+    computed = [f for f in _tensors(op) if (made := trace.op(f.made_by)) is not None and made.module is not None]
+    return len(computed) <= 1
+
+
 def _first_if_users(trace: Trace, matches: Callable[[Op], bool]) -> Op | None:
     """The first op that `matches`, when the user's code called it; None when there is none, or when
     the first is the harness's own (its module-level finding names that one)."""
@@ -259,8 +416,9 @@ def saturated_op(trace: Trace) -> CodeCause | None:
                      f"value): scale what feeds it, or take it over the right dimension")
 
 
-CHECKS: tuple[Check, ...] = (probabilities_into_logits_loss, softmax_over_one, broadcast_target, detached_term,
-                             zero_gradient_op, nonfinite_op, saturated_op)
+CHECKS: tuple[Check, ...] = (probabilities_into_logits_loss, relu_into_logits_loss, softmax_over_one,
+                             broadcast_target, detached_term, zero_gradient_op, unguarded_log, clamped_logits,
+                             no_nonlinearity, nonfinite_op, saturated_op)
 
 
 def code_causes(trace: Trace) -> list[CodeCause]:

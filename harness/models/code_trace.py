@@ -6,7 +6,7 @@ objective call is recorded with the facts the checks (code_checks.py) read: the 
 tensor inputs, which op made each of them, whether they carry a gradient or were cut from one
 (detach, no_grad, `.data`, numpy), whether its output is finite and varies across the batch, and
 the first frame in the user's files that called it, and where the module running it was built
-(`recording_sites`: the line a module built inside `nn.Sequential` or a layer library is set in).
+(`recording_sites`: the line that constructed a module `nn.Sequential` or a layer library runs).
 A hook on each output says whether the loss's gradient reached it. It runs once, inside the
 build's forward-and-backward measurement: nothing is kept and no step pays for it.
 """
@@ -26,7 +26,6 @@ from typing import Any
 
 import torch
 from torch import nn
-from torch.nn.modules.module import register_module_module_registration_hook
 from torch.overrides import TorchFunctionMode
 
 
@@ -41,7 +40,8 @@ _PASSED = (str(Path(torch.__file__).parent), sysconfig.get_paths()["stdlib"], "<
 _HARNESS = str(Path(__file__).resolve().parents[1])
 NUMBER_OF = ("item", "float", "int", "tolist")  # a tensor read as a Python number: no gradient leaves it
 FLAT_TAILS = frozenset({"sigmoid", "tanh", "softmax", "log_softmax", "hardtanh", "hardsigmoid", "softsign"})
-DETAILED = FLAT_TAILS | {"nll_loss"}  # ops whose first input and output get `varies` and `largest` (the rest: finite)
+CLAMPS = frozenset({"clamp", "clip"})
+DETAILED = FLAT_TAILS | CLAMPS | {"nll_loss"}  # ops whose first input and output get `varies` and their range
 MAX_OPS = 20_000  # a forward longer than this is traced up to here: the checks read its start
 MAX_MODULES = 2_000  # activation modules whose building lines are kept (the findings name a few of them)
 
@@ -74,6 +74,7 @@ class Facts:
     finite: bool = True
     varies: bool | None = None  # across the batch (None: no batch dimension)
     largest: float | None = None  # its largest value, floating and finite only
+    smallest: float | None = None  # its smallest value, likewise
 
 
 @dataclass
@@ -132,20 +133,33 @@ BUILT_AT: weakref.WeakKeyDictionary[nn.Module, tuple[Where, ...]] = weakref.Weak
 
 @contextmanager
 def recording_sites() -> Iterator[None]:
-    """While active, each module set into another (`self.head = nn.Sigmoid()`, `nn.Sequential(...)`)
-    records the user's lines that built it in `BUILT_AT`: an op run inside a module the harness
-    calls, or one built by a layer library, has no line of its own in the forward."""
-    def seen(parent: nn.Module, name: str, module: Any) -> None:
-        if isinstance(module, nn.Module) and module not in BUILT_AT:
-            inner, outer = _user_frames(sys._getframe(1))
+    """While active, each module records in `BUILT_AT` the user's lines that constructed it
+    (`nn.Sigmoid()` on its own line of a multi-line `nn.Sequential(...)`, or in a list handed to
+    one on the next line): an op run inside a module the harness calls, or one built by a layer
+    library, has no line of its own in the forward. torch has no hook on construction, so
+    `nn.Module.__init__` is wrapped for as long as the model is being built."""
+    init = nn.Module.__init__
+
+    def recorded(module: nn.Module, *args: Any, **kwargs: Any) -> None:
+        init(module, *args, **kwargs)
+        if module not in BUILT_AT:
+            inner, outer = _user_frames(_constructor_caller(sys._getframe(1), module))
             if inner is not None:
                 BUILT_AT[module] = (inner, outer) if outer is not None else (inner,)
 
-    handle = register_module_module_registration_hook(seen)
+    nn.Module.__init__ = recorded  # type: ignore[method-assign]
     try:
         yield
     finally:
-        handle.remove()
+        nn.Module.__init__ = init  # type: ignore[method-assign]
+
+
+def _constructor_caller(frame: Any, module: nn.Module) -> Any:
+    """The frame that called `Class(...)`: past the `__init__`s of `module`'s own classes (the
+    user's `super().__init__()` line is not where the module was made)."""
+    while frame is not None and frame.f_code.co_name == "__init__" and frame.f_locals.get("self") is module:
+        frame = frame.f_back
+    return frame
 
 
 @functools.lru_cache(maxsize=256)
@@ -285,12 +299,13 @@ def _finite(t: torch.Tensor) -> bool:
 
 
 def _detail(facts: Facts, t: torch.Tensor, batch: int) -> None:
-    """`facts.largest`, and `facts.varies` for a batch-leading tensor: whether its samples differ."""
+    """`facts.largest` and `facts.smallest`, and `facts.varies` for a batch-leading tensor: whether its
+    samples differ."""
     if not t.is_floating_point() or t.numel() == 0 or not facts.finite:
         return
     with torch._C.DisableTorchFunction():
         data = t.detach()
-        facts.largest = float(data.max())
+        facts.largest, facts.smallest = float(data.max()), float(data.min())
         if batch >= 2 and data.dim() and data.shape[0] == batch:
             flat = data.reshape(batch, -1)
             facts.varies = bool((flat != flat[:1]).any())

@@ -59,7 +59,8 @@ def run_eval(config: RunConfig, run_dir: Path, device: torch.device, dist: DistI
                      folder, attempt.number, " (the run's result)" if folder != owner else "",
                      " ".join(attempt.overrides) or "none: the run as given")
     path, state = eval_checkpoint(choice, source)
-    check_built_as_trained(state.get("config"), OmegaConf.to_container(config.record, resolve=True), path)
+    check_built_as_trained(state.get("config"), OmegaConf.to_container(config.record, resolve=True), path,
+                           config.job.eval_other_model)
     # every validation sample; no tracker, no diagnosis: only the numbers
     whole = config.with_overrides([f"trainer.eval_batches={config.job.eval_batches or ALL_BATCHES}", "logger=none",
                                    "diagnose=false"], dist.world_size)
@@ -161,19 +162,27 @@ BUILDS_THE_MODEL = ("model", "activation_swap", "output_activation")  # the keys
 SHOWN_DIFFERENCES = 3
 
 
-def check_built_as_trained(saved: dict[str, Any] | None, composed: dict[str, Any], path: Path) -> None:
+def check_built_as_trained(saved: dict[str, Any] | None, composed: dict[str, Any], path: Path,
+                           other_model: bool = False) -> None:
     """The model this command builds is the one the checkpoint was trained with: another one (a
     remedy's attempt scored with the run's own config, a mistyped override) is refused in one line
-    naming both, before anything is built or written."""
+    naming both, before anything is built or written; with `other_model` (eval.other_model=true:
+    the same parameters read by another class or head, on purpose) it is scored, and the
+    differences are logged."""
     if saved is None:  # a checkpoint from before configs were recorded: loading it tells
         return
     differences = [f"{key}: {theirs!r} in the checkpoint, {ours!r} here"
                    for top in BUILDS_THE_MODEL for key, theirs, ours in _differences(top, saved.get(top), composed.get(top))]
     if differences:
         shown = "; ".join(differences[:SHOWN_DIFFERENCES]) + ("; ..." if len(differences) > SHOWN_DIFFERENCES else "")
+        if other_model:
+            log.warning("mode=eval: %s was trained with another model (%s); scored as eval.other_model=true asks",
+                        path, shown)
+            return
         raise ConfigError("eval.checkpoint", str(path), f"a checkpoint of the model this command builds: it was trained "
                                                         f"with another ({shown}); score it with the overrides it was "
-                                                        f"trained with (its run dir's, or the attempt's)")
+                                                        f"trained with (its run dir's, or the attempt's), or "
+                                                        f"eval.other_model=true")
 
 
 def _differences(key: str, theirs: Any, ours: Any) -> list[tuple[str, Any, Any]]:

@@ -13,7 +13,9 @@ gets. The verdict:
 first, with no critical finding, whose own evals say it learned: clearly below the untrained model
 and the prior, and for classification an accuracy clearly above guessing),
 `unchanged` (no remedy beat the run as given), `sick` (better, but still sick), `needs a code change`
-(the run as given has a cause in the user's own code that no override reaches: nothing is tried).
+(the run as given has a cause in the user's own code that no override reaches: nothing is tried;
+beside a latent one, such as a log that meets 0 only once a probability underflows, the other
+findings' remedies are tried, and the verdict is this one only where none was).
 """
 from __future__ import annotations
 
@@ -80,9 +82,9 @@ def _judge(config: RunConfig, story: Story, run_dir: Path, scope: str, world_siz
         attempt.monitor = summary.get("monitor")
     attempt.learned = learned(run)
     attempt.code = code_lines(run) or None
-    if attempt.code and attempt.base is None:  # a cause in the user's code that no override reaches
-        conclude(story)
-        return
+    if attempt.base is None and code_lines(run, latent=False):  # a cause in the user's code that no override
+        _finish_or_conclude(story, run_dir)  # reaches and that keeps the run from training: nothing is tried,
+        return  # and the run as given, if its live finding stopped it, is trained to its end
     base = story.attempt(attempt.base)
     if base is not None:
         cleared = bool(base.critical) and not attempt.critical
@@ -97,13 +99,7 @@ def _judge(config: RunConfig, story: Story, run_dir: Path, scope: str, world_siz
     elif story.remedies_applied < story.max_attempts:
         following = next_attempt(config, story, attempt, current, current_dir, findings, scope, world_size)
     if following is None:
-        following = finish_best(story, run_dir)
-        if following is None:
-            conclude(story)
-            return
-        story.attempts.append(following)
-        log.warning("remedy: no remedy left to try; attempt %d continues attempt %d, stopped early by its finding, "
-                    "to its end", following.number, following.finishes)
+        _finish_or_conclude(story, run_dir)
         return
     story.attempts.append(following)
     applied = following.applied
@@ -111,6 +107,18 @@ def _judge(config: RunConfig, story: Story, run_dir: Path, scope: str, world_siz
     log.warning("remedy: attempt %d (%s) %s; attempt %d starts %s with %s%s", attempt.number,
                 attempt.outcome or "as given", found, following.number, following.restart,
                 " ".join(applied.overrides), f" ({applied.why})" if applied.search else "")
+
+
+def _finish_or_conclude(story: Story, run_dir: Path) -> None:
+    """No remedy follows: an attempt the live diagnosis stopped early is continued to its end
+    (`finish_best`), else the story ends with its verdict."""
+    following = finish_best(story, run_dir)
+    if following is None:
+        conclude(story)
+        return
+    story.attempts.append(following)
+    log.warning("remedy: no remedy left to try; attempt %d continues attempt %d, stopped early by its finding, "
+                "to its end", following.number, following.finishes)
 
 
 def attempt_config(config: RunConfig, attempt: Attempt, run_dir: Path, dist: DistInfo = DistInfo()) -> RunConfig:

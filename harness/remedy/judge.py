@@ -146,7 +146,7 @@ def conclude(story: Story) -> None:
     """The best attempt (lowest best val loss; no val loss ranks last) and the verdict."""
     first, result = story.attempts[0], best(story)
     story.best_attempt = result.number
-    if len(story.attempts) == 1 and first.code:
+    if first.code and all(a.applied is None for a in story.attempts):  # at most the run as given, finished
         story.verdict = CODE_CHANGE
         log.warning("remedy: %s at %s; no override reaches it, so nothing was tried", CODE_CHANGE,
                     ", ".join(first.code))

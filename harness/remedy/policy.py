@@ -5,8 +5,9 @@ finding has its warnings' candidates tried, and, once a remedy has been tried, i
 - from a copy of that attempt's last checkpoint before the symptom (LR, clip, precision, accumulation);
 - from scratch (init, activation, architecture, optimizer, schedule shape), or when no checkpoint qualifies.
 A kept LR move names the LR as the cause, so an LR search follows it: the same factor again from
-the same point while each step is kept, and the geometric midpoint once after a 10x step that
-overshot. A critical finding that blames the data code stops the remedies.
+the same point while each step is kept (unless the kept attempt's own findings move the LR the
+other way: they go first), and the geometric midpoint once after a 10x step that overshot. A
+critical finding that blames the data code stops the remedies.
 """
 from __future__ import annotations
 
@@ -45,10 +46,18 @@ def next_attempt(config: RunConfig, story: Story, attempt: Attempt, current: Att
     if midpoint is not None:
         return midpoint
     further = _lr_further(config, story, current, world_size)
-    if further is not None:
+    if further is not None and not _argued_against(further, findings):
         return next_candidate(config, story, current, current_dir, findings, "training", world_size,
                               latent=False) or further
     return next_candidate(config, story, current, current_dir, findings, scope, world_size)
+
+
+def _argued_against(further: Attempt, findings: list[Finding]) -> bool:
+    """Whether the kept attempt's own findings, at any severity, move its LR the other way (a cut
+    that stopped the divergence, on a run now learning far too slowly): its measurement beats
+    repeating the last move, so the findings' candidates go first."""
+    opposite = "lr_up" if further.applied.kind == "lr_down" else "lr_down"
+    return any(remedy.kind == opposite for finding in findings for remedy in finding.remedies)
 
 
 def next_candidate(config: RunConfig, story: Story, current: Attempt, current_dir: Path, findings: list[Finding],

@@ -19,10 +19,14 @@ Rule = Callable[[RunData], "Finding | None"]
 
 RULES: tuple[Rule, ...] = (  # setup mistakes first: among findings of one severity they come first
     code.probabilities_into_logits_loss,  # causes at a line of the user's code, measured before any update
+    code.relu_into_logits_loss,
     code.softmax_over_one,
     code.broadcast_target,
     code.detached_term,
     code.zero_gradient_op,
+    code.unguarded_log,
+    code.clamped_logits,
+    code.no_nonlinearity,
     setup.frozen_parameters,
     setup.val_train_overlap,
     splits.split_mismatch,
@@ -70,8 +74,8 @@ RULE_NAMES = frozenset(rule.__name__ for rule in RULES)
 # slow_progress is the symptom of a pinned clip or a spent schedule and the cause of a plateau. A
 # finding is raised to the severity of any finding of a later tier beside it (the thing it
 # explains) and listed before it.
-CODE_CAUSES = ("probabilities_into_logits_loss", "softmax_over_one", "broadcast_target", "detached_term",
-               "zero_gradient_op")
+CODE_CAUSES = ("probabilities_into_logits_loss", "relu_into_logits_loss", "softmax_over_one", "broadcast_target",
+               "detached_term", "zero_gradient_op", "unguarded_log", "clamped_logits", "no_nonlinearity")
 SYMPTOMS = frozenset({"plateau_at_chance", "plateau_at_prior", "underfitting"})
 INTERMEDIATE = frozenset({"slow_progress"})
 CAUSES = frozenset({"clip_pinned", "schedule_ended_early", "dead_relu", "vanishing_gradients", "fp16_underflow",

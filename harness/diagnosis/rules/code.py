@@ -42,10 +42,17 @@ def quoted_line(run: RunData, *checks: str, module: str | None = None) -> str:
     return in_your_code(*(cause["lines"] if cause else ()), *built_lines(run, module))
 
 
-def code_lines(run: RunData) -> list[str]:
-    """FILE:LINE of every code cause the findings name (remedy=auto's "needs a code change at")."""
+# causes that endanger or limit a run without keeping it from training (a log that meets 0 only
+# once a probability underflows, layers that compose to one linear map): beside them remedy=auto
+# still tries the other findings' remedies (an LR cut postpones the underflow)
+LATENT = frozenset({"unguarded_log", "no_nonlinearity"})
+
+
+def code_lines(run: RunData, latent: bool = True) -> list[str]:
+    """FILE:LINE of every code cause the findings name that no override reaches (remedy=auto's
+    "needs a code change at"); with `latent` False, only those that stop remedy=auto at once."""
     return [f"{c['lines'][0]['file']}:{c['lines'][0]['line']}" for c in causes(run)
-            if c["check"] not in QUOTED_ELSEWHERE and not c["remedy"]]
+            if c["check"] not in QUOTED_ELSEWHERE and not c["remedy"] and (latent or c["check"] not in LATENT)]
 
 
 def _finding(run: RunData, check: str) -> Finding | None:
@@ -65,6 +72,10 @@ def _finding(run: RunData, check: str) -> Finding | None:
 
 def probabilities_into_logits_loss(run: RunData) -> Finding | None:
     return _finding(run, "probabilities_into_logits_loss")
+
+
+def relu_into_logits_loss(run: RunData) -> Finding | None:
+    return _finding(run, "relu_into_logits_loss")
 
 
 def softmax_over_one(run: RunData) -> Finding | None:
@@ -89,3 +100,15 @@ def detached_term(run: RunData) -> Finding | None:
 
 def zero_gradient_op(run: RunData) -> Finding | None:
     return _finding(run, "zero_gradient_op")
+
+
+def unguarded_log(run: RunData) -> Finding | None:
+    return _finding(run, "unguarded_log")
+
+
+def clamped_logits(run: RunData) -> Finding | None:
+    return _finding(run, "clamped_logits")
+
+
+def no_nonlinearity(run: RunData) -> Finding | None:
+    return _finding(run, "no_nonlinearity")

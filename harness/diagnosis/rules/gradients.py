@@ -132,6 +132,7 @@ def exploding_gradients(run: RunData) -> Finding | None:
         return None
     peak, step, typical = float(peaks.values[worst]), int(peaks.steps[worst]), float(baselines[worst])
     bursts = int(np.sum(ratios >= EXPLODE_RATIO))
+    first = int(peaks.steps[int(np.argmax(ratios >= EXPLODE_RATIO))])  # a remedy restarts before it
     recurrent = any(name in (run.summary.get("modules") or []) for name in RECURRENT_TYPES)
     clip_text = ("clip=1.0 (0.5-1.0 for recurrent models: backpropagation through time multiplies the "
                  "gradient by the recurrent weights once per step)" if recurrent else "clip=1.0")
@@ -142,7 +143,7 @@ def exploding_gradients(run: RunData) -> Finding | None:
                    f"{fmt(typical)} of the windows before it; {bursts} log window(s) at >= {EXPLODE_RATIO:g}x "
                    "what came before; clipping is off" + ("; the run learned clearly all the same." if learned else "."),
                    f"{clip_text}; guard=default skips the worst updates; lower optim.lr.",
-                   bound_gradients(run, recurrent))
+                   bound_gradients(run, recurrent, first))
 
 
 def _over_before(peaks: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

@@ -178,8 +178,9 @@ def _held_logits(run: RunData, out: dict | None) -> Finding | None:
                 f"held at a cut passes no gradient, so its class cannot become {moves} on that sample however the "
                 "run trains; units that look dead behind it are partly its doing.")
     fix = "the loss takes raw logits and applies the softmax (or sigmoid) itself: drop the activation or clamp on them"
-    if module is None:
-        return Finding("output_activation", Severity.WARNING, "the logits are cut off", evidence,
+    if module is None:  # the forward's own line that made the output, where the traced first step saw it
+        return Finding("output_activation", Severity.WARNING, "the logits are cut off",
+                       evidence + in_your_code(*run.summary.get("output_lines") or ()),
                        fix + " in the model's forward.")
     return _found(run, Severity.WARNING, "the logits are cut off", evidence,
                   fix + " (output_activation=identity replaces it).", "identity")

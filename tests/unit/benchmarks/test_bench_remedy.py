@@ -71,6 +71,18 @@ def test_healed_means_no_critical_finding_and_a_loss_within_ten_percent_of_the_c
     assert not bench.healed({"best_val_loss": 1.0, "critical": []}, {"best_val_loss": None})  # no reference
 
 
+def test_a_cause_in_the_programs_own_code_is_reached_when_remedy_auto_names_the_fixs_line():
+    """d4ml_001's fix edits line 55 of its port: a `needs a code change` verdict naming that line
+    reaches it; another line, another verdict, or a config fix does not."""
+    line = [["bench/ports/d4ml_001.py", 55]]
+    assert bench.reached_in_code("external/d4ml_001", {"verdict": "needs a code change", "code_lines": line})
+    assert not bench.reached_in_code("external/d4ml_001", {"verdict": "needs a code change",
+                                                          "code_lines": [["bench/ports/d4ml_001.py", 54]]})
+    assert not bench.reached_in_code("external/d4ml_001", {"verdict": "unchanged", "code_lines": line})
+    assert not bench.reached_in_code("external/so_39525358", {"verdict": "needs a code change",
+                                                             "code_lines": [["bench/ports/so_39525358.py", 1]]})
+
+
 def test_a_run_without_a_val_loss_ranks_below_every_finite_loss():
     """Where an unstable run first blows up depends on the CPU's kernels: one that diverged before its
     first eval has no val loss, and compares as worse than any run that has one."""
@@ -118,6 +130,8 @@ def test_the_external_programs_are_cured_by_their_authors_fixes_on_the_same_task
 
 def test_worse_compares_the_run_with_remedies_to_the_run_as_given_on_the_regression_scale():
     assert bench.worse({"best_val_loss": 2.0}, {"best_val_loss": 1.0})
+    assert not bench.worse({"best_val_loss": 0.6666666666666666}, {"best_val_loss": 0.6666666269302368})  # float32
+    assert bench.worse({"best_val_loss": 0.6667}, {"best_val_loss": 0.6666666269302368})
     assert not bench.worse({"best_val_loss": 1.0}, {"best_val_loss": None})  # as given it had no val loss
     regression = {"task": "regression", "val_prior_loss": 100.0}
     assert not bench.worse({**regression, "best_val_loss": 50.0}, {**regression, "best_val_loss": 60.0})

@@ -17,8 +17,9 @@ def cause(check: str, remedy: tuple[str, ...] = (), lines=(LINE,)) -> dict:
     return {"check": check, "title": f"{check} happened", "lines": list(lines), "edit": "edit it", "remedy": list(remedy)}
 
 
-@pytest.mark.parametrize("check", ["probabilities_into_logits_loss", "softmax_over_one", "broadcast_target",
-                                   "detached_term", "zero_gradient_op"])
+@pytest.mark.parametrize("check", ["probabilities_into_logits_loss", "relu_into_logits_loss", "softmax_over_one",
+                                   "broadcast_target", "detached_term", "zero_gradient_op", "unguarded_log",
+                                   "clamped_logits", "no_nonlinearity"])
 def test_each_cause_is_one_finding_quoting_its_lines_and_the_edit(tmp_path, check):
     run = Run()
     run.summary["code_causes"] = [cause(check, lines=(LINE, LOSS))]
@@ -38,6 +39,18 @@ def test_a_cause_a_config_override_reaches_carries_it_as_a_remedy_on_any_objecti
     finding = run.findings(tmp_path)["probabilities_into_logits_loss"]
     assert finding.remedies[0].overrides == ("output_activation=identity",) and finding.remedies[0].any_objective
     assert code_lines(_loaded(run, tmp_path)) == []  # a remedy reaches it: remedy=auto may try it
+
+
+def test_a_latent_cause_does_not_stop_remedy_auto_at_once(tmp_path):
+    """A log that meets 0 only once a probability underflows, layers that compose to one linear map:
+    the run trains, so the other findings' remedies are tried beside them (an LR cut postpones the
+    underflow); a cause that keeps the run from training stops remedy=auto at once."""
+    run = Run()
+    run.summary["code_causes"] = [cause("unguarded_log"), cause("no_nonlinearity", lines=(LOSS,))]
+    loaded = _loaded(run, tmp_path / "latent")
+    assert code_lines(loaded) == ["mymodel.py:41", "myloss.py:12"] and code_lines(loaded, latent=False) == []
+    run.summary["code_causes"].append(cause("detached_term"))
+    assert code_lines(_loaded(run, tmp_path / "blocking"), latent=False) == ["mymodel.py:41"]
 
 
 def test_causes_quoted_by_other_findings_are_not_findings_of_their_own_and_a_run_without_causes_has_none(tmp_path):

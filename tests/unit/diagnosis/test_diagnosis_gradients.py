@@ -110,6 +110,11 @@ def test_exploding_gradients_without_clipping(tmp_path):
     finding = run.findings(tmp_path)["exploding_gradients"]
     assert "60 at step 250" in finding.evidence and "2 log window(s)" in finding.evidence
     assert "clip=1.0 (0.5-1.0 for recurrent models" in finding.fix
+    # bursts at steps 250 and 330, the worst at 330: each remedy restarts before the first
+    later = run.set("grad/norm_max", lambda s, v: 100.0 if s == 330 else v).findings(tmp_path / "later")
+    assert "100 at step 330" in later["exploding_gradients"].evidence
+    assert [(r.overrides[0].split("=")[0], r.before_step) for r in later["exploding_gradients"].remedies] == [
+        ("clip", 250), ("optim.lr", 250)]
 
 
 def test_gradients_that_shrink_with_their_loss_are_not_exploding(tmp_path):

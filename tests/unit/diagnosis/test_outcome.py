@@ -32,6 +32,11 @@ def test_never_left_its_start_and_beat_only_its_start(tmp_path):
     flat = Run().set("val/loss", lambda s, v: 2.30, kind="eval")
     assert judged(flat, tmp_path / "flat", initial_val_loss=2.30).state == NEVER
     assert judged(Run(), tmp_path / "prior", initial_val_loss=2.30, val_prior_loss=0.4).state == PRIOR_ONLY
+    # under your own objective the built-in prior is in other units: only the objective's own `prior` part counts
+    assert judged(Run(), tmp_path / "user", initial_val_loss=2.30, val_prior_loss=0.4, user_loss="my.loss",
+                  prior_loss=None).state == LEARNED
+    assert judged(Run(), tmp_path / "own", initial_val_loss=2.30, val_prior_loss=0.4, user_loss="my.loss",
+                  prior_loss=0.4).state == PRIOR_ONLY
 
 
 def test_a_nonfinite_run_and_a_run_without_a_baseline(tmp_path):
@@ -57,6 +62,10 @@ def test_a_run_that_got_worse_or_never_moved_is_told_so_where_no_other_warning_i
     flat = Run().set("val/loss", lambda s, v: 2.31, kind="eval")
     flat.summary["initial_val_loss"] = 2.30
     assert "never_learned" in {f.name for f in diagnose(load_run(flat.write(tmp_path / "flat")))}
+    prior = Run()  # below the untrained model, never clearly below the prior: a model blind to its inputs
+    prior.summary.update(initial_val_loss=2.30, val_prior_loss=0.39)
+    found = {f.name: f for f in diagnose(load_run(prior.write(tmp_path / "prior")))}
+    assert found["never_learned"].title == "no eval clearly beat predicting the prior"
     healthy = Run()
     healthy.summary["initial_val_loss"] = 2.30
     assert diagnose(load_run(healthy.write(tmp_path / "healthy"))) == []

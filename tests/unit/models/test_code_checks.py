@@ -9,11 +9,13 @@ from pathlib import Path
 
 import pytest
 import torch
+from torch import nn
 
 import code_bugs as bugs
 from conftest import compose_cfg, train
 from harness.diagnosis import write_report
 from harness.models.code_checks import code_facts
+from harness.models.code_trace import BUILT_AT, recording_sites
 from harness.modes.run import run
 
 SOURCE = Path(bugs.__file__).read_text().splitlines()
@@ -36,6 +38,16 @@ CASES = {
     "nonfinite_op": ((bugs.ExpHead, bugs.mse, bugs.pairs), (bugs.SoftplusHead, bugs.mse, bugs.pairs)),
     "saturated_op": ((bugs.SaturatedRegressor, bugs.mse, bugs.raw_prices),
                      (bugs.CenteredRegressor, bugs.mse, bugs.raw_prices)),
+    "unguarded_log (softmax)": ((bugs.ClassNet, bugs.handwritten_nll, bugs.classes),
+                                (bugs.ClassNet, bugs.guarded_nll, bugs.classes)),
+    "unguarded_log (sigmoid)": ((bugs.ProbabilityTagger, bugs.handwritten_bce, bugs.tags),
+                                (bugs.ProbabilityTagger, bugs.stable_bce, bugs.tags)),
+    "relu_into_logits_loss": ((bugs.ReluHeadNet, bugs.cross_entropy_relu, bugs.classes),
+                              (bugs.ClassNet, bugs.cross_entropy, bugs.classes)),
+    "clamped_logits": ((bugs.LogitsNet, bugs.clamped_nll, bugs.classes),
+                       (bugs.ClassNet, bugs.guarded_nll, bugs.classes)),
+    "no_nonlinearity": ((bugs.LinearStack, bugs.cross_entropy, bugs.classes),
+                        (bugs.ReluStack, bugs.cross_entropy, bugs.classes)),
 }
 
 
@@ -68,6 +80,36 @@ def test_each_check_names_the_bugs_lines_and_stays_silent_on_the_fixed_twin(case
     assert found[0]["lines"][0] == ours[0] and {line["line"] for line in ours} == marked(check, model, objective)
     assert found[0]["edit"] and all(line["text"] == SOURCE[line["line"] - 1].strip() for line in ours)
     assert causes(*fixed) == []
+
+
+def test_a_linear_stack_is_named_first_at_the_lines_that_made_its_layers():
+    """Built as the harness builds a model (its construction lines recorded): where the activation
+    goes comes first, then the forward's line that runs the layers."""
+    torch.manual_seed(0)
+    x, y = bugs.classes()[0].tensors
+    with recording_sites():
+        model = bugs.LinearStack()
+    found = code_facts(model, lambda: bugs.cross_entropy(model(x[:16]), [x[:16], y[:16]]), 16)["code_causes"]
+    ours = [w["line"] for w in found[0]["lines"] if w["file"].endswith("code_bugs.py")]
+    assert found[0]["check"] == "no_nonlinearity"
+    assert ours == [*sorted(marked("built_apart", bugs.LinearStack)), *marked("no_nonlinearity", bugs.LinearStack)]
+
+
+def test_a_cut_or_clamp_made_by_an_activation_module_carries_the_override_that_replaces_it():
+    """A ReLU module before cross-entropy: output_activation=identity; the same values clamped and read
+    as probabilities: output_activation=sigmoid. A ReLU written in the forward: an edit only."""
+    (module,) = causes(bugs.relu_module_net, bugs.cross_entropy, bugs.classes)
+    assert (module["check"], module["remedy"]) == ("relu_into_logits_loss", ["output_activation=identity"])
+    (clamped,) = causes(bugs.relu_module_net, bugs.clamped_nll, bugs.classes)
+    assert (clamped["check"], clamped["remedy"]) == ("clamped_logits", ["output_activation=sigmoid"])
+    (functional,) = causes(bugs.ReluHeadNet, bugs.cross_entropy_relu, bugs.classes)
+    assert functional["remedy"] == []
+
+
+@pytest.mark.parametrize("model", [bugs.GatedUnit, bugs.BagOfWords, bugs.ClassNet])
+def test_models_that_are_not_a_collapsed_linear_stack_get_no_cause(model):
+    """A gate multiplies two computed sides; a bag of embeddings and a single layer are linear on purpose."""
+    assert causes(model, bugs.cross_entropy, bugs.classes) == []
 
 
 def test_a_built_in_model_and_loss_get_no_cause(tmp_path):
@@ -107,6 +149,18 @@ def test_a_sigmoid_module_the_harness_calls_is_named_by_its_module_the_line_that
         "1": [built], "3": [built]}  # the activation modules (ReLU, Sigmoid) the output findings may name
 
 
+def test_a_module_is_placed_at_the_line_that_constructed_it_not_where_it_was_handed_on():
+    """A layer list made on one line and given to nn.Sequential on the next; a module of the user's
+    own class at the line that called it (not its `super().__init__()`), its parts at theirs."""
+    with recording_sites():
+        listed, head = bugs.listed_tagger(), bugs.headed()
+    (made,), (called,) = marked("constructed", bugs.listed_tagger), marked("constructed", bugs.headed)
+    (inside,) = marked("constructed_inside", bugs.SigmoidHead)
+    assert BUILT_AT[listed[3]][0].line == made and BUILT_AT[listed[1]][0].line == made  # [1]: the outer caller's
+    assert BUILT_AT[head][0].line == called and BUILT_AT[head.act][0].line == inside
+    assert nn.Module.__init__ is torch.nn.modules.module.Module.__dict__["__init__"]  # put back
+
+
 BUILT_IN = ["data=synthetic", "trainer.max_steps=20", "trainer.eval_every=10", "logger=none", "diagnose=false"]
 
 
@@ -119,8 +173,8 @@ def test_a_softmax_returned_to_the_built_in_cross_entropy_is_named_at_its_line(t
 
 def test_an_activation_module_the_output_finding_names_gets_the_line_that_made_the_output(tmp_path):
     """nn.Softmax as the last module: output_activation names the module (with its remedy) and
-    quotes the line of the forward that returned it and the line that built the module; no second
-    finding."""
+    quotes the line of the forward that returned it and the line that constructed the module (its
+    own line of a multi-line nn.Sequential); no second finding."""
     _, summary = train([*BUILT_IN, "model._target_=code_bugs.SoftmaxModuleClassifier"], tmp_path / "run")
     assert summary["code_causes"] == []
     built, returned = sorted(marked("output_line", bugs.SoftmaxModuleClassifier))
@@ -130,7 +184,7 @@ def test_an_activation_module_the_output_finding_names_gets_the_line_that_made_t
     write_report(tmp_path / "run", plots=False)
     report = (tmp_path / "run" / "report.md").read_text()
     assert f"In your code: `tests/code_bugs.py:{returned}  return self.net(x)" in report
-    assert f"`tests/code_bugs.py:{built}  self.net = nn.Sequential(" in report
+    assert f"`tests/code_bugs.py:{built}  nn.Linear(32, num_classes), nn.Softmax(dim=1))" in report  # its own line
 
 
 def test_a_loss_class_is_named_inside_and_at_the_objectives_line_that_calls_it(tmp_path):
@@ -154,6 +208,16 @@ def test_remedy_auto_says_a_code_change_is_needed_at_the_line_and_tries_nothing(
     assert summary["attempts"][0]["code"] == [f"tests/code_bugs.py:{detach_line}"]
     _, fine = train([*VAE, "loss._target_=code_bugs.elbo"], tmp_path / "fine")
     assert fine["remedy_verdict"] != "needs a code change" and not fine["attempts"][0].get("code")
+
+
+def test_a_latent_cause_alone_still_needs_a_code_change(tmp_path):
+    """A linear stack trains, so it does not stop the other findings' remedies (tests/unit/diagnosis),
+    but a run with nothing else to try is never 'healthy' beside it."""
+    _, alone = train(["data=custom", "data._target_=code_bugs.classes", "model._target_=code_bugs.LinearStack",
+                      "loss._target_=code_bugs.cross_entropy", "trainer.max_steps=40", "trainer.eval_every=20",
+                      "logger=none", "diagnose.remedy=auto", "diagnose.report=false"], tmp_path / "alone")
+    assert alone["remedy_verdict"] == "needs a code change" and len(alone["attempts"]) == 1
+    assert alone["attempts"][0]["code"] == [f"tests/code_bugs.py:{min(marked('built_apart', bugs.LinearStack))}"]
 
 
 def test_the_doctor_fails_the_check_naming_the_line(tmp_path):

@@ -189,6 +189,13 @@ def test_logits_a_cut_holds_are_named_at_the_cut(task, out, held, remedy, words)
     assert tuple(o for r in finding.remedies for o in r.overrides) == remedy
 
 
+def test_a_cut_in_the_forwards_own_code_quotes_the_line_that_made_the_output():
+    line = {"file": "net.py", "line": 34, "text": "return torch.relu(logits)"}
+    finding = output_activation(run_of("classification", None, **bounds(0.0, 9.0, 0.5, 0.0), output_lines=[line]))
+    assert finding.title == "the logits are cut off" and "In your code: `net.py:34  return torch.relu(logits)`" \
+        in finding.evidence
+
+
 @pytest.mark.parametrize("task, held, summary", [
     ("classification", bounds(0.0, 9.0, 0.05, 0.0), {}),  # a few ties: chance, or too few to say
     ("classification", bounds(0.0, 9.0, 0.5, 0.0, values=6), {}),

@@ -71,6 +71,11 @@ def test_a_checkpoint_of_another_model_is_refused_in_one_line_naming_both_and_no
     line = one_line_error(result, "eval.checkpoint")
     assert "model.width: 32 in the checkpoint, 48 here" in line and "activation_swap: None in the checkpoint" in line
     assert snapshot(run_dir) == before  # no eval.json, no eval.log
+    # on purpose: the same parameters read by a model built another way are scored, the difference logged
+    allowed = run_cli(["mode=eval", "activation_swap=gelu", "eval.other_model=true", f"hydra.run.dir={run_dir}"])
+    assert allowed.returncode == 0, allowed.stderr[-2000:]
+    assert "trained with another model (activation_swap: None in the checkpoint" in allowed.stdout + allowed.stderr
+    assert (run_dir / "eval.json").is_file()
 
 
 REMEDIED = ["model=mlp", "data=synthetic", "~model.depth", "~model.activation", "~model.norm", "~model.residual",

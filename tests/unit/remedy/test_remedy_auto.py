@@ -253,6 +253,20 @@ def test_the_verdict_needs_a_better_attempt_without_critical_findings_that_learn
         assert (told.verdict, told.best_attempt) == (verdict, best)
 
 
+def test_a_code_change_verdict_keeps_the_run_as_given_finished_to_its_end():
+    """A cause only an edit reaches, on a run its live finding stopped at step 24: nothing is tried,
+    the run as given is trained to its end, and that is the result; the verdict stays the code change."""
+    from harness.remedy.judge import conclude
+
+    stopped = Attempt(1, [], "as given", steps=24, best_val_loss=9.5, critical=["diverging"],
+                      code=["model.py:32"])
+    finished = Attempt(2, [], "from step 20 of attempt 1, to its end", base=1, finishes=1, steps=120,
+                       best_val_loss=2.3, critical=["diverging"])
+    story = Story(3, [stopped, finished])
+    conclude(story)
+    assert (story.verdict, story.best_attempt) == ("needs a code change", 2)
+
+
 def test_where_the_user_named_a_monitor_the_result_is_the_attempt_with_its_best_value():
     """trainer.monitor=val/f1: among the attempts that may be the result, the largest best F1 wins,
     though another has the lower val loss; a rejected remedy still never is the result."""
@@ -338,7 +352,8 @@ def test_a_kept_lr_move_is_followed_by_the_same_factor_and_an_overshoot_is_halve
     same factor again, from the same point; a 10x step that did not help overshot, so the geometric
     midpoint is tried once; after the midpoint the search ends. A move that did not help, or a
     remedy of another kind, starts no search; a training change of another kind the findings still
-    name (AdamW for SGD) comes before the search."""
+    name (AdamW for SGD) comes before the search, and so does a finding that moves the LR the other
+    way."""
     from harness.remedy.policy import next_attempt
     from harness.diagnosis.findings import Finding, Remedy, Restart, Severity
 
@@ -374,6 +389,14 @@ def test_a_kept_lr_move_is_followed_by_the_same_factor_and_an_overshoot_is_halve
     switch = Remedy(("optim=adamw", "optim.lr=0.001"), Restart.SCRATCH, "AdamW", kind="optimizer")
     still = Finding("diverging", Severity.CRITICAL, "still diverging", "", "", (switch,))
     assert following(cut, cut, [still]).applied.kind == "optimizer"
+    # the cut cured the divergence and the run now learns far too slowly: its own finding (an info
+    # here) raises the LR, and that comes before cutting it once more
+    raise_lr = Remedy(("optim.lr=0.6",), Restart.SCRATCH, "3x larger updates", kind="lr_up")
+    slow = Finding("slow_progress", Severity.INFO, "learning far too slowly", "", "", (raise_lr,))
+    cut.status = "completed"
+    up = following(cut, cut, [slow])
+    assert up.applied.kind == "lr_up" and "optim.lr=0.6" in up.overrides and up.applied.search is None
+    assert following(cut, cut, []).applied.search == "further"  # without that finding the search goes on
 
 
 def test_a_kept_jump_to_the_edge_of_the_optimizers_range_is_followed_by_a_10x_step_not_the_whole_jump_again():
