@@ -961,11 +961,18 @@ FIX_LINES_FILE = ROOT / "bench" / "external_fix_lines.json"
 def fix_line(case: Case, buggy: dict) -> str | None:
     """For a case whose fix is a code change: `named` when a finding of the buggy run quotes one of
     the lines the fix changes, else `not named`; None for a config fix or an unannotated case."""
-    fix = FIX_LINES.get(case.id)
+    named = fix_named(case.id, [line for f in buggy.get("findings", []) for line in f.get("lines", [])])
+    return None if named is None else "named" if named else "not named"
+
+
+def fix_named(case_id: str, lines: list) -> bool | None:
+    """Whether `lines` ([file, line] pairs) hold one of the lines the case's fix changes; None for a
+    config fix or an unannotated case."""
+    fix = FIX_LINES.get(case_id)
     if not fix or fix.get("fix") != "code":
         return None
-    quoted = {(file, int(line)) for f in buggy.get("findings", []) for file, line in f.get("lines", [])}
-    return "named" if any((fix["file"], line) in quoted for line in fix["lines"]) else "not named"
+    quoted = {(file, int(line)) for file, line in lines}
+    return any((fix["file"], line) in quoted for line in fix["lines"])
 
 def relative_loss(run: dict) -> float | None:
     """Best val loss, over the val targets' variance for regression (a fix may rescale targets)."""

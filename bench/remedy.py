@@ -34,8 +34,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 
-from bench.external import relative_loss, reproduced
+from bench.external import fix_named, relative_loss, reproduced
 from harness.remedy.judge import ranked_loss
+from harness.remedy.story import CODE_CHANGE
 from bench.pathology_suite import HEALTHY, Case, catalogue, redrawn
 from bench.train_process import run_train
 
@@ -227,13 +228,7 @@ def healed(run: dict, cured: dict) -> bool:
 def reached_in_code(name: str, auto: dict) -> bool:
     """An external program whose fix is an edit of its own code, stopped by remedy=auto as `needs a
     code change` with the fix's line named: reached, though no config override could heal it."""
-    from bench.external import FIX_LINES
-    from harness.remedy.story import CODE_CHANGE
-
-    fix = FIX_LINES.get(name.split("/", 1)[-1]) or {}
-    named = {(file, int(line)) for file, line in auto.get("code_lines", [])}
-    return auto.get("verdict") == CODE_CHANGE and fix.get("fix") == "code" and any(
-        (fix["file"], line) in named for line in fix["lines"])
+    return auto.get("verdict") == CODE_CHANGE and bool(fix_named(name.split("/", 1)[-1], auto.get("code_lines", [])))
 
 
 FLOAT32_TIE = 1e-6  # two losses this close are one value, up to float32 rounding

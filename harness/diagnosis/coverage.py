@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from harness.core.metric_names import VAL_LOSS
 from harness.diagnosis.load import RunData
-from harness.diagnosis.outcome import Outcome
+from harness.diagnosis.outcome import Outcome, prior_applies
 from harness.diagnosis.rules import signed_loss
 from harness.diagnosis.signals import MIN_EVALS
 
@@ -31,7 +31,7 @@ def not_judged(run: RunData, ended: Outcome | None) -> list[str]:
     if ended is None:
         lines.append("the outcome (did the run learn, did it end near its best): it needs the untrained model's eval, "
                      "which runs started before it was measured do not have")
-    if s.get("user_loss") and s.get("prior_loss") is None:
+    if not prior_applies(run):
         lines.append(NO_PRIOR)
     if signed_loss(run):
         lines.append(SIGNED_LOSS)

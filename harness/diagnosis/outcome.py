@@ -103,7 +103,7 @@ def outcome(run: RunData) -> Outcome | None:
 def _state(run: RunData, monitor: str, higher: bool, start: float, best: float, noise: float) -> str:
     if not _clearly(best, start, higher, noise):
         return NEVER
-    prior = run.summary.get("val_prior_loss") if monitor == VAL_LOSS and _prior_applies(run) else None
+    prior = run.summary.get("val_prior_loss") if monitor == VAL_LOSS and prior_applies(run) else None
     if prior is not None and not _clearly(best, prior, higher, noise):
         return PRIOR_ONLY
     accuracy, chance = run.summary.get("best_val_accuracy"), run.summary.get("chance_loss")
@@ -112,7 +112,7 @@ def _state(run: RunData, monitor: str, higher: bool, start: float, best: float, 
     return LEARNED
 
 
-def _prior_applies(run: RunData) -> bool:
+def prior_applies(run: RunData) -> bool:
     """The built-in loss's prior is in its units; the user's objective has one only where it reports
     its `prior` part (the loss of its best constant prediction, summary.json's `prior_loss`)."""
     return not run.summary.get("user_loss") or run.summary.get("prior_loss") is not None

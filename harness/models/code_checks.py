@@ -114,7 +114,7 @@ def probabilities_into_logits_loss(trace: Trace) -> CodeCause | None:
             ("output_activation=identity",) if made.module_type in ACTIVATION_MODULES else ())
     for op in trace.ops:  # nll_loss reads log-probabilities: anything above 0 is not one
         if op.name == "nll_loss" and op.where is not None and op.inputs and isinstance(op.inputs[0], Facts):
-            made = trace.source(op.inputs[0], PASSING)
+            made = trace.source(op.inputs[0], _reshaped)
             largest = op.inputs[0].largest
             if (made is not None and made.name in PROBABILITIES) or (largest is not None and largest > 1e-6):
                 shown = made.where if made is not None and made.where is not None else op.where
@@ -132,7 +132,7 @@ def _fed_to_logits_losses(trace: Trace, makers: frozenset[str]) -> Iterator[tupl
     for op in trace.ops:
         if op.name not in LOGITS_LOSSES or not op.inputs:
             continue
-        made = trace.source(op.inputs[0] if isinstance(op.inputs[0], Facts) else None, PASSING)
+        made = trace.source(op.inputs[0] if isinstance(op.inputs[0], Facts) else None, _reshaped)
         if made is not None and made.name in makers and (made.where is not None or made.module):
             yield op, made
 
@@ -256,21 +256,17 @@ def zero_gradient_op(trace: Trace) -> CodeCause | None:
     return None
 
 
-def _behind(trace: Trace, facts: Facts) -> Op | None:
-    """The op whose values `facts` holds, looking through reshapes and casts, picks of some of them
-    (a gather of the target's probability), `1 - x` and `x + 0`: what a log or a loss then reads."""
-    op = trace.op(facts.made_by)
-    while op is not None:
-        tensors, numbers = _tensors(op), [v for v in op.inputs if isinstance(v, (int, float))]
-        if not tensors:
-            return op
-        as_is = op.name in PASSING or op.name in PICKING
-        shifted = len(tensors) == 1 and len(numbers) == 1 and (
-            (op.name == "add" and numbers[0] == 0) or (op.name == "sub" and numbers[0] == 1))
-        if not (as_is or shifted):
-            return op
-        op = trace.op(tensors[0].made_by)
-    return None
+def _reshaped(op: Op) -> bool:
+    return op.name in PASSING
+
+
+def _as_read(op: Op) -> bool:
+    """Values passed on as a log or a loss reads them: reshaped or cast, some of them picked (a
+    gather of the target's probability), `1 - x` or `x + 0`."""
+    numbers = [v for v in op.inputs if isinstance(v, (int, float))]
+    shifted = len(_tensors(op)) == 1 and len(numbers) == 1 and (
+        (op.name == "add" and numbers[0] == 0) or (op.name == "sub" and numbers[0] == 1))
+    return op.name in PASSING or op.name in PICKING or shifted
 
 
 def _read_by_users(trace: Trace, op: Op) -> bool:
@@ -285,7 +281,7 @@ def unguarded_log(trace: Trace) -> CodeCause | None:
     for op in trace.ops:
         if op.name not in LOGS or not _read_by_users(trace, op):
             continue
-        made = _behind(trace, _tensors(op)[0])
+        made = trace.source(_tensors(op)[0], _as_read)
         if made is None or made.name not in PROBABILITIES or (made.where is None and not made.module):
             continue
         stable = "F.log_softmax of the logits (or give the logits to F.cross_entropy)" if made.name == "softmax" \
@@ -306,7 +302,7 @@ def clamped_logits(trace: Trace) -> CodeCause | None:
     for op in trace.ops:
         if op.name not in PROBABILITY_READERS or not _read_by_users(trace, op):
             continue
-        clamp = _behind(trace, _tensors(op)[0])
+        clamp = trace.source(_tensors(op)[0], _as_read)
         if clamp is None or clamp.name not in CLAMPS or clamp.where is None or not _tensors(clamp):
             continue
         low, high = _bounds(clamp)
@@ -314,7 +310,7 @@ def clamped_logits(trace: Trace) -> CodeCause | None:
         if low is None or high is None or not 0 <= low < high <= 1 or values.smallest is None \
                 or values.largest is None or (values.smallest >= 0 and values.largest <= 1):
             continue
-        made = trace.source(values, PASSING)  # what made the values: the model's output layer, say
+        made = trace.source(values, _reshaped)  # what made the values: the model's output layer, say
         return CodeCause(
             "clamped_logits", f"values from {values.smallest:.3g} to {values.largest:.3g} are clamped into "
                               f"[{low:g}, {high:g}] and read as probabilities",
@@ -462,7 +458,7 @@ def output_lines(trace: Trace) -> tuple[Where, ...]:
     expect) can quote them."""
     for op in trace.ops:
         if op.name in BUILT_IN_LOSSES and op.where is None and op.inputs and isinstance(op.inputs[0], Facts):
-            made = trace.source(op.inputs[0], PASSING)
+            made = trace.source(op.inputs[0], _reshaped)
             return _at(made) if made is not None else ()
     return ()
 

@@ -102,11 +102,15 @@ class Trace:
     def op(self, index: int | None) -> Op | None:
         return None if index is None else self.ops[index]
 
-    def source(self, facts: Facts | None, passing: frozenset[str]) -> Op | None:
-        """The op that made `facts`, looking through ops in `passing` (reshapes, casts)."""
+    def source(self, facts: Facts | None, passes: Callable[[Op], bool]) -> Op | None:
+        """The op that made `facts`, looking back along the first tensor input of each op that
+        `passes` (a reshape, a cast: the values go on as they were)."""
         op = self.op(facts.made_by) if facts is not None else None
-        while op is not None and op.name in passing and op.inputs and isinstance(op.inputs[0], Facts):
-            op = self.op(op.inputs[0].made_by)
+        while op is not None and passes(op):
+            tensor = next((f for f in op.inputs if isinstance(f, Facts)), None)
+            if tensor is None:
+                return op
+            op = self.op(tensor.made_by)
         return op
 
 
