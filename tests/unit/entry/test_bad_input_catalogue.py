@@ -146,6 +146,7 @@ CONFIG_CASES = [
      "false with loss._target_"),
     ([*VECTOR, "objective=final_val_loss_kl"], "objective", "final_val_loss_PART"),
     (["mode=eval", "eval.stride=0"], "eval.stride", "0"),
+    (["mode=eval", "eval.other_model=maybe"], "eval.other_model", "maybe"),
     ([*VECTOR, "init=checkpoint", "init.path=/no/such/run"], "init.path", "a .pt checkpoint, or a run dir"),
 ]
 
