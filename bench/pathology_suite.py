@@ -10,8 +10,9 @@ size, optimizer, schedule, precision, data and seed around one pathology class, 
 cause expected before it runs. A third of each class is the dev part (rules are tuned on it);
 the rest is held out (only scored). A sick case counts as named when a finding that names its
 cause is the report's first finding or is critical; a healthy case is clean when it has no
-warning or critical finding. The live check's alarms (`diagnosis` events while training) are
-counted on healthy runs too.
+warning or critical finding. A sick case whose own outcome contradicts its cause (OUTCOME_CAUSES:
+it learned and ended near its best) is invalid, listed apart and left out of the valid score. The
+live check's alarms (`diagnosis` events while training) are counted on healthy runs too.
 
 Each run trains in a process of its own, `--workers` at a time, one thread each, under --out
 (default outputs/pathology_suite/PART); results.json and results.md land there.
@@ -42,6 +43,13 @@ RESULT_FILE = "suite_result.json"
 CASE_TIMEOUT = 600.0  # seconds; the slowest case takes ~30 s on two loaded cores
 DEV_EVERY = 3  # every third case of a class (in hash order) is dev, the rest held out
 CURRENT_DRAW = 5  # the redrawing that scored the rules as they stand (draws 1, 2 and 4 were tuned on; 3 scored older rules)
+
+
+# Causes whose definition is a bad outcome: a loss that blows up, a val loss that climbs away from
+# its best, a model held at chance or the prior. A case of one whose run learned and ended near its
+# best did not show its cause, whatever one window of its curves did: it is invalid, scored apart
+# with its outcome recorded, as an external twin that learned is.
+OUTCOME_CAUSES = frozenset({"diverging", "overfitting", "plateau_at_chance", "plateau_at_prior"})
 
 
 @dataclass(frozen=True)
@@ -645,16 +653,21 @@ def run_case(case: Case, out: Path) -> dict:
 
 
 def score(case: Case, run_dir: Path, error: str | None = None) -> dict:
-    """Diagnose the run in `run_dir` and judge it against the case's expectation."""
+    """Diagnose the run in `run_dir` and judge it against the case's expectation; a sick case whose
+    cause its own outcome contradicts is marked invalid, with the outcome that shows it."""
     from harness.diagnosis import Severity, diagnose, load_run
+    from harness.diagnosis.outcome import outcome
 
-    result = {"name": case.name, "cause": case.cause, "error": error, "findings": [], "live": []}
+    result = {"name": case.name, "cause": case.cause, "error": error, "findings": [], "live": [], "valid": True}
     if error is None:
         run = load_run(run_dir)
         findings = diagnose(run)
         result["findings"] = [f"{f.name}:{f.severity.value}" for f in findings]
         result["live"] = [e.get("finding") for e in run.events_of("diagnosis")]
         result["status"] = run.summary.get("status")
+        ended = outcome(run)
+        result["outcome"] = ended.line() if ended is not None else None
+        result["valid"] = not (case.cause in OUTCOME_CAUSES and ended is not None and not ended.bad)
     else:
         findings = []
     if case.sick:
@@ -687,9 +700,11 @@ def run_in_child(case: Case, which: list[str], out: Path, timeout: float = CASE_
 
 def tally(results: list[dict]) -> dict:
     sick = [r for r in results if r["cause"] != HEALTHY]
+    valid = [r for r in sick if r.get("valid", True)]
     healthy = [r for r in results if r["cause"] == HEALTHY]
     live_alarms = sum(1 for r in healthy if r["live"])
-    return {"sick": len(sick), "named": sum(r["ok"] for r in sick), "healthy": len(healthy),
+    return {"sick": len(sick), "named": sum(r["ok"] for r in sick), "valid": len(valid),
+            "valid_named": sum(r["ok"] for r in valid), "healthy": len(healthy),
             "clean": sum(r["ok"] for r in healthy), "healthy_live_alarms": live_alarms}
 
 
@@ -701,10 +716,15 @@ def report(results: list[dict], part: str) -> str:
     lines = [f"# pathology suite, {part} part", "",
              f"sick runs named: {t['named']}/{t['sick']} ({_pct(t['named'], t['sick'])}); "
              f"healthy runs clean: {t['clean']}/{t['healthy']} ({_pct(t['clean'], t['healthy'])}); "
-             f"healthy runs with a live alarm: {t['healthy_live_alarms']}", "",
+             f"healthy runs with a live alarm: {t['healthy_live_alarms']}",
+             f"valid sick runs named: {t['valid_named']}/{t['valid']} ({_pct(t['valid_named'], t['valid'])})", "",
              "| cause | runs | right |", "|---|---|---|"]
     lines += [f"| {cause} | {len(rs)} | {sum(r['ok'] for r in rs)} |" for cause, rs in sorted(by_cause.items())]
-    misses = [r for r in results if not r["ok"]]
+    invalid = [r for r in results if not r.get("valid", True)]
+    if invalid:
+        lines += ["", "invalid (the run's own outcome contradicts its cause):"]
+        lines += [f"- {r['name']}: {r['outcome']}; {', '.join(r['findings']) or 'no finding'}" for r in invalid]
+    misses = [r for r in results if not r["ok"] and r.get("valid", True)]
     if misses:
         lines += ["", "misses:"]
         lines += [f"- {r['name']}: {r['error'] or ', '.join(r['findings']) or 'no finding'}" for r in misses]

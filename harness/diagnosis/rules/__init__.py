@@ -101,6 +101,10 @@ TIERS = (CAUSES, INTERMEDIATE, SYMPTOMS)
 # Findings that describe the curves' shape, not a cause: on a run that learned and ended near its
 # best they are infos (outcome.held_to_outcome).
 SHAPES = SYMPTOMS | INTERMEDIATE | {"oscillating", "loss_spikes"}
+# Findings that claim a bad outcome (a loss that runs away, a val loss that climbs): on a run that
+# learned and ended near its best its own evals contradict them, so they follow the findings the
+# outcome does not contradict (dead units, a pinned clip), at the same severity.
+OUTCOME_CLAIMS = frozenset({"diverging", "overfitting"})
 # Causes in the user's data code: while one is critical, no training change is tried; it would tune
 # the model to a task the user did not mean (a run trained on one class "healed" by a new init).
 DATA_CODE_CAUSES = frozenset({"split_mismatch"})
@@ -156,9 +160,11 @@ def _judged(run: RunData, finding: Finding) -> bool:
 
 
 def diagnose(run: RunData) -> list[Finding]:
-    """All findings, the most severe first; causes before what they explain, then rule order. Rules
-    named in the run's `diagnose.ignore` (a setup the user chose on purpose) are not run. Under the
-    user's own objective, remedies that change the loss, its targets or the output are not offered."""
+    """All findings, the most severe first; within a severity, what the rules judged more severe
+    first (the outcome caps, it does not reorder), then what the outcome does not contradict, causes
+    before what they explain, then rule order. Rules named in the run's `diagnose.ignore` (a setup
+    the user chose on purpose) are not run. Under the user's own objective, remedies that change
+    the loss, its targets or the output are not offered."""
     ignored = set(run.cfg("diagnose.ignore") or ())
     findings = [f for rule in RULES if rule.__name__ not in ignored and (f := rule(run)) is not None]
     if run.summary.get("user_loss"):
@@ -182,4 +188,8 @@ def diagnose(run: RunData) -> list[Finding]:
     if not any(f.severity is not Severity.INFO for f in raised) and (told := untold(run, ended)) is not None \
             and told.name not in ignored:
         raised.append(told)  # a run that did not work is never "No pathology found"
-    return sorted(held_to_outcome(ended, raised, SHAPES), key=lambda f: (f.severity.rank, order(f)))
+    held = held_to_outcome(ended, raised, SHAPES)
+    judged = {id(h): f.severity.rank for h, f in zip(held, raised)}  # the outcome caps a severity, keeps the order
+    worked = ended is not None and not ended.bad
+    return sorted(held, key=lambda f: (f.severity.rank, judged[id(f)], worked and f.name in OUTCOME_CLAIMS,
+                                       order(f)))

@@ -62,6 +62,9 @@ RUNAWAY_PAID_DROP = 0.10
 # under SGD at lr 0.5 without clipping reaches ~100x. The windows before it, not the whole run:
 # a gradient shrinks with its loss (full-batch Adam on a regression whose loss fell 1e4x: its
 # late norms are 40x below its early ones), and a burst is a rise above what came before.
+# A tensor with no gradient is a fact of the graph, not a trend: a few logged steps show it. A
+# short run at the default logging (300 steps: 12 rows) has fewer than MIN_ROWS in its last third.
+UNUSED_ROWS = 3
 EXPLODE_RATIO = 10.0
 SETTLE_FRACTION = 0.1
 EXPLODE_BASELINE_WINDOWS = 3  # windows a burst is compared against, at least
@@ -362,10 +365,13 @@ def _vanishing_fix(run: RunData) -> str:
 
 def unused_parameters(run: RunData) -> Finding | None:
     """Trainable tensors that got no gradient at all (None, not zero) on every logged step of the
-    last third: built and handed to the optimizer, never reached by the loss. Weight decay still
-    shrinks them under AdamW, and DDP refuses such models without find_unused_parameters."""
-    missing = run.series(GRAD_TENSORS_WITHOUT).finite().after_fraction(LATE_FRACTION)
-    if len(missing) < MIN_ROWS or missing.values.min() < 1:
+    last third (its last UNUSED_ROWS at least): built and handed to the optimizer, never reached by
+    the loss. Weight decay still shrinks them under AdamW, and DDP refuses such models without
+    find_unused_parameters."""
+    logged = run.series(GRAD_TENSORS_WITHOUT).finite()
+    rows = max(len(logged.after_fraction(LATE_FRACTION)), UNUSED_ROWS)
+    missing = Series(logged.steps[-rows:], logged.values[-rows:])
+    if len(missing) < UNUSED_ROWS or missing.values.min() < 1:
         return None
     count = int(missing.values.min())
     return Finding("unused_parameters", Severity.WARNING, "some trainable parameters never get a gradient",

@@ -93,3 +93,23 @@ def test_rescoring_a_directory_without_runs_is_a_one_line_error(tmp_path):
     assert done.stderr.strip().splitlines() == [f"error: --rescore='{tmp_path / 'nothing'}' is invalid: a directory "
                                                 "holding runs of the dev part (none found)"]
     assert not (tmp_path / "nothing").exists()
+
+
+def test_a_case_whose_own_outcome_contradicts_its_cause_is_scored_apart(tmp_path):
+    """A `diverging` case that learned and ended near its best did not diverge: it is invalid, with
+    its outcome recorded, and left out of the valid score; one whose val loss climbed stays valid."""
+    from diagnosis_runs import Run
+
+    learned = Run()
+    learned.summary.update(initial_val_loss=2.30)
+    worse = Run().set("val/loss", [1.0, 0.8, 1.6, 2.2], kind="eval")
+    worse.summary.update(initial_val_loss=2.30)
+    case = suite.Case("diverging/test", "diverging", (), expect=("diverging",))
+    results = [suite.score(case, learned.write(tmp_path / "learned")), suite.score(case, worse.write(tmp_path / "worse"))]
+    assert [r["valid"] for r in results] == [False, True]
+    assert results[0]["outcome"].startswith("learned, ended near its best")
+    assert suite.tally(results)["valid"] == 1
+    text = suite.report(results, "test")
+    assert "valid sick runs named: " in text and "- diverging/test: learned, ended near its best" in text
+    other = suite.score(suite.Case("dead_relu/test", "dead_relu", (), expect=("dead_relu",)), tmp_path / "learned")
+    assert other["valid"]  # a cause its own measures show is never judged by the outcome

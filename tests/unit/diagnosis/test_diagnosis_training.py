@@ -139,6 +139,11 @@ def test_unused_parameters(tmp_path):
     assert run.findings(tmp_path)["unused_parameters"].evidence.startswith("2 trainable tensor(s)")
     early = Run().set("grad/tensors_without_grad", lambda s, v: 2.0 if s < 200 else 0.0)  # a module switched on late
     assert "unused_parameters" not in early.findings(tmp_path / "b")
+    short = Run().set("grad/tensors_without_grad", lambda s, v: 4.0)
+    short.train = [row for row in short.train if row["step"] % 40 == 0]  # 10 rows: 4 in the last third
+    assert short.findings(tmp_path / "c")["unused_parameters"].evidence.startswith("4 trainable tensor(s)")
+    short.train = short.train[-2:]  # two logged steps show no graph
+    assert "unused_parameters" not in short.findings(tmp_path / "d")
 
 
 def test_warmup_too_long(tmp_path):

@@ -116,3 +116,25 @@ def test_a_classifier_whose_accuracy_never_beat_guessing_did_not_learn(tmp_path)
     assert found.state == GUESSING_ONLY and found.bad
     guessing.summary["best_val_accuracy"] = 0.40
     assert judged(guessing, tmp_path / "classifies").state == LEARNED
+
+
+def test_the_outcome_caps_severities_but_keeps_their_order(tmp_path, monkeypatch):
+    """On a run that learned, every critical becomes a warning, in the order the rules judged them:
+    what they judged critical before what they judged a warning; at the same judgement, a finding
+    the outcome contradicts (the loss ran away) after one it does not (dead units)."""
+    from harness.diagnosis import Finding, Severity, diagnose, rules
+
+    def stub(name: str, severity: Severity):
+        def rule(run):
+            return Finding(name, severity, name, "evidence.", "fix.")
+        rule.__name__ = name
+        return rule
+
+    run = load_run(Run().write(tmp_path / "learned"))
+    run.summary["initial_val_loss"] = 2.30
+    monkeypatch.setattr(rules, "RULES", (stub("diverging", Severity.CRITICAL), stub("dead_relu", Severity.CRITICAL)))
+    assert [(f.name, f.severity.value) for f in diagnose(run)] == [("dead_relu", "warning"), ("diverging", "warning")]
+    monkeypatch.setattr(rules, "RULES", (stub("dead_relu", Severity.WARNING), stub("diverging", Severity.CRITICAL)))
+    assert [f.name for f in diagnose(run)] == ["diverging", "dead_relu"]  # judged critical, held to a warning
+    del run.summary["initial_val_loss"]  # no baseline: nothing is held, severities as judged
+    assert [f.severity.value for f in diagnose(run)] == ["critical", "warning"]
