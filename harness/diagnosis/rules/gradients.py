@@ -56,15 +56,16 @@ DEAD_UNITS = 0.5
 RUNAWAY_LATE_GROWTH = 2.0
 RUNAWAY_PAID_DROP = 0.10
 
+# A tensor with no gradient is a fact of the graph, not a trend: a few logged steps show it. A
+# short run at the default logging (300 steps: 12 rows) has fewer than MIN_ROWS in its last third.
+UNUSED_ROWS = 3
+
 # Exploding gradients: with no norm clipping to bound the update, some log window's largest
 # pre-clip gradient norm is >= 10x the median of the windows logged before it, past the run's
 # first 10% (early norms are large by nature). Healthy unclipped runs stay within 2-4x; a tanh RNN
 # under SGD at lr 0.5 without clipping reaches ~100x. The windows before it, not the whole run:
 # a gradient shrinks with its loss (full-batch Adam on a regression whose loss fell 1e4x: its
 # late norms are 40x below its early ones), and a burst is a rise above what came before.
-# A tensor with no gradient is a fact of the graph, not a trend: a few logged steps show it. A
-# short run at the default logging (300 steps: 12 rows) has fewer than MIN_ROWS in its last third.
-UNUSED_ROWS = 3
 EXPLODE_RATIO = 10.0
 SETTLE_FRACTION = 0.1
 EXPLODE_BASELINE_WINDOWS = 3  # windows a burst is compared against, at least
