@@ -133,8 +133,13 @@ def _fed_to_logits_losses(trace: Trace, makers: frozenset[str]) -> Iterator[tupl
         if op.name not in LOGITS_LOSSES or not op.inputs:
             continue
         made = trace.source(op.inputs[0] if isinstance(op.inputs[0], Facts) else None, _reshaped)
-        if made is not None and made.name in makers and (made.where is not None or made.module):
+        if made is not None and made.name in makers and _placed_in_users_code(made):
             yield op, made
+
+
+def _placed_in_users_code(op: Op) -> bool:
+    """The user's code called the op, or built the module that ran it: a line a finding can name."""
+    return op.where is not None or bool(op.module)
 
 
 def relu_into_logits_loss(trace: Trace) -> CodeCause | None:
@@ -269,7 +274,8 @@ def _as_read(op: Op) -> bool:
     return op.name in PASSING or op.name in PICKING or shifted
 
 
-def _read_by_users(trace: Trace, op: Op) -> bool:
+def _read_by_users(op: Op) -> bool:
+    """The user's code called the op, on values that carry the parameters' gradient."""
     tensors = _tensors(op)
     return op.where is not None and op.got_gradient and bool(tensors) and tensors[0].from_params
 
@@ -279,10 +285,10 @@ def unguarded_log(trace: Trace) -> CodeCause | None:
     finite on the untrained model, but a probability that underflows to 0 once the model grows
     confident makes it -inf and the loss NaN (log_softmax and logsigmoid never do)."""
     for op in trace.ops:
-        if op.name not in LOGS or not _read_by_users(trace, op):
+        if op.name not in LOGS or not _read_by_users(op):
             continue
         made = trace.source(_tensors(op)[0], _as_read)
-        if made is None or made.name not in PROBABILITIES or (made.where is None and not made.module):
+        if made is None or made.name not in PROBABILITIES or not _placed_in_users_code(made):
             continue
         stable = "F.log_softmax of the logits (or give the logits to F.cross_entropy)" if made.name == "softmax" \
             else "F.logsigmoid of the logit, and F.logsigmoid(-logit) for log(1 - p) (or give the logits to " \
@@ -300,7 +306,7 @@ def clamped_logits(trace: Trace) -> CodeCause | None:
     were not probabilities before the clamp: logits read as probabilities, and every value the
     clamp cuts gets no gradient."""
     for op in trace.ops:
-        if op.name not in PROBABILITY_READERS or not _read_by_users(trace, op):
+        if op.name not in PROBABILITY_READERS or not _read_by_users(op):
             continue
         clamp = trace.source(_tensors(op)[0], _as_read)
         if clamp is None or clamp.name not in CLAMPS or clamp.where is None or not _tensors(clamp):
